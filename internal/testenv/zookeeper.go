@@ -1,0 +1,472 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Timing of the test servers. A short tick lets tests use session timeouts
+// down to 2*TickTime, so expiry tests run in seconds.
+const (
+	TickTime          = 200 * time.Millisecond
+	zkStartTimeout    = 60 * time.Second
+	zkMaxSessionMilli = 60000
+)
+
+// Ensemble is a ZooKeeper ensemble of local server processes on loopback
+// ports. Server indexes are 0-based; ZooKeeper's myid is index+1.
+type Ensemble struct {
+	dir     string
+	servers []*zkServer
+}
+
+type zkServer struct {
+	id                        int
+	clientPort, peer, elector int
+	dataDir                   string
+	proc                      *process
+}
+
+// StartEnsemble starts an ensemble of n servers (1 = standalone) for this
+// test alone and stops it when the test ends. Use it where a test stops,
+// wipes or rolls back servers; other tests share ZooKeeper(t).
+func StartEnsemble(t testing.TB, n int) *Ensemble {
+	t.Helper()
+	e, err := NewEnsemble(t.TempDir(), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.StopAll)
+	if err := e.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// NewEnsemble lays out an ensemble of n servers under dir without starting
+// it. The caller must call StopAll.
+func NewEnsemble(dir string, n int) (*Ensemble, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("ensemble size %d: need at least 1 server", n)
+	}
+	classpath, err := zkClasspath()
+	if err != nil {
+		return nil, err
+	}
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, fmt.Errorf("java not found on PATH: %w; %s", err, setupHint)
+	}
+	e := &Ensemble{dir: dir}
+	for i := 0; i < n; i++ {
+		s := &zkServer{id: i + 1, dataDir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1), "data")}
+		for _, p := range []*int{&s.clientPort, &s.peer, &s.elector} {
+			if *p, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		e.servers = append(e.servers, s)
+	}
+	for _, s := range e.servers {
+		cfgPath := filepath.Join(dir, fmt.Sprintf("zk%d", s.id), "zoo.cfg")
+		if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(cfgPath, []byte(e.config(s)), 0o644); err != nil {
+			return nil, err
+		}
+		s.proc = &process{
+			name: fmt.Sprintf("zookeeper server %d (127.0.0.1:%d)", s.id, s.clientPort),
+			argv: []string{java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+				"-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+				"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath},
+			dir:     filepath.Dir(cfgPath),
+			logPath: filepath.Join(filepath.Dir(cfgPath), "server.log"),
+		}
+		register(s.proc)
+	}
+	return e, nil
+}
+
+func (e *Ensemble) config(s *zkServer) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=25\n", TickTime.Milliseconds())
+	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", zkMaxSessionMilli)
+	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
+	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
+	if len(e.servers) == 1 {
+		b.WriteString("standaloneEnabled=true\n")
+		return b.String()
+	}
+	b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
+	for _, o := range e.servers {
+		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.id, o.peer, o.elector)
+	}
+	return b.String()
+}
+
+// zkClasspath finds the ZooKeeper jars of the Debian package.
+func zkClasspath() (string, error) {
+	if cp := os.Getenv("SEQKEEPER_ZK_CLASSPATH"); cp != "" {
+		return cp, nil
+	}
+	const jar = "/usr/share/java/zookeeper.jar"
+	if _, err := os.Stat(jar); err != nil {
+		return "", fmt.Errorf("ZooKeeper not installed (%s missing): %s", jar, setupHint)
+	}
+	cp := jar
+	// Without a binding slf4j discards the server log; slf4j-simple writes it
+	// to stderr, which we keep in server.log.
+	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
+		cp += ":/usr/share/java/slf4j-simple.jar"
+	}
+	return cp, nil
+}
+
+// Len is the number of servers.
+func (e *Ensemble) Len() int { return len(e.servers) }
+
+// Servers returns every server's client address, for zk.Connect.
+func (e *Ensemble) Servers() []string {
+	out := make([]string, len(e.servers))
+	for i := range e.servers {
+		out[i] = e.Addr(i)
+	}
+	return out
+}
+
+// Addr returns server i's client address.
+func (e *Ensemble) Addr(i int) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(e.servers[i].clientPort))
+}
+
+// DataDir returns server i's data directory (snapshots, logs, myid).
+func (e *Ensemble) DataDir(i int) string { return e.servers[i].dataDir }
+
+// Start starts server i (a no-op if it runs) and, when the servers running
+// form a quorum, waits until it serves clients.
+func (e *Ensemble) Start(i int) error {
+	s := e.servers[i]
+	if len(e.servers) > 1 {
+		if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if err := s.proc.start(); err != nil {
+		return err
+	}
+	if e.running()*2 <= len(e.servers) {
+		return nil // no quorum yet: it cannot serve
+	}
+	return e.WaitServing(i, zkStartTimeout)
+}
+
+// StartAll starts every server and waits until all of them serve.
+func (e *Ensemble) StartAll() error {
+	for _, s := range e.servers {
+		if err := s.proc.start(); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range e.servers {
+		if len(e.servers) > 1 {
+			_ = os.WriteFile(filepath.Join(e.servers[i].dataDir, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := e.WaitServing(i, zkStartTimeout); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (e *Ensemble) running() int {
+	n := 0
+	for _, s := range e.servers {
+		if s.proc.running() {
+			n++
+		}
+	}
+	return n
+}
+
+// Stop stops server i gracefully (SIGTERM) and waits for it to exit.
+func (e *Ensemble) Stop(i int) { e.servers[i].proc.stop(syscall.SIGTERM) }
+
+// Kill kills server i (SIGKILL): a crash, no clean shutdown.
+func (e *Ensemble) Kill(i int) { e.servers[i].proc.stop(syscall.SIGKILL) }
+
+// StopAll stops every server.
+func (e *Ensemble) StopAll() {
+	for i := range e.servers {
+		e.Kill(i)
+	}
+}
+
+// Wipe deletes server i's data (snapshots and transaction logs): the server
+// comes back empty. It must be stopped.
+func (e *Ensemble) Wipe(i int) error {
+	s := e.servers[i]
+	if s.proc.running() {
+		return fmt.Errorf("wipe zookeeper server %d: still running; stop it first", s.id)
+	}
+	if err := os.RemoveAll(s.dataDir); err != nil {
+		return err
+	}
+	return os.MkdirAll(s.dataDir, 0o755)
+}
+
+// WipeAll stops every server and deletes all data: the data-loss disaster.
+// Start the servers again with StartAll.
+func (e *Ensemble) WipeAll() error {
+	e.StopAll()
+	for i := range e.servers {
+		if err := e.Wipe(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SaveData copies server i's data directory to dst (the server should be
+// stopped, or the copy may be torn). With RestoreData it rolls an ensemble
+// back to an older state.
+func (e *Ensemble) SaveData(i int, dst string) error {
+	return copyTree(e.servers[i].dataDir, dst)
+}
+
+// RestoreData replaces server i's data with a copy made by SaveData. The
+// server must be stopped.
+func (e *Ensemble) RestoreData(i int, src string) error {
+	if err := e.Wipe(i); err != nil {
+		return err
+	}
+	return copyTree(src, e.servers[i].dataDir)
+}
+
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(target, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+}
+
+// WaitServing waits until server i answers client requests.
+func (e *Ensemble) WaitServing(i int, timeout time.Duration) error {
+	addr := e.Addr(i)
+	return e.servers[i].proc.waitFor(timeout, func(ctx context.Context) error {
+		mode, err := FourLetter(ctx, addr, "srvr")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(mode, "Mode: ") {
+			return fmt.Errorf("not serving: %q", strings.TrimSpace(mode))
+		}
+		return nil
+	})
+}
+
+// Mode returns server i's role: "leader", "follower", "standalone", or an
+// error when it does not serve.
+func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
+	out, err := FourLetter(ctx, e.Addr(i), "srvr")
+	if err != nil {
+		return "", err
+	}
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if m, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return m, nil
+		}
+	}
+	return "", fmt.Errorf("server %s not serving: %q", e.Addr(i), strings.TrimSpace(out))
+}
+
+// FourLetter sends a ZooKeeper four-letter-word command and returns the reply.
+func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := conn.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			if b.Len() > 0 {
+				return b.String(), nil
+			}
+			return "", err
+		}
+	}
+}
+
+// ZK is a ZooKeeper for one test: the servers and a root path no other test
+// uses. Code under test must keep everything it creates under Root.
+type ZK struct {
+	Servers []string
+	Root    string
+}
+
+var shared struct {
+	once    sync.Once
+	servers []string
+	err     error
+}
+
+// ZooKeeper returns the shared ZooKeeper (SEQKEEPER_TEST_ZK, or a standalone
+// server started for this test binary) and a fresh root path for t, created
+// empty. The root is deleted when the test ends.
+func ZooKeeper(t testing.TB) *ZK {
+	t.Helper()
+	shared.once.Do(func() {
+		if env := os.Getenv("SEQKEEPER_TEST_ZK"); env != "" {
+			shared.servers = strings.Split(env, ",")
+			return
+		}
+		dir, err := os.MkdirTemp("", "seqkeeper-zk-")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		e, err := NewEnsemble(dir, 1)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.err = e.StartAll()
+		shared.servers = e.Servers()
+	})
+	if shared.err != nil {
+		t.Fatalf("shared ZooKeeper: %v", shared.err)
+	}
+	z := &ZK{Servers: shared.servers, Root: "/seqkeeper-test/" + uniqueName(t, 60)}
+	conn := Connect(t, z.Servers, 10*time.Second)
+	if err := CreateAll(conn, z.Root); err != nil {
+		t.Fatalf("create test root %s: %v", z.Root, err)
+	}
+	t.Cleanup(func() { _ = DeleteAll(conn, z.Root) })
+	return z
+}
+
+// Path joins elements onto the test's root.
+func (z *ZK) Path(elem ...string) string {
+	return z.Root + "/" + strings.Join(elem, "/")
+}
+
+// Connect opens a ZooKeeper session to servers, waits until it is
+// established, and closes it when the test ends.
+func Connect(t testing.TB, servers []string, sessionTimeout time.Duration) *zk.Conn {
+	t.Helper()
+	conn, err := ConnectE(servers, sessionTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// ConnectE is Connect for code that is not a test; the caller closes conn.
+// Options are go-zookeeper connection options (zk.WithEventCallback, ...).
+func ConnectE(servers []string, sessionTimeout time.Duration, opts ...func(*zk.Conn)) (*zk.Conn, error) {
+	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(quietLogger{}), func(c *zk.Conn) {
+		for _, o := range opts {
+			o(c)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to zookeeper %v: %w", servers, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for conn.State() != zk.StateHasSession {
+		if time.Now().After(deadline) {
+			conn.Close()
+			return nil, fmt.Errorf("no zookeeper session with %v after 30s (state %s)", servers, conn.State())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return conn, nil
+}
+
+// quietLogger drops go-zookeeper's chatter, which would otherwise fill test
+// output with every reconnect.
+type quietLogger struct{}
+
+func (quietLogger) Printf(string, ...any) {}
+
+// CreateAll creates path and any missing parents as empty persistent znodes.
+func CreateAll(conn *zk.Conn, path string) error {
+	p := ""
+	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
+		p += "/" + part
+		_, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// DeleteAll deletes path and everything under it.
+func DeleteAll(conn *zk.Conn, path string) error {
+	children, _, err := conn.Children(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		if err := DeleteAll(conn, path+"/"+c); err != nil {
+			return err
+		}
+	}
+	err = conn.Delete(path, -1)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	return err
+}
