@@ -1,0 +1,41 @@
+package zkclient
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// ValidateRoot checks a root path such as "/all-sequences": absolute, no
+// trailing slash, no empty or relative elements.
+func ValidateRoot(p string) error {
+	if p == "" || p[0] != '/' || p == "/" {
+		return fmt.Errorf("zookeeper path %q: must be absolute and not \"/\" (for example /all-sequences)", p)
+	}
+	if path.Clean(p) != p {
+		return fmt.Errorf("zookeeper path %q: must be clean (no trailing '/', '//', '.' or '..')", p)
+	}
+	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
+		return fmt.Errorf("zookeeper path %q: /zookeeper is reserved by ZooKeeper", p)
+	}
+	return nil
+}
+
+// EnsurePath creates p and its missing parents as empty persistent znodes
+// with acl.
+func EnsurePath(conn *zk.Conn, p string, acl []zk.ACL) error {
+	if err := ValidateRoot(p); err != nil {
+		return err
+	}
+	cur := ""
+	for _, el := range strings.Split(p[1:], "/") {
+		cur += "/" + el
+		if _, err := conn.Create(cur, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
