@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs every seqkeeper test against real servers: installs what is missing
+# (scripts/setup.sh), checks formatting, vet and staticcheck, runs the
+# package tests with the race detector, then the container suite.
+#
+#   bash scripts/test.sh            everything
+#   bash scripts/test.sh -short     the same with shorter soak/chaos runs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:$(go env GOPATH)/bin"
+export TESTCONTAINERS_RYUK_DISABLED=true
+
+log() { printf '%s test: %s\n' "$(date +%H:%M:%S)" "$*"; }
+start=$(date +%s)
+
+bash scripts/setup.sh
+
+log "gofmt, go vet, staticcheck"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [[ -n "$unformatted" ]]; then
+	echo "gofmt needed on:"; echo "$unformatted"; exit 1
+fi
+go vet ./...
+staticcheck ./...
+
+# Fast package tests first, then the container suite, which starts whole
+# clusters and takes minutes.
+pkgs=$(go list ./... | grep -v '/integration')
+log "package tests (-race)"
+go test -race -count=1 -timeout 30m "$@" $pkgs
+log "container suite (-race)"
+go test -race -count=1 -timeout 45m "$@" ./integration/...
+log "all tests passed in $(( $(date +%s) - start ))s"
