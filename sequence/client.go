@@ -1,0 +1,593 @@
+package sequence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Defaults for Options.
+const (
+	DefaultRoot        = "/all-sequences"
+	DefaultCeilingWait = 30 * time.Second
+)
+
+var (
+	// ErrUnknownSequence reports a sequence whose znode does not exist.
+	ErrUnknownSequence = errors.New("unknown sequence")
+
+	// ErrInvalidName reports a sequence name that cannot be a znode name.
+	ErrInvalidName = errors.New("invalid sequence name")
+
+	// ErrCeilingReached reports that a Take found no IDs below the reserved
+	// ceiling and no primary raised it within Options.CeilingWait.
+	ErrCeilingReached = errors.New("reserved ceiling reached")
+
+	// ErrRecreated reports that a write landed on a sequence znode that had
+	// been deleted and created again since it was read. The client fenced
+	// the znode off (no fresh IDs until the primary fast-forwards it) and
+	// handed out nothing.
+	ErrRecreated = errors.New("sequence znode was re-created under a write")
+
+	// ErrUncertain reports a push whose write may or may not have been
+	// applied (the connection was lost before the reply). Pushing the same
+	// IDs again could hand them out twice, so they must be treated as lost.
+	ErrUncertain = errors.New("outcome unknown after connection loss")
+)
+
+// namePattern is the sequence name grammar: what is safe as a znode name,
+// an S3 key part, a URL path segment and a shell word.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// ValidateName reports whether name can name a sequence: 1 to 200 of
+// A-Z a-z 0-9 . _ -, starting with a letter or digit.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		why := "use 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+		switch {
+		case name == "":
+			why = "the name is empty; " + why
+		case strings.Contains(name, "/"):
+			why = "'/' would make it a path, not a name; " + why
+		}
+		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	}
+	return nil
+}
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// Root is the znode under which sequences live. Default DefaultRoot.
+	Root string
+	// CeilingWait bounds how long Take waits at the ceiling for the
+	// primary to raise it before failing with ErrCeilingReached. The
+	// caller's context bounds it too. Default DefaultCeilingWait.
+	CeilingWait time.Duration
+	// ACL is set on znodes the client creates (windows). Default
+	// zk.WorldACL(zk.PermAll).
+	ACL []zk.ACL
+}
+
+// Client takes IDs from and pushes IDs back to sequences in ZooKeeper by
+// compare-and-set. It caches each sequence's state and znode version, so an
+// uncontended Take costs one ZooKeeper round trip. It is safe for
+// concurrent use; calls on the same sequence are serialised within a Client
+// (separate Clients, or separate processes, contend through ZooKeeper).
+//
+// The cache cannot be fooled by a deleted and re-created znode (whose
+// version restarts at 0, so an old cached version could match it): a cached
+// state is used only while the session that read it is still the session,
+// and a child watch set on the znode when it was read has not fired. The
+// child watch fires when the znode is deleted but not when its data changes,
+// so the client's own writes do not invalidate the cache; others' writes
+// show up as a failed compare-and-set. Every write also checks that the
+// znode it changed has the creation zxid that was read.
+type Client struct {
+	zk   *zkclient.Client
+	opts Options
+
+	mu    sync.Mutex
+	nodes map[string]*node
+
+	stats struct {
+		requests, conflicts, retries atomic.Int64
+	}
+}
+
+// node is the cached view of one znode (a sequence or one of its windows).
+type node struct {
+	mu      sync.Mutex
+	path    string
+	valid   bool
+	state   State
+	version int32
+	czxid   int64
+	session int64
+	// deleted is the child watch set when the znode was read; any event on
+	// it (deletion, a change of windows, a lost session) voids the cache.
+	deleted <-chan zk.Event
+	windows []string
+}
+
+// NewClient returns a Client for the sequences under opts.Root.
+func NewClient(c *zkclient.Client, opts Options) (*Client, error) {
+	if c == nil {
+		return nil, errors.New("sequence: NewClient needs a zookeeper client")
+	}
+	if opts.Root == "" {
+		opts.Root = DefaultRoot
+	}
+	if err := zkclient.ValidateRoot(opts.Root); err != nil {
+		return nil, fmt.Errorf("sequence root: %w", err)
+	}
+	if opts.CeilingWait == 0 {
+		opts.CeilingWait = DefaultCeilingWait
+	}
+	if opts.CeilingWait < 0 {
+		return nil, fmt.Errorf("sequence: CeilingWait %s is negative", opts.CeilingWait)
+	}
+	if opts.ACL == nil {
+		opts.ACL = zk.WorldACL(zk.PermAll)
+	}
+	return &Client{zk: c, opts: opts, nodes: make(map[string]*node)}, nil
+}
+
+// Stats are counters of a Client's ZooKeeper traffic, for benchmarks and
+// metrics.
+type Stats struct {
+	// Requests is the number of ZooKeeper requests sent (reads, writes,
+	// watches): the round trips the client paid.
+	Requests int64
+	// Conflicts is the number of compare-and-set writes that lost to
+	// another writer (BadVersion).
+	Conflicts int64
+	// Retries is the number of operations retried after a connection
+	// error.
+	Retries int64
+}
+
+// Stats returns the client's counters so far.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Requests:  c.stats.requests.Load(),
+		Conflicts: c.stats.conflicts.Load(),
+		Retries:   c.stats.retries.Load(),
+	}
+}
+
+// Path returns the znode path of sequence name.
+func (c *Client) Path(name string) string { return c.opts.Root + "/" + name }
+
+// Root returns the znode under which the sequences live.
+func (c *Client) Root() string { return c.opts.Root }
+
+func (c *Client) node(path string) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[path]
+	if n == nil {
+		n = &node{path: path}
+		c.nodes[path] = n
+	}
+	return n
+}
+
+// usable reports whether the cached state may be used. It consumes a fired
+// watch, so the next load re-arms it.
+func (n *node) usable(session int64) bool {
+	if !n.valid || n.deleted == nil || n.session != session {
+		return false
+	}
+	select {
+	case <-n.deleted:
+		n.deleted, n.valid = nil, false
+		return false
+	default:
+		return true
+	}
+}
+
+// load reads the znode into the cache. With dataWatch it also returns a
+// watch that fires on the next change of the data (used to wait for a
+// raise). The caller holds n.mu.
+func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, error) {
+	conn := c.zk.Conn()
+	for attempt := 0; ; attempt++ {
+		session := c.zk.SessionID()
+		if n.deleted != nil {
+			select {
+			case <-n.deleted: // fired: one-shot, so it must be set again
+				n.deleted = nil
+			default:
+			}
+		}
+		if n.deleted == nil || n.session != session {
+			// The deletion watch comes first: set before the read, it
+			// covers whatever incarnation the read then sees (checked by
+			// comparing creation zxids below).
+			children, stat, ch, err := conn.ChildrenW(n.path)
+			c.stats.requests.Add(1)
+			if err != nil {
+				return nil, c.zkError(name, err)
+			}
+			sort.Strings(children)
+			n.deleted, n.czxid, n.session = ch, stat.Czxid, session
+			n.windows = windowNames(children)
+		}
+		var (
+			data  []byte
+			stat  *zk.Stat
+			watch <-chan zk.Event
+			err   error
+		)
+		if dataWatch {
+			data, stat, watch, err = conn.GetW(n.path)
+		} else {
+			data, stat, err = conn.Get(n.path)
+		}
+		c.stats.requests.Add(1)
+		if err != nil {
+			n.valid = false
+			return nil, c.zkError(name, err)
+		}
+		if stat.Czxid != n.czxid || c.zk.SessionID() != session {
+			// Re-created (or the session replaced) between the two
+			// requests: the watch belongs to another incarnation.
+			n.deleted, n.valid = nil, false
+			if attempt > 10 {
+				return nil, fmt.Errorf("sequence %q: znode keeps being re-created; is something deleting it?", name)
+			}
+			continue
+		}
+		st, err := ParseState(name, data)
+		if err != nil {
+			n.valid = false
+			return nil, err
+		}
+		n.state, n.version, n.valid = st, stat.Version, true
+		return watch, nil
+	}
+}
+
+// zkError turns a ZooKeeper error into the package's errors.
+func (c *Client) zkError(name string, err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, ErrUnknownSequence, c.Path(name), name)
+	}
+	return fmt.Errorf("sequence %q: %w", name, err)
+}
+
+// retryable reports whether err is a connection-level ZooKeeper error after
+// which the operation may be tried again from a fresh read.
+func retryable(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// backoff sleeps for a jittered, growing delay, or returns ctx's error.
+func backoff(ctx context.Context, attempt int) error {
+	d := min(time.Duration(1<<min(attempt, 10))*time.Millisecond, 500*time.Millisecond)
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// errAtCeiling is returned by takeNode when the node has no IDs below its
+// ceiling; the caller decides whether to wait or try elsewhere.
+var errAtCeiling = errors.New("at ceiling")
+
+// Take hands out up to n IDs of sequence name, as ascending inclusive
+// ranges: recycled IDs first (oldest holes first), then fresh ones below the
+// reserved ceiling. It returns fewer than n when fewer remain below the
+// ceiling, and an error wrapping ErrExhausted once the ID space is used up.
+//
+// Take blocks while it retries compare-and-set conflicts and connection
+// errors (with jittered backoff), and while the sequence is at its ceiling
+// it waits for the primary to raise it, up to Options.CeilingWait; then it
+// fails with ErrCeilingReached. Cancelling ctx makes it return ctx's error at
+// once. An error means no IDs were handed out; IDs of a write whose reply was
+// lost are never reused (they are lost, not duplicated).
+func (c *Client) Take(ctx context.Context, name string, n int64) (Ranges, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("sequence %q: take %d: the count must be at least 1", name, n)
+	}
+	var waitSince time.Time
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		got, err := c.takeOnce(ctx, name, n)
+		switch {
+		case err == nil:
+			return got, nil
+		case errors.Is(err, errAtCeiling):
+			if waitSince.IsZero() {
+				waitSince = time.Now()
+			}
+			if err := c.waitRaise(ctx, name, waitSince); err != nil {
+				return nil, err
+			}
+		case retryable(err):
+			c.stats.retries.Add(1)
+			if berr := backoff(ctx, attempt); berr != nil {
+				return nil, fmt.Errorf("sequence %q: take %d: %w (while retrying: %v)", name, n, berr, err)
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Next hands out a single ID of sequence name. It is Take(ctx, name, 1); a
+// program that needs many IDs should use an Allocator.
+func (c *Client) Next(ctx context.Context, name string) (int64, error) {
+	got, err := c.Take(ctx, name, 1)
+	if err != nil {
+		return 0, err
+	}
+	return got[0].Start, nil
+}
+
+// takeOnce makes one pass: from a window when the sequence has open windows
+// and nothing recycled, else from the sequence znode itself.
+func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, error) {
+	seq := c.node(c.Path(name))
+	seq.mu.Lock()
+	if !seq.usable(c.zk.SessionID()) {
+		if _, err := c.load(name, seq, false); err != nil {
+			seq.mu.Unlock()
+			return nil, err
+		}
+	}
+	windows := seq.windows
+	useWindows := len(windows) > 0 && len(seq.state.Recycled) == 0 && !seq.state.Legacy
+	seq.mu.Unlock()
+
+	if useWindows {
+		// Start at a random window so that clients spread over them.
+		off := rand.N(len(windows))
+		for i := range windows {
+			w := windows[(off+i)%len(windows)]
+			got, err := c.takeNode(ctx, name, c.node(c.Path(name)+"/"+w), n)
+			switch {
+			case err == nil:
+				return got, nil
+			case errors.Is(err, ErrExhausted), errors.Is(err, errAtCeiling), errors.Is(err, ErrUnknownSequence):
+				continue // this window is used up or gone; try the next
+			default:
+				return nil, err
+			}
+		}
+	}
+	return c.takeNode(ctx, name, seq, n)
+}
+
+// takeNode takes up to n IDs from one znode (a sequence or a window) by
+// compare-and-set, re-reading only after a conflict.
+func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (Ranges, error) {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	conn := c.zk.Conn()
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if !nd.usable(c.zk.SessionID()) {
+			if _, err := c.load(name, nd, false); err != nil {
+				return nil, err
+			}
+		}
+		st := nd.state
+		got, err := st.Take(n)
+		if err != nil {
+			return nil, err
+		}
+		if len(got) == 0 {
+			return nil, errAtCeiling
+		}
+		stat, err := conn.Set(nd.path, st.Encode(), nd.version)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			if stat.Czxid != nd.czxid {
+				return nil, c.fence(name, nd, st, stat)
+			}
+			nd.state, nd.version = st, stat.Version
+			return got, nil
+		case errors.Is(err, zk.ErrBadVersion):
+			c.stats.conflicts.Add(1)
+			nd.valid = false
+		case errors.Is(err, zk.ErrNoNode):
+			nd.valid, nd.deleted = false, nil
+		default:
+			// The write may have been applied: its IDs are lost, never
+			// reused, because the retry starts from a fresh read.
+			nd.valid = false
+			return nil, c.zkError(name, err)
+		}
+	}
+}
+
+// fence handles a write that landed on a re-created znode: it overwrote the
+// new incarnation with a state derived from the old one. It sets the fresh
+// range empty (next = ceiling + 1) so no client takes from the stale state,
+// and leaves it to the primary, which sees a creation zxid it did not record,
+// to fast-forward the sequence past everything the store covers.
+func (c *Client) fence(name string, nd *node, written State, stat *zk.Stat) error {
+	nd.valid, nd.deleted = false, nil
+	if !written.Legacy && !written.Registered {
+		fenced := written
+		fenced.Next = fenced.Ceiling + 1
+		fenced.Recycled = nil
+		_, _ = c.zk.Conn().Set(nd.path, fenced.Encode(), stat.Version)
+		c.stats.requests.Add(1)
+	}
+	return fmt.Errorf("sequence %q: %w (creation zxid %#x, read %#x); no IDs were handed out and the sequence waits for the primary to fast-forward it",
+		name, ErrRecreated, stat.Czxid, nd.czxid)
+}
+
+// waitRaise waits for the sequence's data to change (the primary raising the
+// ceiling or initialising it), up to CeilingWait since the wait began.
+func (c *Client) waitRaise(ctx context.Context, name string, since time.Time) error {
+	seq := c.node(c.Path(name))
+	seq.mu.Lock()
+	watch, err := c.load(name, seq, true)
+	st := seq.state
+	seq.mu.Unlock()
+	if err != nil {
+		if retryable(err) {
+			return backoff(ctx, 3)
+		}
+		return err
+	}
+	if st.Available() > 0 {
+		return nil // raised while we were not looking
+	}
+	left := c.opts.CeilingWait - time.Since(since)
+	if left <= 0 {
+		return c.ceilingError(name, st)
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-watch:
+		return nil
+	case <-seq.deletedSignal():
+		return nil
+	case <-t.C:
+		return c.ceilingError(name, st)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (n *node) deletedSignal() <-chan zk.Event {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.deleted
+}
+
+func (c *Client) ceilingError(name string, st State) error {
+	if st.Registered {
+		return fmt.Errorf("sequence %q: %w: not initialised after %s: no primary has picked it up; is 'seqkeeper serve' running against the same ZooKeeper and root %s?",
+			name, ErrCeilingReached, c.opts.CeilingWait, c.opts.Root)
+	}
+	return fmt.Errorf("sequence %q: %w: every ID up to the ceiling %d is taken and no primary raised it within %s; is 'seqkeeper serve' running, and can it reach its store?",
+		name, ErrCeilingReached, st.Ceiling, c.opts.CeilingWait)
+}
+
+// Push returns IDs of sequence name for reuse; later takes hand them out
+// again before fresh ones. It refuses, with an error wrapping ErrBadPush and
+// without changing anything, ranges holding IDs the sequence never issued,
+// lying outside its space, or already recycled: accepting them could hand an
+// ID out twice. Push only IDs you took and will not use.
+//
+// Push retries compare-and-set conflicts until ctx is done. If the
+// connection is lost before the reply it does not retry, since the first
+// write may have been applied and a second would recycle the IDs twice: it
+// returns an error wrapping ErrUncertain, and the IDs must be treated as
+// lost.
+func (c *Client) Push(ctx context.Context, name string, ids Ranges) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	norm, err := NormalizeRanges(ids)
+	if err != nil {
+		return fmt.Errorf("sequence %q: %w: %v", name, ErrBadPush, err)
+	}
+	if len(norm) == 0 {
+		return nil
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	conn := c.zk.Conn()
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !nd.usable(c.zk.SessionID()) {
+			if _, err := c.load(name, nd, false); err != nil {
+				if retryable(err) {
+					// Nothing was written yet: safe to retry.
+					c.stats.retries.Add(1)
+					if err := backoff(ctx, attempt); err != nil {
+						return err
+					}
+					continue
+				}
+				return err
+			}
+		}
+		st := nd.state
+		if err := st.Push(norm); err != nil {
+			return err
+		}
+		stat, err := conn.Set(nd.path, st.Encode(), nd.version)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			if stat.Czxid != nd.czxid {
+				return c.fence(name, nd, st, stat)
+			}
+			nd.state, nd.version = st, stat.Version
+			return nil
+		case errors.Is(err, zk.ErrBadVersion):
+			c.stats.conflicts.Add(1)
+			nd.valid = false
+		case errors.Is(err, zk.ErrNoNode):
+			nd.valid, nd.deleted = false, nil
+		default:
+			nd.valid = false
+			return fmt.Errorf("sequence %q: push %s: %w: %v; treat these IDs as lost and do not push them again",
+				name, norm, ErrUncertain, err)
+		}
+	}
+}
+
+// Describe reads the current state of sequence name from ZooKeeper,
+// bypassing the cache, and the names of its open windows.
+func (c *Client) Describe(ctx context.Context, name string) (State, []string, error) {
+	if err := ValidateName(name); err != nil {
+		return State{}, nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return State{}, nil, err
+	}
+	nd := &node{path: c.Path(name)}
+	if _, err := c.load(name, nd, false); err != nil {
+		return State{}, nil, err
+	}
+	return nd.state, nd.windows, nil
+}
+
+// windowNames filters a sequence znode's children down to its windows.
+func windowNames(children []string) []string {
+	var out []string
+	for _, ch := range children {
+		if strings.HasPrefix(ch, WindowPrefix) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}

@@ -1,0 +1,572 @@
+package sequence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one test's sequences root on a real ZooKeeper.
+type env struct {
+	t       testing.TB
+	servers []string
+	root    string
+}
+
+func newEnv(t testing.TB) *env {
+	z := testenv.ZooKeeper(t)
+	e := &env{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
+	if err := zkclient.EnsurePath(e.session(10*time.Second).Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// session opens a ZooKeeper session of its own, closed when the test ends.
+func (e *env) session(timeout time.Duration) *zkclient.Client {
+	e.t.Helper()
+	c, err := zkclient.Dial(context.Background(), e.servers, zkclient.Options{SessionTimeout: timeout})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// client returns a sequence client on a session of its own.
+func (e *env) client(opts sequence.Options) *sequence.Client {
+	e.t.Helper()
+	opts.Root = e.root
+	c, err := sequence.NewClient(e.session(10*time.Second), opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return c
+}
+
+// create registers name and raises its ceiling, standing in for the primary.
+func (e *env) create(c *sequence.Client, name string, r sequence.Registration, ceiling int64) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := c.Register(ctx, name, r); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := c.Raise(ctx, name, ceiling); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// raiser keeps the ceiling of name at least reserve ahead of next until the
+// test ends, as the primary would (without the store, which is not this
+// package's business).
+func (e *env) raiser(name string, reserve int64) {
+	e.t.Helper()
+	c := e.client(sequence.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			st, _, err := c.Describe(ctx, name)
+			if err == nil && st.Ceiling-st.Next < reserve/2 {
+				_, _ = c.Raise(ctx, name, st.Next+reserve)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func (e *env) zkData(conn *zk.Conn, name string) []byte {
+	e.t.Helper()
+	data, _, err := conn.Get(e.root + "/" + name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return data
+}
+
+func ranges(rs ...[2]int64) sequence.Ranges {
+	out := make(sequence.Ranges, len(rs))
+	for i, r := range rs {
+		out[i] = sequence.Range{Start: r[0], End: r[1]}
+	}
+	return out
+}
+
+func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{CeilingWait: 300 * time.Millisecond})
+	ctx := context.Background()
+	e.create(c, "orders", sequence.Registration{}, 30)
+
+	steps := []struct {
+		take int64
+		push sequence.Ranges
+		want string
+	}{
+		{take: 10, want: "1:10"},
+		{push: ranges([2]int64{7, 9}, [2]int64{3, 4})},
+		{take: 4, want: "3:4 7:8"},
+		{take: 4, want: "9 11:13"},
+		{take: 100, want: "14:30"}, // fewer than asked: the ceiling is 30
+	}
+	for i, s := range steps {
+		if s.push != nil {
+			if err := c.Push(ctx, "orders", s.push); err != nil {
+				t.Fatalf("step %d: push %s: %v", i, s.push, err)
+			}
+			continue
+		}
+		got, err := c.Take(ctx, "orders", s.take)
+		if err != nil {
+			t.Fatalf("step %d: take %d: %v", i, s.take, err)
+		}
+		if got.String() != s.want {
+			t.Fatalf("step %d: take %d = %s; want %s", i, s.take, got, s.want)
+		}
+	}
+
+	// At the ceiling with no primary: a clear, bounded failure.
+	start := time.Now()
+	_, err := c.Take(ctx, "orders", 1)
+	if !errors.Is(err, sequence.ErrCeilingReached) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "30") {
+		t.Fatalf("take at the ceiling: err = %v; want ErrCeilingReached naming the sequence and ceiling 30", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("take at the ceiling waited %s; CeilingWait is 300ms", waited)
+	}
+
+	// A raise while a take waits releases it.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = e.client(sequence.Options{}).Raise(ctx, "orders", 40)
+	}()
+	c2 := e.client(sequence.Options{CeilingWait: 10 * time.Second})
+	got, err := c2.Take(ctx, "orders", 5)
+	if err != nil || got.String() != "31:35" {
+		t.Fatalf("take during a raise = %s, %v; want 31:35", got, err)
+	}
+}
+
+func TestTakeExhaustsTheSpace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	ctx := context.Background()
+	e.create(c, "small", sequence.Registration{Start: 5, End: 9}, 100)
+	if got, err := c.Take(ctx, "small", 10); err != nil || got.String() != "5:9" {
+		t.Fatalf("take = %s, %v; want 5:9", got, err)
+	}
+	if _, err := c.Take(ctx, "small", 1); !errors.Is(err, sequence.ErrExhausted) {
+		t.Fatalf("take after the end: err = %v; want ErrExhausted", err)
+	}
+}
+
+func TestUncontendedTakeIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	ctx := context.Background()
+	e.create(c, "rt", sequence.Registration{}, 1_000_000)
+	if _, err := c.Take(ctx, "rt", 1); err != nil { // warms the cache
+		t.Fatal(err)
+	}
+	before := c.Stats().Requests
+	const takes = 50
+	for i := 0; i < takes; i++ {
+		if _, err := c.Take(ctx, "rt", 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Stats().Requests - before; got != takes {
+		t.Fatalf("%d uncontended takes cost %d requests; want one each", takes, got)
+	}
+}
+
+// ledger is the checker for uniqueness tests: it knows, for every ID ever
+// handed out, whether a worker holds it or has pushed it back.
+type ledger struct {
+	mu       sync.Mutex
+	held     map[int64]int // id -> worker
+	recycled map[int64]bool
+	issued   int
+	dups     []string
+}
+
+func newLedger() *ledger {
+	return &ledger{held: map[int64]int{}, recycled: map[int64]bool{}}
+}
+
+func (l *ledger) took(worker int, rs sequence.Ranges) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		for id := r.Start; id <= r.End; id++ {
+			if w, ok := l.held[id]; ok {
+				l.dups = append(l.dups, fmt.Sprintf("id %d handed to worker %d while worker %d holds it", id, worker, w))
+			}
+			l.held[id] = worker
+			delete(l.recycled, id)
+			l.issued++
+		}
+	}
+}
+
+// pushing records IDs as recycled before the push makes them takeable.
+func (l *ledger) pushing(rs sequence.Ranges) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		for id := r.Start; id <= r.End; id++ {
+			delete(l.held, id)
+			l.recycled[id] = true
+		}
+	}
+}
+
+// lost records IDs that were neither pushed back nor kept.
+func (l *ledger) lost(rs sequence.Ranges) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		for id := r.Start; id <= r.End; id++ {
+			delete(l.recycled, id)
+		}
+	}
+}
+
+func (l *ledger) check(t *testing.T) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, d := range l.dups {
+		if i == 10 {
+			t.Errorf("... and %d more", len(l.dups)-10)
+			break
+		}
+		t.Error("DUPLICATE: " + d)
+	}
+}
+
+func TestUniqueUnderContentionWithRecycling(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	setup := e.client(sequence.Options{})
+	e.create(setup, "hot", sequence.Registration{}, 200)
+	e.raiser("hot", 400)
+
+	const workers = 8
+	l := newLedger()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		c := e.client(sequence.Options{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			for ctx.Err() == nil {
+				got, err := c.Take(ctx, "hot", 1+rng.Int64N(20))
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("worker %d: take: %v", w, err)
+					}
+					return
+				}
+				l.took(w, got)
+				if rng.IntN(3) == 0 { // give some back: the first range's head
+					r := got[0]
+					back := sequence.Ranges{{Start: r.Start, End: r.Start + rng.Int64N(r.Len())}}
+					l.pushing(back)
+					if err := c.Push(ctx, "hot", back); err != nil {
+						if errors.Is(err, context.DeadlineExceeded) {
+							l.lost(back) // cancelled before the write
+							return
+						}
+						t.Errorf("worker %d: push %s: %v", w, back, err)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	l.check(t)
+	if l.issued < 1000 {
+		t.Errorf("only %d IDs handed out; the test did not exercise contention", l.issued)
+	}
+
+	// Every recycled ID not taken again must still be in the recycled list:
+	// none lost, none handed out twice.
+	st, _, err := setup.Describe(context.Background(), "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	for id := range l.recycled {
+		if !st.Recycled.Contains(id) {
+			t.Errorf("id %d was pushed back but is neither recycled nor reissued", id)
+		}
+		want++
+	}
+	if st.Recycled.Count() != want {
+		t.Errorf("recycled list holds %d IDs; workers pushed back %d not yet reissued", st.Recycled.Count(), want)
+	}
+	t.Logf("%d IDs issued by %d workers; %d conflicts seen by one client", l.issued, workers, setup.Stats().Conflicts)
+}
+
+// The cached-version trap: a znode deleted and created again restarts its
+// version, so a write with a version cached from the old incarnation could
+// land on the new one. The client must notice and re-read.
+func TestRecreatedZnodeIsNotWrittenWithStaleState(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	ctx := context.Background()
+	e.create(c, "aba", sequence.Registration{}, 100) // versions 0, 1
+	if got, err := c.Take(ctx, "aba", 10); err != nil || got.String() != "1:10" {
+		t.Fatalf("take = %s, %v", got, err)
+	} // version 2, cached by c
+
+	// Another actor deletes the sequence and re-creates it further on,
+	// bringing the new znode to the version c has cached.
+	other := e.session(10 * time.Second).Conn()
+	path := e.root + "/aba"
+	if err := other.Delete(path, -1); err != nil {
+		t.Fatal(err)
+	}
+	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID}
+	if _, err := other.Create(path, fresh.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := other.Set(path, fresh.Encode(), int32(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	got, err := c.Take(ctx, "aba", 5)
+	if err != nil || got.String() != "5000:5004" {
+		t.Fatalf("take after re-create = %s, %v; want 5000:5004 from the new znode, not 11:15 from the cache", got, err)
+	}
+}
+
+func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	e := &env{t: t, servers: ens.Servers(), root: "/all-sequences"}
+	setup := e.session(20 * time.Second)
+	if err := zkclient.EnsurePath(setup.Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	sc, _ := sequence.NewClient(setup, sequence.Options{Root: e.root})
+	e.create(sc, "lossy", sequence.Registration{}, 10_000_000)
+
+	l := newLedger()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		c, err := sequence.NewClient(e.session(20*time.Second), sequence.Options{Root: e.root})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				got, err := c.Take(ctx, "lossy", 7)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("worker %d: take: %v", w, err)
+					}
+					return
+				}
+				l.took(w, got)
+			}
+		}()
+	}
+	// Crash and restart the server twice under load: writes in flight lose
+	// their replies. Sessions survive (the restart is shorter than their
+	// timeout), so clients retry.
+	for i := 0; i < 2; i++ {
+		time.Sleep(500 * time.Millisecond)
+		ens.Kill(0)
+		time.Sleep(300 * time.Millisecond)
+		if err := ens.Start(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	l.check(t)
+
+	st, _, err := sc.Describe(context.Background(), "lossy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := st.Next - 1 - int64(l.issued)
+	if lost < 0 {
+		t.Fatalf("workers got %d IDs but next is only %d", l.issued, st.Next)
+	}
+	t.Logf("%d IDs issued across 2 server crashes, %d lost to writes whose replies were lost", l.issued, lost)
+}
+
+func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	ctx := context.Background()
+	conn := e.session(10 * time.Second).Conn()
+	e.create(c, "good", sequence.Registration{}, 100)
+	if _, err := c.Take(ctx, "good", 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Push(ctx, "good", ranges([2]int64{5, 6})); err != nil {
+		t.Fatal(err)
+	}
+	before := e.zkData(conn, "good")
+
+	for _, name := range []string{"", "a/b", ".hidden", "-x", strings.Repeat("n", 201), "sp ace"} {
+		if _, err := c.Take(ctx, name, 1); !errors.Is(err, sequence.ErrInvalidName) {
+			t.Errorf("take from %q: err = %v; want ErrInvalidName", name, err)
+		}
+	}
+	if _, err := c.Take(ctx, "missing", 1); !errors.Is(err, sequence.ErrUnknownSequence) {
+		t.Errorf("take from a missing sequence: err = %v; want ErrUnknownSequence", err)
+	}
+	for _, bad := range []sequence.Ranges{
+		ranges([2]int64{21, 22}),               // never issued
+		ranges([2]int64{6, 7}),                 // overlaps recycled 5:6
+		ranges([2]int64{0, 3}),                 // outside the space
+		ranges([2]int64{9, 8}),                 // start after end
+		ranges([2]int64{1, 2}, [2]int64{2, 3}), // overlapping each other
+	} {
+		if err := c.Push(ctx, "good", bad); !errors.Is(err, sequence.ErrBadPush) {
+			t.Errorf("push %v: err = %v; want ErrBadPush", bad, err)
+		}
+	}
+	if after := e.zkData(conn, "good"); string(after) != string(before) {
+		t.Errorf("refused pushes changed the state:\n%s\nbecame\n%s", before, after)
+	}
+
+	// Corrupt data: an error naming the problem, and the znode untouched.
+	corrupt := []byte("seqkeeper-sequence v1\nstart 1\nnext 50\nceiling 10\nend 100\n")
+	if _, err := conn.Create(e.root+"/broken", corrupt, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Take(ctx, "broken", 1)
+	if !errors.Is(err, sequence.ErrCorrupt) || !strings.Contains(err.Error(), `"broken"`) {
+		t.Errorf("take from corrupt data: err = %v; want ErrCorrupt naming the sequence", err)
+	}
+	if err := c.Push(ctx, "broken", ranges([2]int64{1, 1})); !errors.Is(err, sequence.ErrCorrupt) {
+		t.Errorf("push to corrupt data: err = %v; want ErrCorrupt", err)
+	}
+	if got := e.zkData(conn, "broken"); string(got) != string(corrupt) {
+		t.Errorf("corrupt znode was changed to %q", got)
+	}
+}
+
+func TestLegacyCounterIsIncrementedInPlace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	conn := e.session(10 * time.Second).Conn()
+	counter := make([]byte, 8)
+	binary.BigEndian.PutUint64(counter, 41)
+	if _, err := conn.Create(e.root+"/legacy", counter, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Take(context.Background(), "legacy", 5)
+	if err != nil || got.String() != "42:46" {
+		t.Fatalf("take = %s, %v; want 42:46", got, err)
+	}
+	if v := binary.BigEndian.Uint64(e.zkData(conn, "legacy")); v != 46 {
+		t.Fatalf("counter = %d; want 46, still in the 8-byte format", v)
+	}
+}
+
+func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	setup := e.client(sequence.Options{})
+	ctx := context.Background()
+	e.create(setup, "win", sequence.Registration{Windows: 4}, 100_000)
+	for i := 0; i < 4; i++ {
+		if _, err := setup.OpenWindow(ctx, "win", 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := newLedger()
+	var wg sync.WaitGroup
+	used := make(map[int64]bool) // window index (by ID/1000) that served a take
+	var mu sync.Mutex
+	for w := 0; w < 8; w++ {
+		c := e.client(sequence.Options{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				got, err := c.Take(ctx, "win", 5)
+				if err != nil {
+					t.Errorf("worker %d: %v", w, err)
+					return
+				}
+				l.took(w, got)
+				mu.Lock()
+				used[(got[0].Start-1)/1000] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	l.check(t)
+	if len(used) < 3 {
+		t.Errorf("takes landed in %d of 4 windows; clients should spread", len(used))
+	}
+	// The windows, not the sequence, served every take.
+	st, windows, err := setup.Describe(ctx, "win")
+	if err != nil || len(windows) != 4 || st.Next != 4001 {
+		t.Fatalf("describe = next %d, windows %v, %v; want next 4001 and 4 windows", st.Next, windows, err)
+	}
+}
+
+func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client(sequence.Options{})
+	ctx := context.Background()
+	e.create(c, "w2", sequence.Registration{Windows: 1}, 50)
+	if _, err := c.OpenWindow(ctx, "w2", 10); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Take(ctx, "w2", 10); err != nil || got.String() != "1:10" {
+		t.Fatalf("take from the window = %s, %v; want 1:10", got, err)
+	}
+	if got, err := c.Take(ctx, "w2", 5); err != nil || got.String() != "11:15" {
+		t.Fatalf("take after the window is used up = %s, %v; want 11:15 from the sequence", got, err)
+	}
+	if open, err := c.PruneWindows(ctx, "w2"); err != nil || open != 0 {
+		t.Fatalf("prune = %d open, %v; want 0", open, err)
+	}
+}

@@ -1,0 +1,673 @@
+package sequence
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+const (
+	// MaxID is the default end of the ID space. A sequence whose End is
+	// MaxID never hands out MaxID itself: Next must stay representable, and
+	// Next = End+1 would overflow, so such a space is exhausted once Next
+	// reaches MaxID.
+	MaxID int64 = math.MaxInt64
+
+	// DefaultStart is the first ID of a sequence registered without a start
+	// value. IDs start at 1 because 0 is a "no ID" value in many of the
+	// legacy systems the IDs feed.
+	DefaultStart int64 = 1
+
+	// MaxRecycledRanges caps the recycled list so a sequence znode stays far
+	// below ZooKeeper's 1 MB limit: at the cap, with 19-digit numbers, the
+	// encoded state is about 40 KB. When a push would exceed it, Push drops
+	// the smallest ranges and counts their IDs in Leaked: IDs are leaked,
+	// never risked being handed out twice.
+	MaxRecycledRanges = 1000
+
+	// MaxWindows bounds State.Windows. Every window is a znode the primary
+	// keeps topped up; beyond a thousand, more windows add ZooKeeper load
+	// without reducing CAS contention any further.
+	MaxWindows = 1024
+
+	// MaxLegacyCounter is the highest value a legacy 8-byte counter may hold.
+	// Below 2^61 its first byte is a control byte (< 0x20), which is how
+	// ParseState tells it from the text format, whose every form starts with
+	// a printable byte. A larger counter would be misread as text, so the
+	// sequence must be migrated to the text format before it gets there.
+	MaxLegacyCounter int64 = 1<<61 - 1
+)
+
+var (
+	// ErrCorrupt reports sequence data that cannot be parsed or breaks an
+	// invariant of State. Acting on such data could hand out IDs twice, so
+	// callers must stop and have the znode repaired, not guess.
+	ErrCorrupt = errors.New("corrupt state")
+
+	// ErrExhausted reports that a sequence has handed out every ID of its
+	// space and holds no recycled IDs. Waiting does not help: the space must
+	// be extended or a new sequence used.
+	ErrExhausted = errors.New("ID space exhausted")
+
+	// ErrBadPush reports a push that was refused because accepting it could
+	// hand an ID out twice (IDs never issued, outside the space, or already
+	// recycled). The state is unchanged when it is returned.
+	ErrBadPush = errors.New("push refused")
+)
+
+// header is the first line of the full text form. The version lets a newer
+// seqkeeper change the format while an older one refuses, rather than
+// misreads, data it does not understand.
+const (
+	headerName = "seqkeeper-sequence"
+	version    = "v1"
+	header     = headerName + " " + version
+)
+
+// State is the decoded data of a sequence znode /<root>/<name>.
+//
+// A State comes in three forms. A full state (neither Legacy nor Registered)
+// is what the primary maintains and clients take from. A registration
+// (Registered) is what an operator creates to ask the primary to start a
+// sequence. A legacy state (Legacy) is a bare 8-byte counter kept for
+// workers that increment it themselves.
+//
+// Take and Push never write into the backing array of Recycled; they replace
+// the slice. A copy of a State made before a call therefore stays intact,
+// which lets a client keep its cached state when a compare-and-set fails.
+type State struct {
+	// Name is the sequence name. It is not encoded; it only makes errors
+	// name the sequence they are about.
+	Name string
+
+	// Legacy marks a znode holding a bare 8-byte big-endian counter. Only
+	// Next is stored: it holds the raw counter, the highest ID possibly
+	// issued, and Take hands out Next+1 upwards. A legacy counter has no
+	// ceiling: Take enforces none, and the primary can only persist
+	// reserve-ahead marks after it notices the counter moved, so IDs taken
+	// faster than it reacts are not yet covered by the store. ParseState
+	// sets Start to 1 and Ceiling and End to MaxLegacyCounter, for display
+	// only; Take, Available and Validate ignore them.
+	Legacy bool
+
+	// Registered marks a znode created by an operator but not yet
+	// initialised by the primary. Only Start, End and Windows mean anything;
+	// Next, Ceiling, Recycled and Leaked are zero. Nothing can be taken from
+	// it until the primary initialises it.
+	Registered bool
+
+	// Start is the first ID of the space (>= 1).
+	Start int64
+
+	// Next is the lowest ID never issued: Start <= Next <= End+1. IDs are
+	// issued in ascending order, so every ID below Next has been handed out
+	// at least once (it may since have been pushed back into Recycled).
+	Next int64
+
+	// Ceiling is the highest ID clients may issue: Next-1 <= Ceiling <= End.
+	// The primary raises it only after the durable store has accepted the
+	// higher value, so every issued ID is covered by the store and a
+	// restore to the stored ceiling + 1 never reissues one.
+	Ceiling int64
+
+	// End is the last ID of the space.
+	End int64
+
+	// Windows is the configured number of open windows, 0 for a plain
+	// sequence, at most MaxWindows.
+	Windows int
+
+	// Recycled holds IDs pushed back, all in [Start, Next-1], ascending.
+	// Take hands out the lowest first, so the oldest holes are filled first.
+	// At most MaxRecycledRanges ranges.
+	Recycled Ranges
+
+	// Leaked counts IDs dropped because the recycled list hit its cap. They
+	// are never handed out again; the counter tells the operator how many
+	// were lost that way.
+	Leaked int64
+}
+
+// ParseState decodes the data of the sequence znode for sequence name. Every
+// error wraps ErrCorrupt and names the sequence and, for text, the line.
+//
+// The forms, tried in this order:
+//
+//   - empty data (or only whitespace): a registration with the defaults
+//     (Start DefaultStart, End MaxID);
+//   - exactly 8 bytes starting with a control byte (< 0x20) or a byte >=
+//     0x80: a legacy big-endian counter; a negative counter is corrupt. An
+//     8-byte text such as "\t1234567" is therefore read as a counter; write
+//     registrations without leading control characters;
+//   - a bare decimal integer, optionally surrounded by whitespace: a
+//     registration starting at that ID;
+//   - "key value" lines, keys lowercase, separated by "\n" (a trailing
+//     newline and a "\r" ending a line are accepted), optionally preceded by
+//     the header line "seqkeeper-sequence v1". Without a next key it is a
+//     registration and may set only start, end and windows. With next it is
+//     a full state: the header and the keys start, next, ceiling and end are
+//     required; windows, recycled and leaked are optional.
+//
+// The decoded state must pass Validate.
+func ParseState(name string, data []byte) (State, error) {
+	if len(bytes.TrimSpace(data)) == 0 && (len(data) != 8 || data[0] >= 0x20) {
+		return State{Name: name, Registered: true, Start: DefaultStart, End: MaxID}, nil
+	}
+	if len(data) == 8 && (data[0] < 0x20 || data[0] >= 0x80) {
+		return parseLegacy(name, data)
+	}
+	p := parser{name: name, lines: map[string]int{}}
+	s, err := p.parse(data)
+	if err != nil {
+		return State{}, err
+	}
+	if key, msg := s.problem(); msg != "" {
+		return State{}, p.errorf(p.lines[key], "%s", msg)
+	}
+	return s, nil
+}
+
+func parseLegacy(name string, data []byte) (State, error) {
+	counter := int64(binary.BigEndian.Uint64(data))
+	if counter < 0 {
+		return State{}, fmt.Errorf("sequence %q: %w: legacy 8-byte counter is negative (%d); set it to the highest ID issued", name, ErrCorrupt, counter)
+	}
+	return State{
+		Name:    name,
+		Legacy:  true,
+		Start:   DefaultStart,
+		Next:    counter,
+		Ceiling: MaxLegacyCounter,
+		End:     MaxLegacyCounter,
+	}, nil
+}
+
+// keyOrder is the order Encode writes keys in; ParseState accepts any order.
+var keyOrder = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked"}
+
+// parser decodes the text forms, remembering the line of each key so that
+// errors found after parsing still point at a line.
+type parser struct {
+	name  string
+	lines map[string]int // key -> 1-based line number
+}
+
+func (p *parser) errorf(line int, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if line > 0 {
+		return fmt.Errorf("sequence %q: %w: line %d: %s", p.name, ErrCorrupt, line, msg)
+	}
+	return fmt.Errorf("sequence %q: %w: %s", p.name, ErrCorrupt, msg)
+}
+
+func (p *parser) parse(data []byte) (State, error) {
+	if !utf8.Valid(data) {
+		return State{}, p.errorf(0, "not UTF-8 text and not an 8-byte legacy counter")
+	}
+	text := string(data)
+	if bare := strings.TrimSpace(text); !strings.ContainsAny(bare, " \t\r\n") && strings.ContainsAny(bare[:1], "+-0123456789") {
+		start, err := parseNumber(bare)
+		if err != nil {
+			return State{}, p.errorf(1, "registration start: %v", err)
+		}
+		p.lines["start"] = 1
+		return State{Name: p.name, Registered: true, Start: start, End: MaxID}, nil
+	}
+
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	values := map[string]string{}
+	hasHeader := false
+	for i, line := range lines {
+		n := i + 1
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" {
+			return State{}, p.errorf(n, "empty line")
+		}
+		if rest, ok := strings.CutPrefix(line, headerName); ok {
+			if err := p.checkHeader(n, line, rest); err != nil {
+				return State{}, err
+			}
+			hasHeader = true
+			continue
+		}
+		key, value, ok := strings.Cut(line, " ")
+		if !slices.Contains(keyOrder, key) {
+			return State{}, p.errorf(n, "unknown key %q (this seqkeeper knows: %s)", key, strings.Join(keyOrder, ", "))
+		}
+		if !ok && key != "recycled" {
+			return State{}, p.errorf(n, "key %s has no value (want %q)", key, key+" <number>")
+		}
+		if first, dup := p.lines[key]; dup {
+			return State{}, p.errorf(n, "duplicate key %s (first on line %d)", key, first)
+		}
+		p.lines[key] = n
+		values[key] = value
+	}
+
+	s := State{Name: p.name}
+	if _, full := values["next"]; !full {
+		for _, key := range []string{"ceiling", "recycled", "leaked"} {
+			if n, ok := p.lines[key]; ok {
+				return State{}, p.errorf(n, "key %s without next: a registration (no next) may set only start, end and windows", key)
+			}
+		}
+		s.Registered, s.Start, s.End = true, DefaultStart, MaxID
+	} else {
+		if !hasHeader {
+			return State{}, p.errorf(1, "a full state (one with next) must begin with the line %q", header)
+		}
+		for _, key := range []string{"start", "ceiling", "end"} {
+			if _, ok := values[key]; !ok {
+				return State{}, p.errorf(0, "missing key %s (a full state needs start, next, ceiling and end)", key)
+			}
+		}
+	}
+	for _, key := range keyOrder { // a fixed order keeps errors reproducible
+		if value, ok := values[key]; ok {
+			if err := p.setField(&s, key, value); err != nil {
+				return State{}, err
+			}
+		}
+	}
+	return s, nil
+}
+
+// checkHeader accepts the v1 header on line 1 and explains anything else:
+// above all a newer version, which this seqkeeper must not try to read.
+func (p *parser) checkHeader(n int, line, rest string) error {
+	if line == header {
+		if n != 1 {
+			return p.errorf(n, "header %q must be the first line", header)
+		}
+		return nil
+	}
+	v, ok := strings.CutPrefix(rest, " v")
+	if !ok || v == "" || strings.Trim(v, "0123456789") != "" {
+		return p.errorf(n, "malformed header %q; want %q", line, header)
+	}
+	return p.errorf(n, "format version v%s; this seqkeeper understands only %s: upgrade seqkeeper to read this sequence", v, version)
+}
+
+func (p *parser) setField(s *State, key, value string) error {
+	n := p.lines[key]
+	if key == "recycled" {
+		if value == "" {
+			return nil
+		}
+		tokens := strings.Split(value, " ")
+		if len(tokens) > MaxRecycledRanges {
+			return p.errorf(n, "recycled has %d ranges, more than the cap of %d", len(tokens), MaxRecycledRanges)
+		}
+		s.Recycled = make(Ranges, 0, len(tokens))
+		for _, tok := range tokens {
+			if tok == "" {
+				return p.errorf(n, "recycled: empty range (separate ranges with single spaces)")
+			}
+			r, err := ParseRange(tok)
+			if err != nil {
+				return p.errorf(n, "recycled: %v", err)
+			}
+			s.Recycled = append(s.Recycled, r)
+		}
+		return nil
+	}
+	v, err := parseNumber(value)
+	if err != nil {
+		return p.errorf(n, "%s: %v", key, err)
+	}
+	switch key {
+	case "start":
+		s.Start = v
+	case "next":
+		s.Next = v
+	case "ceiling":
+		s.Ceiling = v
+	case "end":
+		s.End = v
+	case "windows":
+		if v < 0 || v > MaxWindows {
+			return p.errorf(n, "windows %d is outside 0..%d", v, MaxWindows)
+		}
+		s.Windows = int(v)
+	case "leaked":
+		s.Leaked = v
+	}
+	return nil
+}
+
+// Encode returns the znode data for s: 8 big-endian bytes of Next for a
+// legacy state, the header and start (plus end and windows when not the
+// defaults) for a registration, and otherwise the full form with keys in a
+// fixed order, windows, recycled and leaked omitted when zero. The output is
+// canonical: ParseState of it gives s back and re-encodes to the same bytes.
+// Encode does not validate; call Validate before writing.
+func (s State) Encode() []byte {
+	if s.Legacy {
+		return binary.BigEndian.AppendUint64(nil, uint64(s.Next))
+	}
+	b := make([]byte, 0, 128+40*len(s.Recycled))
+	b = append(b, header+"\n"...)
+	line := func(key string, v int64) {
+		b = append(b, key...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, v, 10)
+		b = append(b, '\n')
+	}
+	line("start", s.Start)
+	if s.Registered {
+		if s.End != MaxID {
+			line("end", s.End)
+		}
+		if s.Windows != 0 {
+			line("windows", int64(s.Windows))
+		}
+		return b
+	}
+	line("next", s.Next)
+	line("ceiling", s.Ceiling)
+	line("end", s.End)
+	if s.Windows != 0 {
+		line("windows", int64(s.Windows))
+	}
+	if len(s.Recycled) > 0 {
+		b = append(b, "recycled"...)
+		for _, r := range s.Recycled {
+			b = append(b, ' ')
+			b = strconv.AppendInt(b, r.Start, 10)
+			if r.End != r.Start {
+				b = append(b, ':')
+				b = strconv.AppendInt(b, r.End, 10)
+			}
+		}
+		b = append(b, '\n')
+	}
+	if s.Leaked != 0 {
+		line("leaked", s.Leaked)
+	}
+	return b
+}
+
+// Validate checks every invariant of s; each one guards against handing out
+// an ID twice or above the durable ceiling. The error wraps ErrCorrupt and
+// names the sequence and the broken invariant.
+func (s State) Validate() error {
+	if _, msg := s.problem(); msg != "" {
+		return fmt.Errorf("sequence %q: %w: %s", s.Name, ErrCorrupt, msg)
+	}
+	return nil
+}
+
+// problem returns the first broken invariant of s and the key it concerns,
+// so that ParseState can point at the line; msg is "" when s is valid.
+func (s State) problem() (key, msg string) {
+	switch {
+	case s.Legacy && s.Registered:
+		return "", "both legacy and registered"
+	case s.Legacy:
+		switch {
+		case s.Next < 0:
+			return "", fmt.Sprintf("legacy counter %d is negative", s.Next)
+		case s.Next > MaxLegacyCounter:
+			return "", fmt.Sprintf("legacy counter %d is above %d, where it can no longer be told apart from text; migrate the sequence to the text format", s.Next, MaxLegacyCounter)
+		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0:
+			return "", "a legacy counter can hold no recycled IDs, windows or leaked count"
+		}
+		return "", ""
+	}
+	switch {
+	case s.Start < 1:
+		return "start", fmt.Sprintf("start %d is below 1 (IDs start at 1)", s.Start)
+	case s.End < s.Start:
+		return "end", fmt.Sprintf("end %d is below start %d", s.End, s.Start)
+	case s.Windows < 0 || s.Windows > MaxWindows:
+		return "windows", fmt.Sprintf("windows %d is outside 0..%d", s.Windows, MaxWindows)
+	}
+	if s.Registered {
+		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 {
+			return "", "a registration carries no next, ceiling, recycled IDs or leaked count"
+		}
+		return "", ""
+	}
+	// Start >= 1 from here on, so Next-1 and r.Start-1 cannot overflow, and
+	// End+1 (which can) is never computed.
+	switch {
+	case s.Next < s.Start:
+		return "next", fmt.Sprintf("next %d is below start %d", s.Next, s.Start)
+	case s.Next-1 > s.End:
+		return "next", fmt.Sprintf("next %d is more than one past end %d", s.Next, s.End)
+	case s.Ceiling < s.Next-1:
+		return "ceiling", fmt.Sprintf("ceiling %d is below next-1 (%d): IDs up to %d were issued above the durable ceiling", s.Ceiling, s.Next-1, s.Next-1)
+	case s.Ceiling > s.End:
+		return "ceiling", fmt.Sprintf("ceiling %d is above end %d", s.Ceiling, s.End)
+	case s.Leaked < 0:
+		return "leaked", fmt.Sprintf("leaked %d is negative", s.Leaked)
+	case len(s.Recycled) > MaxRecycledRanges:
+		return "recycled", fmt.Sprintf("recycled has %d ranges, more than the cap of %d", len(s.Recycled), MaxRecycledRanges)
+	}
+	if msg := s.Recycled.canonicalProblem(); msg != "" {
+		return "recycled", "recycled: " + msg
+	}
+	if len(s.Recycled) > 0 {
+		if lo := s.Recycled[0]; lo.Start < s.Start {
+			return "recycled", fmt.Sprintf("recycled range %s is below start %d", lo, s.Start)
+		}
+		if hi := s.Recycled[len(s.Recycled)-1]; hi.End >= s.Next {
+			return "recycled", fmt.Sprintf("recycled range %s holds IDs never issued (next is %d)", hi, s.Next)
+		}
+	}
+	return "", ""
+}
+
+// last is the highest ID Take may ever issue fresh: End, except that with
+// End = math.MaxInt64 Next could not move past it, so that one ID is never
+// issued.
+func (s State) last() int64 {
+	return min(s.End, math.MaxInt64-1)
+}
+
+// fresh is the number of never-issued IDs clients may take now.
+func (s State) fresh() int64 {
+	hi := min(s.Ceiling, s.last())
+	if hi < s.Next {
+		return 0
+	}
+	return hi - s.Next + 1
+}
+
+// Available returns how many IDs Take could hand out right now: the recycled
+// IDs plus the fresh ones up to the ceiling (saturating at math.MaxInt64).
+// A registration has none until the primary initialises it.
+func (s State) Available() int64 {
+	switch {
+	case s.Registered:
+		return 0
+	case s.Legacy:
+		return max(0, MaxLegacyCounter-s.Next)
+	}
+	return addSat(s.Recycled.Count(), s.fresh())
+}
+
+// Take removes up to n IDs from s and returns them, ascending and coalesced.
+// Recycled IDs go first, lowest first, so old holes close before the counter
+// moves; then fresh IDs from Next, never above Ceiling. When fewer than n are
+// available it returns what there is; at the ceiling, and for a registration
+// not yet initialised, that is nothing (an empty result and a nil error): the
+// caller should wait for the primary to raise the ceiling. It returns an
+// error wrapping ErrExhausted once the whole space has been issued and
+// nothing is recycled. On error s is unchanged.
+//
+// A legacy counter has no ceiling: Take hands out Next+1 to Next+n, up to
+// MaxLegacyCounter.
+func (s *State) Take(n int64) (Ranges, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("sequence %q: take %d: the count must be at least 1", s.Name, n)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Registered:
+		return nil, nil
+	case s.Legacy:
+		if s.Next >= MaxLegacyCounter {
+			return nil, fmt.Errorf("sequence %q: %w: legacy counter is at its maximum %d; migrate the sequence to the text format", s.Name, ErrExhausted, MaxLegacyCounter)
+		}
+		k := min(n, MaxLegacyCounter-s.Next)
+		out := Ranges{{s.Next + 1, s.Next + k}}
+		s.Next += k
+		return out, nil
+	}
+	if len(s.Recycled) == 0 && s.Next > s.last() {
+		return nil, fmt.Errorf("sequence %q: %w: every ID up to end %d has been issued; extend the end of the space or move to a new sequence", s.Name, ErrExhausted, s.End)
+	}
+
+	var out Ranges
+	rest := s.Recycled
+	for len(rest) > 0 && n > 0 {
+		r := rest[0]
+		if r.Len() > n {
+			out = append(out, Range{r.Start, r.Start + n - 1})
+			// A new slice, not rest[0] = ...: the caller's copy of the
+			// state may share the backing array.
+			rest = append(Ranges{{r.Start + n, r.End}}, rest[1:]...)
+			n = 0
+			break
+		}
+		out = append(out, r)
+		n -= r.Len()
+		rest = rest[1:]
+	}
+	if len(rest) == 0 {
+		rest = nil
+	}
+	s.Recycled = rest
+
+	if k := min(n, s.fresh()); k > 0 {
+		fresh := Range{s.Next, s.Next + k - 1}
+		// The highest recycled range may end at Next-1; keep out coalesced.
+		if len(out) > 0 && out[len(out)-1].End == fresh.Start-1 {
+			out[len(out)-1].End = fresh.End
+		} else {
+			out = append(out, fresh)
+		}
+		s.Next += k
+	}
+	return out, nil
+}
+
+// Push returns IDs to s for reuse. It refuses, with an error wrapping
+// ErrBadPush, any range that lies outside the space, holds IDs never issued
+// (>= Next), or overlaps the recycled list: accepting any of those could hand
+// an ID out twice. Refusal is all-or-nothing; on error s is unchanged.
+//
+// Pushed ranges are merged into Recycled and coalesced with their
+// neighbours. If the list would then exceed MaxRecycledRanges, the smallest
+// ranges (ties: the highest-numbered) are dropped until it fits and their IDs
+// are added to Leaked. The policy is to leak IDs, never to duplicate them;
+// dropping the smallest ranges loses the fewest IDs per range saved.
+//
+// Legacy counters and registrations accept no pushes: the 8-byte form has
+// nowhere to keep the IDs (a worker should drop them), and a registration has
+// issued nothing.
+func (s *State) Push(rs Ranges) error {
+	return s.push(rs, MaxRecycledRanges)
+}
+
+// push is Push with the cap as a parameter, so that tests can reach the cap
+// policy with a handful of ranges.
+func (s *State) push(rs Ranges, limit int) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	refuse := func(what string, format string, args ...any) error {
+		return fmt.Errorf("sequence %q: %w: %s: %s", s.Name, ErrBadPush, what, fmt.Sprintf(format, args...))
+	}
+	all := "ranges " + rs.String()
+	switch {
+	case s.Legacy:
+		return refuse(all, "a legacy 8-byte counter cannot keep recycled IDs; drop them instead (they are lost, never reused)")
+	case s.Registered:
+		return refuse(all, "the sequence is not initialised yet, so it has issued no IDs")
+	}
+	in, err := NormalizeRanges(rs)
+	if err != nil {
+		return refuse(all, "%v", err)
+	}
+	for _, r := range in {
+		if r.Start < s.Start || r.End > s.End {
+			return refuse("range "+r.String(), "outside the space %s of the sequence", Range{s.Start, s.End})
+		}
+		if r.End >= s.Next {
+			return refuse("range "+r.String(), "IDs from %d were never issued (next is %d); push back only IDs this sequence handed out", max(r.Start, s.Next), s.Next)
+		}
+		// The first recycled range not entirely below r is the only one
+		// that can overlap it.
+		i, _ := slices.BinarySearchFunc(s.Recycled, r.Start, func(x Range, id int64) int { return cmp.Compare(x.End, id) })
+		if i < len(s.Recycled) && s.Recycled[i].Start <= r.End {
+			return refuse("range "+r.String(), "overlaps recycled range %s: those IDs were already pushed back, pushing them again would hand them out twice", s.Recycled[i])
+		}
+	}
+
+	merged := make(Ranges, 0, len(s.Recycled)+len(in))
+	a, b := s.Recycled, in
+	for len(a) > 0 || len(b) > 0 {
+		var r Range
+		if len(b) == 0 || len(a) > 0 && a[0].Start < b[0].Start {
+			r, a = a[0], a[1:]
+		} else {
+			r, b = b[0], b[1:]
+		}
+		if n := len(merged); n > 0 && merged[n-1].End == r.Start-1 {
+			merged[n-1].End = r.End
+			continue
+		}
+		merged = append(merged, r)
+	}
+	leaked := int64(0)
+	if len(merged) > limit {
+		merged, leaked = dropSmallest(merged, len(merged)-limit)
+	}
+	s.Recycled = merged
+	s.Leaked = addSat(s.Leaked, leaked)
+	return nil
+}
+
+// dropSmallest removes the k smallest ranges of rs (ties: the highest
+// first, so the oldest holes survive) and returns the rest, still in order,
+// and the number of IDs dropped. Dropping a range only widens the gap between
+// its neighbours, so the result stays coalesced.
+func dropSmallest(rs Ranges, k int) (Ranges, int64) {
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int {
+		if c := cmp.Compare(rs[i].Len(), rs[j].Len()); c != 0 {
+			return c
+		}
+		return cmp.Compare(rs[j].Start, rs[i].Start)
+	})
+	drop := make([]bool, len(rs))
+	var leaked int64
+	for _, i := range order[:k] {
+		drop[i] = true
+		leaked = addSat(leaked, rs[i].Len())
+	}
+	kept := make(Ranges, 0, len(rs)-k)
+	for i, r := range rs {
+		if !drop[i] {
+			kept = append(kept, r)
+		}
+	}
+	return kept, leaked
+}
