@@ -22,6 +22,50 @@
 // initialises it. See ParseState for every accepted form and State.Validate
 // for the invariants.
 //
+// # Taking and returning IDs
+//
+// Client.Take hands out a batch of IDs by compare-and-set on the znode
+// version: recycled IDs first (oldest holes first), then fresh IDs from next
+// up to the ceiling. The client caches each sequence's state and version, so
+// an uncontended take is one ZooKeeper write; after losing a race
+// (BadVersion) it re-reads and tries again. At the ceiling it waits for the
+// primary to raise it (Options.CeilingWait), then fails with
+// ErrCeilingReached. Client.Push returns unused IDs; it refuses anything
+// that could hand an ID out twice. An Allocator serves single IDs from
+// memory and refills in the background.
+//
+// A write whose reply is lost (connection loss) is never assumed to have
+// failed: Take starts again from a fresh read, so those IDs are lost, not
+// reused; Push does not retry at all and reports ErrUncertain.
+//
+// # The cached-version trap
+//
+// A znode deleted and created again restarts its version at 0, so a write
+// made with a version cached from the old znode could land on the new one
+// with stale data. A cached state is therefore used only while the session
+// that read it is still the session and a watch set when it was read has not
+// fired. The watch is a child watch on the sequence znode, not a data watch:
+// it fires when the znode is deleted (and when its windows change) but not on
+// data changes, so the client's own writes keep its cache valid and a take
+// stays one round trip; other writers' changes show up as BadVersion. One
+// window remains: a delete and re-create that completes while the client's
+// write is already on the wire, and brings the new znode to exactly the
+// cached version. Every write checks the creation zxid ZooKeeper returns; if
+// such a write ever lands, the client hands out nothing, sets the sequence's
+// fresh range empty, and returns ErrRecreated, and the primary (which sees a
+// creation zxid it did not record) fast-forwards the sequence past the
+// stored ceiling.
+//
+// # Windows
+//
+// A sequence registered with windows has child znodes (w-0000000001, ...)
+// each holding a disjoint range carved below the durable ceiling by the
+// primary (Client.OpenWindow). Clients start at a random window and move on
+// when it is used up, so many clients stop fighting over one znode version.
+// The price is order: IDs stay unique, but IDs handed out later may be lower
+// than IDs handed out earlier, from another window. Recycled IDs go back to
+// the sequence znode and are handed out from there first.
+//
 // # What is not guaranteed
 //
 // Legacy sequences, whose znode holds a bare 8-byte big-endian counter, have
