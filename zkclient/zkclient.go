@@ -45,6 +45,14 @@ type Options struct {
 	// Digest is "user:password" for ZooKeeper digest authentication, added
 	// to the session (and re-added by go-zookeeper after reconnects).
 	Digest string
+	// RedialAfter replaces the connection with a new one once the client
+	// has been without a session this long. A server that lost its data
+	// (wiped, replaced, or restored from an older copy) refuses clients
+	// that have seen a newer zxid, and go-zookeeper would retry that
+	// refused connection forever; a new connection starts from zxid 0.
+	// Default: twice the session timeout, when the old session is expired
+	// on any server that still knows it.
+	RedialAfter time.Duration
 	// Logger receives session transitions. Default: disabled.
 	Logger *zerolog.Logger
 }
@@ -52,21 +60,26 @@ type Options struct {
 // Client is a ZooKeeper session shared by a process's components. It is safe
 // for concurrent use.
 type Client struct {
-	conn *zk.Conn
-	// connp publishes conn to the event callback, which can run before
-	// zk.Connect has returned.
-	connp   atomic.Pointer[zk.Conn]
+	// conn is the current connection; Redial replaces it. Components must
+	// call Conn for every request rather than keep the *zk.Conn.
+	conn    atomic.Pointer[zk.Conn]
+	gen     atomic.Int64 // generation of conn; events of older ones are dropped
 	servers []string
-	timeout time.Duration
+	opts    Options
 	log     zerolog.Logger
 
 	// disconnectedAt is the UnixNano time the session was last seen without
 	// a connection, 0 while connected with a session.
 	disconnectedAt atomic.Int64
 	lastSession    atomic.Int64
+	redials        atomic.Int64
 
-	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
+	mu     sync.Mutex
+	subs   map[chan struct{}]struct{}
+	queues map[*EventQueue]struct{}
+
+	done chan struct{}
+	once sync.Once
 }
 
 // Dial connects to servers and waits, bounded by ctx and
@@ -81,55 +94,104 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 	if opts.ConnectTimeout == 0 {
 		opts.ConnectTimeout = DefaultConnectTimeout
 	}
+	if opts.RedialAfter == 0 {
+		opts.RedialAfter = 2 * opts.SessionTimeout
+	}
 	c := &Client{
 		servers: servers,
-		timeout: opts.SessionTimeout,
+		opts:    opts,
 		log:     zerolog.Nop(),
 		subs:    make(map[chan struct{}]struct{}),
+		queues:  make(map[*EventQueue]struct{}),
+		done:    make(chan struct{}),
 	}
 	if opts.Logger != nil {
 		c.log = *opts.Logger
 	}
 	c.disconnectedAt.Store(time.Now().UnixNano())
-	conn, _, err := zk.Connect(servers, opts.SessionTimeout,
-		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithEventCallback(c.onEvent))
-	if err != nil {
-		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(servers, ","), err)
-	}
-	c.conn = conn
-	c.connp.Store(conn)
-	if opts.Digest != "" {
-		if err := conn.AddAuth("digest", []byte(opts.Digest)); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("zookeeper digest auth: %w", err)
-		}
+	ch, stop := c.Changes()
+	defer stop()
+	if err := c.connect(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
-	ch, stop := c.Changes()
-	defer stop()
-	for c.conn.State() != zk.StateHasSession {
+	for c.State() != zk.StateHasSession {
 		select {
 		case <-ch:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			conn.Close()
+			state := c.State()
+			c.Close()
 			return nil, fmt.Errorf("%w with %s after %s (state %s): are the servers up and reachable?",
-				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, conn.State())
+				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, state)
 		}
 	}
+	go c.redialLoop()
 	return c, nil
 }
 
+// connect opens a new connection and makes it the current one.
+func (c *Client) connect() error {
+	gen := c.gen.Add(1)
+	var self atomic.Pointer[zk.Conn]
+	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
+		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if c.gen.Load() == gen {
+				c.onEvent(self.Load(), ev)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("zookeeper %s: %w", strings.Join(c.servers, ","), err)
+	}
+	self.Store(conn)
+	if c.opts.Digest != "" {
+		if err := conn.AddAuth("digest", []byte(c.opts.Digest)); err != nil {
+			conn.Close()
+			return fmt.Errorf("zookeeper digest auth: %w", err)
+		}
+	}
+	if old := c.conn.Swap(conn); old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// redialLoop replaces a connection that has been without a session for
+// RedialAfter.
+func (c *Client) redialLoop() {
+	t := time.NewTicker(min(c.opts.RedialAfter/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-t.C:
+		}
+		if d := c.DisconnectedFor(); d >= c.opts.RedialAfter {
+			c.log.Warn().Dur("disconnected_for", d).Msg("zookeeper: no session for too long; opening a new connection (the servers may have lost their data)")
+			c.disconnectedAt.Store(time.Now().UnixNano())
+			if err := c.connect(); err != nil {
+				c.log.Error().Err(err).Msg("zookeeper: reconnect failed")
+				continue
+			}
+			c.redials.Add(1)
+			c.notify()
+		}
+	}
+}
+
 // onEvent runs on go-zookeeper's event loop: it must never block.
-func (c *Client) onEvent(ev zk.Event) {
+func (c *Client) onEvent(conn *zk.Conn, ev zk.Event) {
 	if ev.Type != zk.EventSession {
+		c.dispatch(ev)
 		return
 	}
 	switch ev.State {
 	case zk.StateHasSession:
 		c.disconnectedAt.Store(0)
-		if conn := c.connp.Load(); conn != nil {
+		if conn != nil {
 			id := conn.SessionID()
 			if prev := c.lastSession.Swap(id); prev != 0 && prev != id {
 				c.log.Warn().Str("session", fmt.Sprintf("0x%x", id)).Str("previous_session", fmt.Sprintf("0x%x", prev)).
@@ -145,6 +207,11 @@ func (c *Client) onEvent(ev zk.Event) {
 	case zk.StateAuthFailed:
 		c.log.Error().Msg("zookeeper authentication failed: check the digest credentials")
 	}
+	c.notify()
+}
+
+// notify signals every Changes subscriber without blocking.
+func (c *Client) notify() {
 	c.mu.Lock()
 	for ch := range c.subs {
 		select {
@@ -170,21 +237,25 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 	}
 }
 
-// Conn is the underlying go-zookeeper connection.
-func (c *Client) Conn() *zk.Conn { return c.conn }
+// Conn is the current go-zookeeper connection. It changes when the client
+// redials, so fetch it for each use.
+func (c *Client) Conn() *zk.Conn { return c.conn.Load() }
+
+// Redials counts connections replaced after a long disconnect.
+func (c *Client) Redials() int64 { return c.redials.Load() }
 
 // Servers is the server list the client was dialled with.
 func (c *Client) Servers() []string { return c.servers }
 
 // SessionTimeout is the requested session timeout.
-func (c *Client) SessionTimeout() time.Duration { return c.timeout }
+func (c *Client) SessionTimeout() time.Duration { return c.opts.SessionTimeout }
 
 // SessionID is the current session's id, 0 before the first session. It
 // changes when go-zookeeper replaces an expired session.
-func (c *Client) SessionID() int64 { return c.conn.SessionID() }
+func (c *Client) SessionID() int64 { return c.Conn().SessionID() }
 
 // State is the connection state.
-func (c *Client) State() zk.State { return c.conn.State() }
+func (c *Client) State() zk.State { return c.Conn().State() }
 
 // DisconnectedFor is how long the client has been without a connected
 // session; 0 when connected.
@@ -197,7 +268,12 @@ func (c *Client) DisconnectedFor() time.Duration {
 }
 
 // Close ends the session: its ephemeral nodes go at once.
-func (c *Client) Close() { c.conn.Close() }
+func (c *Client) Close() {
+	c.once.Do(func() { close(c.done) })
+	if conn := c.Conn(); conn != nil {
+		conn.Close()
+	}
+}
 
 // zkLogger sends go-zookeeper's own messages to zerolog at debug level.
 type zkLogger struct{ log zerolog.Logger }

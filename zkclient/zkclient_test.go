@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -30,6 +32,11 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Writing makes the client remember a zxid the wiped server never saw;
+	// the server refuses such a client, so only a new connection recovers.
+	if _, err := c.Conn().Create("/x", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
 	first := c.SessionID()
 	if first == 0 || c.DisconnectedFor() != 0 {
 		t.Fatalf("after Dial: session %x, disconnected for %s", first, c.DisconnectedFor())
@@ -45,6 +52,10 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, changes, func() bool { return c.DisconnectedFor() == 0 && c.SessionID() != first })
+	if ok, _, err := c.Conn().Exists("/x"); err != nil || ok {
+		t.Fatalf("after the wipe: /x exists=%v err=%v; want a working session on the empty server", ok, err)
+	}
+	t.Logf("new session after %d redials", c.Redials())
 }
 
 func waitFor(t *testing.T, changes <-chan struct{}, cond func() bool) {

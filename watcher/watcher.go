@@ -1,0 +1,376 @@
+// Package watcher follows the sequences under a root in ZooKeeper and
+// reports them as typed events: a sequence appeared, its data changed, it
+// went away, and "this is the complete set" after every full
+// resynchronisation.
+//
+// ZooKeeper watches are one-shot and a change between a watch firing and
+// being set again is never reported on its own, so the watcher never trusts
+// events alone: every notification is answered by reading the current data
+// (which sets the next watch), children are diffed against what it knew, and
+// after a reconnect, a new session, or a call to Resync it reads everything
+// again and reports what differs. Consumers that must not miss a change (the
+// primary) still sweep periodically; see package primary.
+//
+// The watcher receives notifications through zkclient's event queue rather
+// than one goroutine per watch channel, so it can follow a hundred thousand
+// sequences, and it never blocks ZooKeeper's event loop.
+package watcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Kind says what happened to a sequence.
+type Kind int
+
+// The kinds of Event.
+const (
+	// Added: a sequence the watcher did not know (also reported for every
+	// sequence on the first sync).
+	Added Kind = iota + 1
+	// Changed: the sequence znode's data or identity changed (a new version,
+	// or a different creation zxid when it was deleted and re-created
+	// between two looks).
+	Changed
+	// Removed: the sequence znode is gone.
+	Removed
+	// Synced: a full resynchronisation finished; Names holds every sequence
+	// that exists. Root is false when the root znode itself is missing (an
+	// empty or wiped ensemble).
+	Synced
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Added:
+		return "added"
+	case Changed:
+		return "changed"
+	case Removed:
+		return "removed"
+	case Synced:
+		return "synced"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Event reports one change. Data, Version, Czxid and Mzxid describe the
+// znode as read just now (for Added and Changed).
+type Event struct {
+	Kind    Kind
+	Name    string
+	Data    []byte
+	Version int32
+	Czxid   int64
+	Mzxid   int64
+
+	// For Synced.
+	Names []string
+	Root  bool
+}
+
+// Options configure a Watcher.
+type Options struct {
+	// Parallelism bounds the reads in flight during a full sync; go-zookeeper
+	// pipelines them on the one connection. Default 64.
+	Parallelism int
+	// Logger receives resyncs and errors. Default: disabled.
+	Logger *zerolog.Logger
+}
+
+// Watcher follows the sequences under one root.
+type Watcher struct {
+	zk   *zkclient.Client
+	root string
+	opts Options
+	log  zerolog.Logger
+
+	out    chan Event
+	resync chan struct{}
+
+	known map[string]meta // the last state reported per sequence
+}
+
+type meta struct {
+	version int32
+	czxid   int64
+}
+
+// New returns a Watcher for the sequences under root. Call Run to start it.
+func New(c *zkclient.Client, root string, opts Options) (*Watcher, error) {
+	if c == nil {
+		return nil, errors.New("watcher: New needs a zookeeper client")
+	}
+	if err := zkclient.ValidateRoot(root); err != nil {
+		return nil, fmt.Errorf("watcher: %w", err)
+	}
+	if opts.Parallelism == 0 {
+		opts.Parallelism = 64
+	}
+	if opts.Parallelism < 1 {
+		return nil, fmt.Errorf("watcher: Parallelism %d must be positive", opts.Parallelism)
+	}
+	w := &Watcher{zk: c, root: root, opts: opts, log: zerolog.Nop(),
+		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}}
+	if opts.Logger != nil {
+		w.log = *opts.Logger
+	}
+	return w, nil
+}
+
+// Events is the stream of events. Run closes it when it returns. Events
+// for one sequence arrive in the order they were observed.
+func (w *Watcher) Events() <-chan Event { return w.out }
+
+// Resync asks the watcher to read everything again and report differences,
+// followed by a Synced event. It does not block.
+func (w *Watcher) Resync() {
+	select {
+	case w.resync <- struct{}{}:
+	default:
+	}
+}
+
+// Run follows the root until ctx is done, then closes Events and returns
+// ctx's error. It blocks while the consumer does not read Events.
+func (w *Watcher) Run(ctx context.Context) error {
+	defer close(w.out)
+	queue, unsubscribe := w.zk.NodeEvents(w.root)
+	defer unsubscribe()
+	changes, stop := w.zk.Changes()
+	defer stop()
+
+	session := int64(0)
+	connected := true
+	needSync := true
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if needSync && w.zk.State() == zk.StateHasSession {
+			// Notifications that arrive during the sync are handled after
+			// it; reading those sequences again is harmless.
+			session = w.zk.SessionID()
+			if err := w.fullSync(ctx); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				w.log.Warn().Err(err).Str("root", w.root).Msg("watcher: sync failed; retrying")
+				select {
+				case <-ctx.Done():
+				case <-changes:
+				case <-time.After(retryPause):
+				}
+				continue
+			}
+			needSync = false
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.resync:
+			needSync = true
+		case <-changes:
+			has := w.zk.State() == zk.StateHasSession
+			if has && (!connected || w.zk.SessionID() != session) {
+				// Reconnected (notifications may have been missed), or a
+				// new session, whose watches are all gone.
+				needSync = true
+			}
+			connected = has
+		case <-queue.Ready():
+			if err := w.handle(ctx, queue.Drain()); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				w.log.Warn().Err(err).Msg("watcher: handling notifications failed; resyncing")
+				needSync = true
+			}
+		}
+	}
+}
+
+// retryPause separates attempts at a full sync that failed with a session.
+const retryPause = 500 * time.Millisecond
+
+// handle answers a batch of notifications.
+func (w *Watcher) handle(ctx context.Context, evs []zk.Event) error {
+	relist := false
+	reread := map[string]bool{}
+	for _, ev := range evs {
+		switch {
+		case ev.Type == zk.EventNotWatching:
+			return fmt.Errorf("watches lost: %v", ev.Err)
+		case ev.Path == w.root:
+			relist = true
+		default:
+			name, ok := strings.CutPrefix(ev.Path, w.root+"/")
+			if !ok || strings.Contains(name, "/") {
+				continue // a window or something deeper: not ours
+			}
+			reread[name] = true
+		}
+	}
+	if relist {
+		if err := w.syncChildren(ctx); err != nil {
+			return err
+		}
+	}
+	for name := range reread {
+		if err := w.read(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fullSync re-reads the children and every sequence, reporting differences,
+// and ends with a Synced event.
+func (w *Watcher) fullSync(ctx context.Context) error {
+	names, rootExists, err := w.listChildren()
+	if err != nil {
+		return err
+	}
+	for name := range w.known {
+		if !slices.Contains(names, name) {
+			if err := w.emit(ctx, Event{Kind: Removed, Name: name}); err != nil {
+				return err
+			}
+			delete(w.known, name)
+		}
+	}
+	if err := w.readAll(ctx, names); err != nil {
+		return err
+	}
+	current := make([]string, 0, len(w.known))
+	for name := range w.known {
+		current = append(current, name)
+	}
+	slices.Sort(current)
+	w.log.Debug().Str("root", w.root).Int("sequences", len(current)).Bool("root_exists", rootExists).Msg("watcher: synced")
+	return w.emit(ctx, Event{Kind: Synced, Names: current, Root: rootExists})
+}
+
+// syncChildren re-lists the root after a children notification.
+func (w *Watcher) syncChildren(ctx context.Context) error {
+	names, _, err := w.listChildren()
+	if err != nil {
+		return err
+	}
+	var added []string
+	for _, name := range names {
+		if _, ok := w.known[name]; !ok {
+			added = append(added, name)
+		}
+	}
+	for name := range w.known {
+		if !slices.Contains(names, name) {
+			if err := w.emit(ctx, Event{Kind: Removed, Name: name}); err != nil {
+				return err
+			}
+			delete(w.known, name)
+		}
+	}
+	return w.readAll(ctx, added)
+}
+
+// listChildren lists the root and sets the children watch; if the root is
+// missing it sets an existence watch instead, so its creation is noticed.
+func (w *Watcher) listChildren() ([]string, bool, error) {
+	conn := w.zk.Conn()
+	names, _, _, err := conn.ChildrenW(w.root)
+	if errors.Is(err, zk.ErrNoNode) {
+		exists, _, _, err := conn.ExistsW(w.root)
+		if err != nil {
+			return nil, false, fmt.Errorf("watch %s: %w", w.root, err)
+		}
+		if exists { // created in between
+			return w.listChildren()
+		}
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("list %s: %w", w.root, err)
+	}
+	slices.Sort(names)
+	return names, true, nil
+}
+
+// readAll reads names with bounded parallelism, in order of the results.
+func (w *Watcher) readAll(ctx context.Context, names []string) error {
+	type result struct {
+		data []byte
+		stat *zk.Stat
+		err  error
+	}
+	results := make([]result, len(names))
+	sem := make(chan struct{}, w.opts.Parallelism)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			data, stat, _, err := w.zk.Conn().GetW(w.root + "/" + name)
+			results[i] = result{data, stat, err}
+		}()
+	}
+	wg.Wait()
+	for i, name := range names {
+		r := results[i]
+		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read reads one sequence after a notification and reports a difference.
+func (w *Watcher) read(ctx context.Context, name string) error {
+	data, stat, _, err := w.zk.Conn().GetW(w.root + "/" + name)
+	return w.report(ctx, name, data, stat, err)
+}
+
+func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk.Stat, err error) error {
+	if errors.Is(err, zk.ErrNoNode) {
+		if _, ok := w.known[name]; !ok {
+			return nil
+		}
+		delete(w.known, name)
+		return w.emit(ctx, Event{Kind: Removed, Name: name})
+	}
+	if err != nil {
+		return fmt.Errorf("read %s/%s: %w", w.root, name, err)
+	}
+	m := meta{version: stat.Version, czxid: stat.Czxid}
+	old, ok := w.known[name]
+	if ok && old == m {
+		return nil
+	}
+	w.known[name] = m
+	kind := Changed
+	if !ok {
+		kind = Added
+	}
+	return w.emit(ctx, Event{Kind: kind, Name: name, Data: data, Version: stat.Version, Czxid: stat.Czxid, Mzxid: stat.Mzxid})
+}
+
+func (w *Watcher) emit(ctx context.Context, ev Event) error {
+	select {
+	case w.out <- ev:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

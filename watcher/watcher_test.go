@@ -1,0 +1,215 @@
+package watcher_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/watcher"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var acl = zk.WorldACL(zk.PermAll)
+
+func dial(t *testing.T, servers []string) *zkclient.Client {
+	t.Helper()
+	c, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// start runs a watcher on root until the test ends.
+func start(t *testing.T, c *zkclient.Client, root string) *watcher.Watcher {
+	t.Helper()
+	w, err := watcher.New(c, root, watcher.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range w.Events() { // drain so Run can return
+		}
+		<-done
+	})
+	return w
+}
+
+// next returns the next event that is not Synced (unless synced is true).
+func next(t *testing.T, w *watcher.Watcher, synced bool) watcher.Event {
+	t.Helper()
+	for {
+		select {
+		case ev := <-w.Events():
+			if ev.Kind == watcher.Synced && !synced {
+				continue
+			}
+			return ev
+		case <-time.After(30 * time.Second):
+			t.Fatal("no event in 30s")
+		}
+	}
+}
+
+func TestReportsAddedChangedRemoved(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := dial(t, z.Servers)
+	root := z.Path("seqs")
+	conn := c.Conn()
+	if err := zkclient.EnsurePath(conn, root, acl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Create(root+"/before", []byte("1"), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, c, root)
+
+	ev := next(t, w, false)
+	if ev.Kind != watcher.Added || ev.Name != "before" || string(ev.Data) != "1" {
+		t.Fatalf("first event = %+v; want added before", ev)
+	}
+	if ev := next(t, w, true); ev.Kind != watcher.Synced || len(ev.Names) != 1 || !ev.Root {
+		t.Fatalf("after the first sync: %+v; want synced [before]", ev)
+	}
+
+	// A znode created later, a window below a sequence (ignored), a change.
+	if _, err := conn.Create(root+"/after", nil, 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "after" {
+		t.Fatalf("got %+v; want added after", ev)
+	}
+	if _, err := conn.Create(root+"/after/w-", nil, zk.FlagSequence, acl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Set(root+"/before", []byte("2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "before" || string(ev.Data) != "2" || ev.Version != 1 {
+		t.Fatalf("got %+v; want changed before to 2 at version 1", ev)
+	}
+	if err := conn.Delete(root+"/before", -1); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Removed || ev.Name != "before" {
+		t.Fatalf("got %+v; want removed before", ev)
+	}
+}
+
+// Watches are one-shot: changes made while the watcher re-arms are not
+// notified one by one. The watcher must still end on the latest data.
+func TestBurstOfChangesEndsOnTheLatest(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := dial(t, z.Servers)
+	root := z.Path("seqs")
+	if err := zkclient.EnsurePath(c.Conn(), root+"/hot", acl); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, c, root)
+	next(t, w, false) // added hot
+
+	writer := dial(t, z.Servers).Conn()
+	const n = 300
+	for i := 1; i <= n; i++ {
+		if _, err := writer.Set(root+"/hot", []byte(strconv.Itoa(i)), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := 0
+	for {
+		ev := next(t, w, false)
+		seen++
+		if ev.Version > n {
+			t.Fatalf("version %d beyond the last write", ev.Version)
+		}
+		if ev.Version == n {
+			if string(ev.Data) != strconv.Itoa(n) {
+				t.Fatalf("last event data %q; want %d", ev.Data, n)
+			}
+			t.Logf("%d writes reported as %d events", n, seen)
+			return
+		}
+	}
+}
+
+// A wiped ensemble: the session is gone and so is the root. The watcher
+// reports every sequence removed and a sync without a root, then picks the
+// new tree up.
+func TestWipedEnsembleIsReportedAndFollowed(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	c := dial(t, ens.Servers())
+	if err := zkclient.EnsurePath(c.Conn(), "/all-sequences/a", acl); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, c, "/all-sequences")
+	next(t, w, false) // added a
+
+	if err := ens.WipeAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Removed || ev.Name != "a" {
+		t.Fatalf("after the wipe: %+v; want removed a", ev)
+	}
+	if ev := next(t, w, true); ev.Kind != watcher.Synced || ev.Root || len(ev.Names) != 0 {
+		t.Fatalf("after the wipe: %+v; want synced with no root", ev)
+	}
+	if err := zkclient.EnsurePath(c.Conn(), "/all-sequences/b", acl); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "b" {
+		t.Fatalf("after re-creating the root: %+v; want added b", ev)
+	}
+}
+
+func TestInitialSyncOfManySequences(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := dial(t, z.Servers)
+	root := z.Path("many")
+	conn := c.Conn()
+	if err := zkclient.EnsurePath(conn, root, acl); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	ops := make([]any, 0, 500)
+	for i := 0; i < n; i++ {
+		ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("%s/s%05d", root, i), Data: []byte("x"), Acl: acl})
+		if len(ops) == cap(ops) {
+			if _, err := conn.Multi(ops...); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	w := start(t, c, root)
+	added := 0
+	for {
+		ev := next(t, w, true)
+		if ev.Kind == watcher.Added {
+			added++
+			continue
+		}
+		if ev.Kind != watcher.Synced || len(ev.Names) != n || added != n {
+			t.Fatalf("got %v with %d names after %d added; want synced with %d", ev.Kind, len(ev.Names), added, n)
+		}
+		return
+	}
+}
