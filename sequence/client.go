@@ -40,6 +40,13 @@ var (
 	// handed out nothing.
 	ErrRecreated = errors.New("sequence znode was re-created under a write")
 
+	// ErrUnvalidated reports that a sequence was not validated in the
+	// current ZooKeeper epoch within Options.CeilingWait: ZooKeeper elected
+	// a new leader (restarted, failed over, or was restored from an older
+	// copy) and no primary has yet fast-forwarded the sequence past its
+	// stored ceiling. See State.ZKEpoch.
+	ErrUnvalidated = errors.New("sequence not validated in the current ZooKeeper epoch")
+
 	// ErrUncertain reports a push whose write may or may not have been
 	// applied (the connection was lost before the reply). Pushing the same
 	// IDs again could hand them out twice, so they must be treated as lost.
@@ -100,8 +107,12 @@ type Client struct {
 	mu    sync.Mutex
 	nodes map[string]*node
 
+	// epoch is the ZooKeeper epoch of the zxid of this client's latest
+	// write: the best guess of the current epoch.
+	epoch atomic.Int64
+
 	stats struct {
-		requests, conflicts, retries atomic.Int64
+		requests, conflicts, retries, unvalidated atomic.Int64
 	}
 }
 
@@ -155,6 +166,9 @@ type Stats struct {
 	// Retries is the number of operations retried after a connection
 	// error.
 	Retries int64
+	// Unvalidated is the number of takes whose write landed in a ZooKeeper
+	// epoch the sequence was not validated in; their IDs were discarded.
+	Unvalidated int64
 }
 
 // Stats returns the client's counters so far.
@@ -163,8 +177,13 @@ func (c *Client) Stats() Stats {
 		Requests:  c.stats.requests.Load(),
 		Conflicts: c.stats.conflicts.Load(),
 		Retries:   c.stats.retries.Load(),
+
+		Unvalidated: c.stats.unvalidated.Load(),
 	}
 }
+
+// ZK returns the ZooKeeper session the client uses.
+func (c *Client) ZK() *zkclient.Client { return c.zk }
 
 // Path returns the znode path of sequence name.
 func (c *Client) Path(name string) string { return c.opts.Root + "/" + name }
@@ -293,6 +312,30 @@ func backoff(ctx context.Context, attempt int) error {
 // ceiling; the caller decides whether to wait or try elsewhere.
 var errAtCeiling = errors.New("at ceiling")
 
+// unvalidatedError is returned by takeNode when its write landed in a
+// ZooKeeper epoch other than the one the state was validated in. The write
+// happened, so its IDs are lost; none are handed out.
+type unvalidatedError struct{ stamp, epoch int64 }
+
+func (e *unvalidatedError) Error() string {
+	return fmt.Sprintf("state validated in zookeeper epoch %d, written in epoch %d", e.stamp, e.epoch)
+}
+
+// epochOf is the ZooKeeper epoch of a zxid: its high 32 bits, incremented
+// by every leader election.
+func epochOf(zxid int64) int64 { return zxid >> 32 }
+
+// observe records the epoch of a write this client made.
+func (c *Client) observe(stat *zk.Stat) int64 {
+	e := epochOf(stat.Mzxid)
+	c.epoch.Store(e)
+	return e
+}
+
+// Epoch returns the ZooKeeper epoch of this client's latest write, 0 before
+// the first.
+func (c *Client) Epoch() int64 { return c.epoch.Load() }
+
 // Take hands out up to n IDs of sequence name, as ascending inclusive
 // ranges: recycled IDs first (oldest holes first), then fresh ones below the
 // reserved ceiling. It returns fewer than n when fewer remain below the
@@ -317,14 +360,15 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (Ranges, error)
 			return nil, err
 		}
 		got, err := c.takeOnce(ctx, name, n)
+		var unvalidated *unvalidatedError
 		switch {
 		case err == nil:
 			return got, nil
-		case errors.Is(err, errAtCeiling):
+		case errors.Is(err, errAtCeiling), errors.As(err, &unvalidated):
 			if waitSince.IsZero() {
 				waitSince = time.Now()
 			}
-			if err := c.waitRaise(ctx, name, waitSince); err != nil {
+			if err := c.waitRaise(ctx, name, waitSince, unvalidated); err != nil {
 				return nil, err
 			}
 		case retryable(err):
@@ -374,6 +418,8 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 				return got, nil
 			case errors.Is(err, ErrExhausted), errors.Is(err, errAtCeiling), errors.Is(err, ErrUnknownSequence):
 				continue // this window is used up or gone; try the next
+			case errors.As(err, new(*unvalidatedError)):
+				continue // the primary will revalidate or drop it
 			default:
 				return nil, err
 			}
@@ -409,10 +455,17 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
+			epoch := c.observe(stat)
 			if stat.Czxid != nd.czxid {
 				return nil, c.fence(name, nd, st, stat)
 			}
 			nd.state, nd.version = st, stat.Version
+			if !st.Legacy && st.ZKEpoch != epoch {
+				// ZooKeeper may have lost writes since the primary
+				// validated this state: these IDs may have been issued.
+				c.stats.unvalidated.Add(1)
+				return nil, &unvalidatedError{stamp: st.ZKEpoch, epoch: epoch}
+			}
 			return got, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
@@ -437,7 +490,7 @@ func (c *Client) fence(name string, nd *node, written State, stat *zk.Stat) erro
 	nd.valid, nd.deleted = false, nil
 	if !written.Legacy && !written.Registered {
 		fenced := written
-		fenced.Next = fenced.Ceiling + 1
+		fenced.Next = min(fenced.Ceiling, MaxID-1) + 1
 		fenced.Recycled = nil
 		_, _ = c.zk.Conn().Set(nd.path, fenced.Encode(), stat.Version)
 		c.stats.requests.Add(1)
@@ -447,8 +500,10 @@ func (c *Client) fence(name string, nd *node, written State, stat *zk.Stat) erro
 }
 
 // waitRaise waits for the sequence's data to change (the primary raising the
-// ceiling or initialising it), up to CeilingWait since the wait began.
-func (c *Client) waitRaise(ctx context.Context, name string, since time.Time) error {
+// ceiling, initialising the sequence, or validating it in a new ZooKeeper
+// epoch), up to CeilingWait since the wait began. unvalidated is set when the
+// take failed validation rather than at the ceiling.
+func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, unvalidated *unvalidatedError) error {
 	seq := c.node(c.Path(name))
 	seq.mu.Lock()
 	watch, err := c.load(name, seq, true)
@@ -460,12 +515,15 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time) er
 		}
 		return err
 	}
-	if st.Available() > 0 {
+	switch {
+	case unvalidated != nil && st.ZKEpoch != unvalidated.stamp:
+		return nil // validated again while we were not looking
+	case unvalidated == nil && st.Available() > 0:
 		return nil // raised while we were not looking
 	}
 	left := c.opts.CeilingWait - time.Since(since)
 	if left <= 0 {
-		return c.ceilingError(name, st)
+		return c.waitError(name, st, unvalidated)
 	}
 	t := time.NewTimer(left)
 	defer t.Stop()
@@ -475,7 +533,7 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time) er
 	case <-seq.deletedSignal():
 		return nil
 	case <-t.C:
-		return c.ceilingError(name, st)
+		return c.waitError(name, st, unvalidated)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -487,7 +545,11 @@ func (n *node) deletedSignal() <-chan zk.Event {
 	return n.deleted
 }
 
-func (c *Client) ceilingError(name string, st State) error {
+func (c *Client) waitError(name string, st State, unvalidated *unvalidatedError) error {
+	if unvalidated != nil {
+		return fmt.Errorf("sequence %q: %w within %s: %v; ZooKeeper elected a new leader or was restored, and no primary has fast-forwarded the sequence since: is 'seqkeeper serve' running and can it reach its store?",
+			name, ErrUnvalidated, c.opts.CeilingWait, unvalidated)
+	}
 	if st.Registered {
 		return fmt.Errorf("sequence %q: %w: not initialised after %s: no primary has picked it up; is 'seqkeeper serve' running against the same ZooKeeper and root %s?",
 			name, ErrCeilingReached, c.opts.CeilingWait, c.opts.Root)
@@ -547,6 +609,7 @@ func (c *Client) Push(ctx context.Context, name string, ids Ranges) error {
 		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
+			c.observe(stat)
 			if stat.Czxid != nd.czxid {
 				return c.fence(name, nd, st, stat)
 			}

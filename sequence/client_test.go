@@ -65,26 +65,39 @@ func (e *env) create(c *sequence.Client, name string, r sequence.Registration, c
 	if err := c.Register(ctx, name, r); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := c.Raise(ctx, name, ceiling); err != nil {
+	if _, err := c.Revalidate(ctx, name, 0, ceiling); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 // raiser keeps the ceiling of name at least reserve ahead of next until the
-// test ends, as the primary would (without the store, which is not this
-// package's business).
+// test ends, and revalidates it after a ZooKeeper leader election, as the
+// primary would; its "store" is the highest ceiling it ever set.
 func (e *env) raiser(name string, reserve int64) {
 	e.t.Helper()
-	c := e.client(sequence.Options{})
+	e.raiserOn(e.client(sequence.Options{}), name, reserve)
+}
+
+func (e *env) raiserOn(c *sequence.Client, name string, reserve int64) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	e.t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
+		var stored int64
 		for ctx.Err() == nil {
 			st, _, err := c.Describe(ctx, name)
-			if err == nil && st.Ceiling-st.Next < reserve/2 {
-				_, _ = c.Raise(ctx, name, st.Next+reserve)
+			stored = max(stored, st.Ceiling)
+			epoch, eerr := c.CurrentEpoch(ctx)
+			switch {
+			case err != nil || eerr != nil:
+			case st.ZKEpoch != epoch:
+				stored = max(stored+1, st.Next) + reserve
+				_, _ = c.Revalidate(ctx, name, stored-reserve+1, stored)
+			case st.Ceiling-st.Next < reserve/2:
+				stored = st.Next + reserve
+				_, _ = c.Raise(ctx, name, stored)
 			}
 			select {
 			case <-ctx.Done():
@@ -355,7 +368,7 @@ func TestRecreatedZnodeIsNotWrittenWithStaleState(t *testing.T) {
 	if err := other.Delete(path, -1); err != nil {
 		t.Fatal(err)
 	}
-	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID}
+	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID, ZKEpoch: c.Epoch()}
 	if _, err := other.Create(path, fresh.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +393,8 @@ func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc, _ := sequence.NewClient(setup, sequence.Options{Root: e.root})
-	e.create(sc, "lossy", sequence.Registration{}, 10_000_000)
+	e.create(sc, "lossy", sequence.Registration{}, 1000)
+	e.raiserOn(sc, "lossy", 1000)
 
 	l := newLedger()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -429,7 +443,7 @@ func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
 	if lost < 0 {
 		t.Fatalf("workers got %d IDs but next is only %d", l.issued, st.Next)
 	}
-	t.Logf("%d IDs issued across 2 server crashes, %d lost to writes whose replies were lost", l.issued, lost)
+	t.Logf("%d IDs issued across 2 server crashes, %d lost (replies lost, or skipped when a restart began a new epoch)", l.issued, lost)
 }
 
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
@@ -568,5 +582,90 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	}
 	if open, err := c.PruneWindows(ctx, "w2"); err != nil || open != 0 {
 		t.Fatalf("prune = %d open, %v; want 0", open, err)
+	}
+}
+
+// The rollback the design warns about: ZooKeeper is restored from a copy
+// taken after the last raise, so the znode's version and ceiling look
+// current, yet IDs taken after the copy would be taken again. The epoch
+// stamp makes clients wait for the primary instead.
+func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	ctx := context.Background()
+	e := &env{t: t, servers: ens.Servers(), root: "/all-sequences"}
+	newClient := func() *sequence.Client {
+		c, err := sequence.NewClient(e.session(4*time.Second), sequence.Options{Root: e.root, CeilingWait: 500 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := newClient()
+	if err := zkclient.EnsurePath(c.ZK().Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	e.create(c, "rb", sequence.Registration{}, 1000) // the last raise: store holds 1000
+	if got, err := c.Take(ctx, "rb", 10); err != nil || got.String() != "1:10" {
+		t.Fatalf("take = %s, %v", got, err)
+	}
+	// A copy taken after the last raise.
+	ens.Stop(0)
+	saved := t.TempDir()
+	if err := ens.SaveData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	c = newClient()
+	issued := map[int64]bool{}
+	for i := 0; i < 5; i++ {
+		got, err := c.Take(ctx, "rb", 10)
+		if errors.Is(err, sequence.ErrUnvalidated) {
+			// The restart began a new epoch; stand in for the primary.
+			if _, err := c.Revalidate(ctx, "rb", 1001, 2000); err != nil {
+				t.Fatal(err)
+			}
+			i--
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range got {
+			for id := r.Start; id <= r.End; id++ {
+				issued[id] = true
+			}
+		}
+	}
+
+	// Roll back to the copy: next is 11 again, the ceiling 1000.
+	ens.Stop(0)
+	if err := ens.RestoreData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	c = newClient()
+	got, err := c.Take(ctx, "rb", 10)
+	if !errors.Is(err, sequence.ErrUnvalidated) {
+		t.Fatalf("take after the rollback = %s, %v; want ErrUnvalidated, not IDs", got, err)
+	}
+	// The primary fast-forwards past the stored ceiling (2000 by now).
+	if _, err := c.Revalidate(ctx, "rb", 2001, 3000); err != nil {
+		t.Fatal(err)
+	}
+	got, err = c.Take(ctx, "rb", 10)
+	if err != nil || got[0].Start != 2001 {
+		t.Fatalf("take after revalidation = %s, %v; want from 2001", got, err)
+	}
+	for _, r := range got {
+		for id := r.Start; id <= r.End; id++ {
+			if issued[id] {
+				t.Fatalf("id %d issued twice", id)
+			}
+		}
 	}
 }

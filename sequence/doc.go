@@ -14,10 +14,12 @@
 //	windows 4
 //	recycled 10:20 30 40:45
 //	leaked 7
+//	zkepoch 3
 //
 // next is the lowest ID never issued; ceiling is the highest ID clients may
 // issue, raised by the primary only after the durable store holds it;
-// recycled lists IDs pushed back, reused lowest first. An operator registers a
+// recycled lists IDs pushed back, reused lowest first; zkepoch is the
+// ZooKeeper epoch in which the primary last validated the state (see State). An operator registers a
 // sequence by creating its znode empty or holding a start value; the primary
 // initialises it. See ParseState for every accepted form and State.Validate
 // for the invariants.

@@ -15,22 +15,22 @@ func FuzzParseState(f *testing.F) {
 		nil,
 		[]byte("1000"),
 		[]byte(" 42\n"),
-		legacy(0),
-		legacy(123456),
-		legacy(1<<61 - 1),
-		legacy(1 << 63),
-		text(header, "start 1"),
-		text(header, "start 5", "end 100", "windows 3"),
-		text("start 5", "windows 2"),
-		text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 4", "recycled 10:20 30 40:45", "leaked 7"),
-		text(header, "start 1", "next 1", "ceiling 0", "end 10"),
-		text(header, "start 1", "next 11", "ceiling 10", "end 10", "recycled 1:3 5 7:10"),
-		text(header, "start 1", "next 9223372036854775807", "ceiling 9223372036854775807", "end 9223372036854775807", "recycled 9223372036854775806"),
-		[]byte(header + "\r\nstart 1\r\nnext 2\r\nceiling 2\r\nend 2\r\nrecycled 1\r\n"),
-		text("seqkeeper-sequence v2", "start 1"),
-		text(header, "start 1", "next 10", "ceiling 5", "end 100"),
-		text(header, "start 1", "next 10", "ceiling 20", "end 100", "recycled 1:2 3"),
-		text(header, "start 007"),
+		legacyData(0),
+		legacyData(123456),
+		legacyData(1<<61 - 1),
+		legacyData(1 << 63),
+		stateText(formatHeader, "start 1"),
+		stateText(formatHeader, "start 5", "end 100", "windows 3"),
+		stateText("start 5", "windows 2"),
+		stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 4", "recycled 10:20 30 40:45", "leaked 7"),
+		stateText(formatHeader, "start 1", "next 1", "ceiling 0", "end 10"),
+		stateText(formatHeader, "start 1", "next 11", "ceiling 10", "end 10", "recycled 1:3 5 7:10"),
+		stateText(formatHeader, "start 1", "next 9223372036854775807", "ceiling 9223372036854775807", "end 9223372036854775807", "recycled 9223372036854775806"),
+		[]byte(formatHeader + "\r\nstart 1\r\nnext 2\r\nceiling 2\r\nend 2\r\nrecycled 1\r\n"),
+		stateText("seqkeeper-sequence v2", "start 1"),
+		stateText(formatHeader, "start 1", "next 10", "ceiling 5", "end 100"),
+		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "recycled 1:2 3"),
+		stateText(formatHeader, "start 007"),
 	} {
 		f.Add(seed)
 	}
@@ -88,8 +88,8 @@ func FuzzTakePush(f *testing.F) {
 		if len(ops) > 1024 {
 			ops = ops[:1024]
 		}
-		size = 1 + abs(size)%5000
-		s := State{Name: "fuzz", Start: 1 + abs(start)%1_000_000}
+		size = 1 + fuzzAbs(size)%5000
+		s := State{Name: "fuzz", Start: 1 + fuzzAbs(start)%1_000_000}
 		switch {
 		case mode&8 != 0: // a legacy counter
 			s = State{Name: "fuzz", Legacy: true, Start: 1, Next: s.Start - 1, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}
@@ -256,7 +256,7 @@ func fuzzPushBad(t *testing.T, s *State, before State, r *opReader, held []Range
 	}
 }
 
-func abs(v int64) int64 {
+func fuzzAbs(v int64) int64 {
 	if v < 0 {
 		return -(v + 1) // no overflow at MinInt64
 	}

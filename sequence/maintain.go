@@ -53,9 +53,10 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 }
 
 // Raise moves the reserved ceiling of sequence name up to ceiling (capped at
-// the end of the space; it never lowers it) and returns the new state. A
-// registration is initialised at its start value. Legacy counters have no
-// ceiling and are refused.
+// the end of the space; it never lowers it) and returns the new state. It
+// keeps the state's ZooKeeper epoch stamp; a registration must first be
+// initialised with Revalidate. Legacy counters have no ceiling and are
+// refused.
 //
 // Raise is the primary's operation: it must be called only after the
 // durable store has accepted ceiling, or invariant 2 (durable before usable)
@@ -67,7 +68,7 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (State, 
 			return false, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no ceiling to raise", name)
 		}
 		if st.Registered {
-			*st = State{Name: st.Name, Start: st.Start, Next: st.Start, Ceiling: st.Start - 1, End: st.End, Windows: st.Windows}
+			return false, fmt.Errorf("sequence %q is not initialised yet: the primary initialises it with Revalidate", name)
 		}
 		ceiling = min(ceiling, st.End)
 		if ceiling <= st.Ceiling {
@@ -76,6 +77,155 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (State, 
 		st.Ceiling = ceiling
 		return true, nil
 	})
+}
+
+// Revalidate makes sequence name usable in the current ZooKeeper epoch and
+// raises its ceiling; it is how the primary initialises, fast-forwards and
+// restores sequences. See State.ZKEpoch for why.
+//
+// If the state is a registration, or is stamped with another epoch than the
+// current one, ZooKeeper may have lost writes since it was validated, so:
+// next moves up to at least floor (the primary passes the stored ceiling +
+// 1, above every ID ever issued); the recycled list and every window are
+// dropped, since their IDs may have been issued again since; and the
+// current epoch is stamped. The IDs skipped are the price of the rule: at
+// most one reserve per sequence per ZooKeeper leader election. A state
+// already stamped with the current epoch keeps its next and recycled IDs.
+// In both cases the ceiling then rises to ceiling (capped at the end of the
+// space).
+//
+// Like Raise, it must be called only after the durable store holds
+// ceiling. It retries until the stamp matches the epoch its write landed
+// in, or ctx is done.
+func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (State, error) {
+	if err := ValidateName(name); err != nil {
+		return State{}, err
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	conn := c.zk.Conn
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return State{}, err
+		}
+		if _, err := c.load(name, nd, false); err != nil {
+			if retryable(err) {
+				if err := backoff(ctx, attempt); err != nil {
+					return State{}, err
+				}
+				continue
+			}
+			return State{}, err
+		}
+		st := nd.state
+		if st.Legacy {
+			return State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+		}
+		epoch := c.Epoch()
+		if epoch == 0 {
+			epoch = c.probeEpoch()
+		}
+		var drop []string
+		if st.Registered || st.ZKEpoch != epoch {
+			next := st.Next
+			if st.Registered {
+				next = st.Start
+				st = State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
+			}
+			st.Next = clampNext(max(next, floor), st.End)
+			st.Ceiling = max(st.Ceiling, st.Next-1)
+			st.Recycled = nil
+			st.ZKEpoch = epoch
+			drop = nd.windows
+		}
+		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
+		if err := st.Validate(); err != nil {
+			return State{}, err
+		}
+		ops := []any{&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version}}
+		for _, w := range drop {
+			ops = append(ops, &zk.DeleteRequest{Path: nd.path + "/" + w, Version: -1})
+		}
+		res, err := multi(conn(), ops...)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			landed := c.observe(res[0].Stat)
+			nd.state, nd.version = st, res[0].Stat.Version
+			if len(drop) > 0 {
+				nd.valid = false // the child watch fired
+			}
+			if landed == st.ZKEpoch {
+				return st, nil
+			}
+			// ZooKeeper changed epochs under us (or our guess was from
+			// before a restore): validate again in the epoch we now know.
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			c.stats.conflicts.Add(1)
+			nd.valid = false
+		case retryable(err):
+			nd.valid = false
+			if err := backoff(ctx, attempt); err != nil {
+				return State{}, err
+			}
+		default:
+			return State{}, c.zkError(name, err)
+		}
+	}
+}
+
+// multi runs a transaction and reports the first failed operation's error
+// even when the transaction's own error is nil.
+func multi(conn *zk.Conn, ops ...any) ([]zk.MultiResponse, error) {
+	res, err := conn.Multi(ops...)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range res {
+		if r.Error != nil {
+			return nil, r.Error
+		}
+	}
+	if len(res) != len(ops) {
+		return nil, fmt.Errorf("zookeeper multi: %d results for %d operations", len(res), len(ops))
+	}
+	return res, nil
+}
+
+// clampNext keeps next within the space: at most end+1, or MaxID when end
+// is MaxID (the space is then used up).
+func clampNext(next, end int64) int64 {
+	if end == MaxID {
+		return min(next, MaxID)
+	}
+	return min(next, end+1)
+}
+
+// probeEpoch learns the current ZooKeeper epoch with a write (the empty data
+// of the root znode, which nothing else uses), or returns 0.
+func (c *Client) probeEpoch() int64 {
+	stat, err := c.zk.Conn().Set(c.opts.Root, nil, -1)
+	c.stats.requests.Add(1)
+	if err != nil {
+		return 0
+	}
+	return c.observe(stat)
+}
+
+// CurrentEpoch returns the current ZooKeeper epoch, learned by writing the
+// (unused, empty) data of the root znode: only a write reveals the zxid of
+// now. The primary calls it periodically to notice leader elections.
+func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	stat, err := c.zk.Conn().Set(c.opts.Root, nil, -1)
+	c.stats.requests.Add(1)
+	if err != nil {
+		return 0, fmt.Errorf("probe zookeeper epoch at %s: %w", c.opts.Root, err)
+	}
+	return c.observe(stat), nil
 }
 
 // update applies change to a freshly read state of sequence name and writes
@@ -158,15 +308,16 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 		if k < 1 {
 			return "", fmt.Errorf("sequence %q: %w %d: no fresh IDs to open a window with", name, errAtCeiling, st.Ceiling)
 		}
-		w := State{Name: name, Start: st.Next, Next: st.Next, Ceiling: st.Next + k - 1, End: st.Next + k - 1}
+		w := State{Name: name, Start: st.Next, Next: st.Next, Ceiling: st.Next + k - 1, End: st.Next + k - 1, ZKEpoch: st.ZKEpoch}
 		st.Next += k
-		res, err := c.zk.Conn().Multi(
+		res, err := multi(c.zk.Conn(),
 			&zk.CreateRequest{Path: nd.path + "/" + WindowPrefix, Data: w.Encode(), Acl: c.opts.ACL, Flags: zk.FlagSequence},
 			&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version},
 		)
 		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
+			c.observe(res[1].Stat)
 			nd.valid = false // the child watch fired; re-read next time
 			return strings.TrimPrefix(res[0].String, nd.path+"/"), nil
 		case errors.Is(err, zk.ErrBadVersion):

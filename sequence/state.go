@@ -62,13 +62,13 @@ var (
 	ErrBadPush = errors.New("push refused")
 )
 
-// header is the first line of the full text form. The version lets a newer
-// seqkeeper change the format while an older one refuses, rather than
+// formatHeader is the first line of the full text form. The version lets a
+// newer seqkeeper change the format while an older one refuses, rather than
 // misreads, data it does not understand.
 const (
-	headerName = "seqkeeper-sequence"
-	version    = "v1"
-	header     = headerName + " " + version
+	formatName    = "seqkeeper-sequence"
+	formatVersion = "v1"
+	formatHeader  = formatName + " " + formatVersion
 )
 
 // State is the decoded data of a sequence znode /<root>/<name>.
@@ -133,6 +133,16 @@ type State struct {
 	// are never handed out again; the counter tells the operator how many
 	// were lost that way.
 	Leaked int64
+
+	// ZKEpoch is the ZooKeeper epoch (the high 32 bits of a zxid) in which
+	// the primary last validated this state against the durable store. Every
+	// ZooKeeper leader election starts a new epoch, and only a leader
+	// election (a restart, a failover, a restore from an older copy) can
+	// roll data back, so a client hands out IDs only from a write whose zxid
+	// is in this epoch; after any election it waits until the primary has
+	// fast-forwarded the sequence past the stored ceiling and stamped the
+	// new epoch. 0 means never validated.
+	ZKEpoch int64
 }
 
 // ParseState decodes the data of the sequence znode for sequence name. Every
@@ -140,12 +150,12 @@ type State struct {
 //
 // The forms, tried in this order:
 //
-//   - empty data (or only whitespace): a registration with the defaults
-//     (Start DefaultStart, End MaxID);
 //   - exactly 8 bytes starting with a control byte (< 0x20) or a byte >=
 //     0x80: a legacy big-endian counter; a negative counter is corrupt. An
 //     8-byte text such as "\t1234567" is therefore read as a counter; write
 //     registrations without leading control characters;
+//   - empty data (or only whitespace): a registration with the defaults
+//     (Start DefaultStart, End MaxID);
 //   - a bare decimal integer, optionally surrounded by whitespace: a
 //     registration starting at that ID;
 //   - "key value" lines, keys lowercase, separated by "\n" (a trailing
@@ -153,17 +163,17 @@ type State struct {
 //     the header line "seqkeeper-sequence v1". Without a next key it is a
 //     registration and may set only start, end and windows. With next it is
 //     a full state: the header and the keys start, next, ceiling and end are
-//     required; windows, recycled and leaked are optional.
+//     required; windows, recycled, leaked and zkepoch are optional.
 //
 // The decoded state must pass Validate.
 func ParseState(name string, data []byte) (State, error) {
-	if len(bytes.TrimSpace(data)) == 0 && (len(data) != 8 || data[0] >= 0x20) {
-		return State{Name: name, Registered: true, Start: DefaultStart, End: MaxID}, nil
-	}
 	if len(data) == 8 && (data[0] < 0x20 || data[0] >= 0x80) {
 		return parseLegacy(name, data)
 	}
-	p := parser{name: name, lines: map[string]int{}}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return State{Name: name, Registered: true, Start: DefaultStart, End: MaxID}, nil
+	}
+	p := stateParser{name: name, lines: map[string]int{}}
 	s, err := p.parse(data)
 	if err != nil {
 		return State{}, err
@@ -189,17 +199,18 @@ func parseLegacy(name string, data []byte) (State, error) {
 	}, nil
 }
 
-// keyOrder is the order Encode writes keys in; ParseState accepts any order.
-var keyOrder = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked"}
+// stateKeys lists the known keys in the order Encode writes them; ParseState
+// accepts any order.
+var stateKeys = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked", "zkepoch"}
 
-// parser decodes the text forms, remembering the line of each key so that
+// stateParser decodes the text forms, remembering the line of each key so that
 // errors found after parsing still point at a line.
-type parser struct {
+type stateParser struct {
 	name  string
 	lines map[string]int // key -> 1-based line number
 }
 
-func (p *parser) errorf(line int, format string, args ...any) error {
+func (p *stateParser) errorf(line int, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if line > 0 {
 		return fmt.Errorf("sequence %q: %w: line %d: %s", p.name, ErrCorrupt, line, msg)
@@ -207,7 +218,7 @@ func (p *parser) errorf(line int, format string, args ...any) error {
 	return fmt.Errorf("sequence %q: %w: %s", p.name, ErrCorrupt, msg)
 }
 
-func (p *parser) parse(data []byte) (State, error) {
+func (p *stateParser) parse(data []byte) (State, error) {
 	if !utf8.Valid(data) {
 		return State{}, p.errorf(0, "not UTF-8 text and not an 8-byte legacy counter")
 	}
@@ -230,7 +241,7 @@ func (p *parser) parse(data []byte) (State, error) {
 		if line == "" {
 			return State{}, p.errorf(n, "empty line")
 		}
-		if rest, ok := strings.CutPrefix(line, headerName); ok {
+		if rest, ok := strings.CutPrefix(line, formatName); ok {
 			if err := p.checkHeader(n, line, rest); err != nil {
 				return State{}, err
 			}
@@ -238,8 +249,8 @@ func (p *parser) parse(data []byte) (State, error) {
 			continue
 		}
 		key, value, ok := strings.Cut(line, " ")
-		if !slices.Contains(keyOrder, key) {
-			return State{}, p.errorf(n, "unknown key %q (this seqkeeper knows: %s)", key, strings.Join(keyOrder, ", "))
+		if !slices.Contains(stateKeys, key) {
+			return State{}, p.errorf(n, "unknown key %q (this seqkeeper knows: %s)", key, strings.Join(stateKeys, ", "))
 		}
 		if !ok && key != "recycled" {
 			return State{}, p.errorf(n, "key %s has no value (want %q)", key, key+" <number>")
@@ -253,7 +264,7 @@ func (p *parser) parse(data []byte) (State, error) {
 
 	s := State{Name: p.name}
 	if _, full := values["next"]; !full {
-		for _, key := range []string{"ceiling", "recycled", "leaked"} {
+		for _, key := range []string{"ceiling", "recycled", "leaked", "zkepoch"} {
 			if n, ok := p.lines[key]; ok {
 				return State{}, p.errorf(n, "key %s without next: a registration (no next) may set only start, end and windows", key)
 			}
@@ -261,7 +272,7 @@ func (p *parser) parse(data []byte) (State, error) {
 		s.Registered, s.Start, s.End = true, DefaultStart, MaxID
 	} else {
 		if !hasHeader {
-			return State{}, p.errorf(1, "a full state (one with next) must begin with the line %q", header)
+			return State{}, p.errorf(1, "a full state (one with next) must begin with the line %q", formatHeader)
 		}
 		for _, key := range []string{"start", "ceiling", "end"} {
 			if _, ok := values[key]; !ok {
@@ -269,7 +280,7 @@ func (p *parser) parse(data []byte) (State, error) {
 			}
 		}
 	}
-	for _, key := range keyOrder { // a fixed order keeps errors reproducible
+	for _, key := range stateKeys { // a fixed order keeps errors reproducible
 		if value, ok := values[key]; ok {
 			if err := p.setField(&s, key, value); err != nil {
 				return State{}, err
@@ -281,21 +292,21 @@ func (p *parser) parse(data []byte) (State, error) {
 
 // checkHeader accepts the v1 header on line 1 and explains anything else:
 // above all a newer version, which this seqkeeper must not try to read.
-func (p *parser) checkHeader(n int, line, rest string) error {
-	if line == header {
+func (p *stateParser) checkHeader(n int, line, rest string) error {
+	if line == formatHeader {
 		if n != 1 {
-			return p.errorf(n, "header %q must be the first line", header)
+			return p.errorf(n, "header %q must be the first line", formatHeader)
 		}
 		return nil
 	}
 	v, ok := strings.CutPrefix(rest, " v")
 	if !ok || v == "" || strings.Trim(v, "0123456789") != "" {
-		return p.errorf(n, "malformed header %q; want %q", line, header)
+		return p.errorf(n, "malformed header %q; want %q", line, formatHeader)
 	}
-	return p.errorf(n, "format version v%s; this seqkeeper understands only %s: upgrade seqkeeper to read this sequence", v, version)
+	return p.errorf(n, "format version v%s; this seqkeeper understands only %s: upgrade seqkeeper to read this sequence", v, formatVersion)
 }
 
-func (p *parser) setField(s *State, key, value string) error {
+func (p *stateParser) setField(s *State, key, value string) error {
 	n := p.lines[key]
 	if key == "recycled" {
 		if value == "" {
@@ -338,6 +349,8 @@ func (p *parser) setField(s *State, key, value string) error {
 		s.Windows = int(v)
 	case "leaked":
 		s.Leaked = v
+	case "zkepoch":
+		s.ZKEpoch = v
 	}
 	return nil
 }
@@ -345,7 +358,7 @@ func (p *parser) setField(s *State, key, value string) error {
 // Encode returns the znode data for s: 8 big-endian bytes of Next for a
 // legacy state, the header and start (plus end and windows when not the
 // defaults) for a registration, and otherwise the full form with keys in a
-// fixed order, windows, recycled and leaked omitted when zero. The output is
+// fixed order, windows, recycled, leaked and zkepoch omitted when zero. The output is
 // canonical: ParseState of it gives s back and re-encodes to the same bytes.
 // Encode does not validate; call Validate before writing.
 func (s State) Encode() []byte {
@@ -353,7 +366,7 @@ func (s State) Encode() []byte {
 		return binary.BigEndian.AppendUint64(nil, uint64(s.Next))
 	}
 	b := make([]byte, 0, 128+40*len(s.Recycled))
-	b = append(b, header+"\n"...)
+	b = append(b, formatHeader+"\n"...)
 	line := func(key string, v int64) {
 		b = append(b, key...)
 		b = append(b, ' ')
@@ -391,6 +404,9 @@ func (s State) Encode() []byte {
 	if s.Leaked != 0 {
 		line("leaked", s.Leaked)
 	}
+	if s.ZKEpoch != 0 {
+		line("zkepoch", s.ZKEpoch)
+	}
 	return b
 }
 
@@ -416,7 +432,7 @@ func (s State) problem() (key, msg string) {
 			return "", fmt.Sprintf("legacy counter %d is negative", s.Next)
 		case s.Next > MaxLegacyCounter:
 			return "", fmt.Sprintf("legacy counter %d is above %d, where it can no longer be told apart from text; migrate the sequence to the text format", s.Next, MaxLegacyCounter)
-		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0:
+		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0 || s.ZKEpoch != 0:
 			return "", "a legacy counter can hold no recycled IDs, windows or leaked count"
 		}
 		return "", ""
@@ -430,8 +446,8 @@ func (s State) problem() (key, msg string) {
 		return "windows", fmt.Sprintf("windows %d is outside 0..%d", s.Windows, MaxWindows)
 	}
 	if s.Registered {
-		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 {
-			return "", "a registration carries no next, ceiling, recycled IDs or leaked count"
+		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 || s.ZKEpoch != 0 {
+			return "", "a registration carries no next, ceiling, recycled IDs, leaked count or zkepoch"
 		}
 		return "", ""
 	}
@@ -448,6 +464,8 @@ func (s State) problem() (key, msg string) {
 		return "ceiling", fmt.Sprintf("ceiling %d is above end %d", s.Ceiling, s.End)
 	case s.Leaked < 0:
 		return "leaked", fmt.Sprintf("leaked %d is negative", s.Leaked)
+	case s.ZKEpoch < 0 || s.ZKEpoch > math.MaxUint32:
+		return "zkepoch", fmt.Sprintf("zkepoch %d is outside 0..%d", s.ZKEpoch, uint32(math.MaxUint32))
 	case len(s.Recycled) > MaxRecycledRanges:
 		return "recycled", fmt.Sprintf("recycled has %d ranges, more than the cap of %d", len(s.Recycled), MaxRecycledRanges)
 	}

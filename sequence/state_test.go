@@ -11,11 +11,11 @@ import (
 	"testing"
 )
 
-// text joins lines into znode data with a trailing newline.
-func text(lines ...string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+// stateText joins lines into znode data with a trailing newline.
+func stateText(lines ...string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
 
-// legacy is the 8-byte big-endian form of counter.
-func legacy(counter uint64) []byte { return binary.BigEndian.AppendUint64(nil, counter) }
+// legacyData is the 8-byte big-endian form of counter.
+func legacyData(counter uint64) []byte { return binary.BigEndian.AppendUint64(nil, counter) }
 
 func TestParseStateAccepts(t *testing.T) {
 	const name = "orders"
@@ -41,32 +41,32 @@ func TestParseStateAccepts(t *testing.T) {
 		{"bare start with whitespace", []byte("  42\r\n"), reg(42, MaxID, 0), false},
 		{"bare start of 7 digits and a newline", []byte("1234567\n"), reg(1234567, MaxID, 0), false},
 		{"bare start max", []byte("9223372036854775807"), reg(MaxID, MaxID, 0), false},
-		{"header only", text(header), reg(1, MaxID, 0), false},
-		{"canonical registration", text(header, "start 1"), reg(1, MaxID, 0), true},
-		{"canonical registration with end and windows", text(header, "start 5", "end 100", "windows 3"), reg(5, 100, 3), true},
-		{"registration without header", text("start 5", "windows 2"), reg(5, MaxID, 2), false},
-		{"registration keys in any order", text("windows 2", "end 9", "start 5"), reg(5, 9, 2), false},
+		{"header only", stateText(formatHeader), reg(1, MaxID, 0), false},
+		{"canonical registration", stateText(formatHeader, "start 1"), reg(1, MaxID, 0), true},
+		{"canonical registration with end and windows", stateText(formatHeader, "start 5", "end 100", "windows 3"), reg(5, 100, 3), true},
+		{"registration without header", stateText("start 5", "windows 2"), reg(5, MaxID, 2), false},
+		{"registration keys in any order", stateText("windows 2", "end 9", "start 5"), reg(5, 9, 2), false},
 		{"registration without trailing newline", []byte("start 5"), reg(5, MaxID, 0), false},
-		{"legacy zero", legacy(0), State{Name: name, Legacy: true, Start: 1, Next: 0, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
-		{"legacy counter", legacy(123456), State{Name: name, Legacy: true, Start: 1, Next: 123456, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
-		{"legacy max", legacy(1<<61 - 1), State{Name: name, Legacy: true, Start: 1, Next: MaxLegacyCounter, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
-		{"full minimal", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807"), full(nil), true},
-		{"full everything", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 4", "recycled 10:20 30 40:45", "leaked 7"),
+		{"legacy zero", legacyData(0), State{Name: name, Legacy: true, Start: 1, Next: 0, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
+		{"legacy counter", legacyData(123456), State{Name: name, Legacy: true, Start: 1, Next: 123456, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
+		{"legacy max", legacyData(1<<61 - 1), State{Name: name, Legacy: true, Start: 1, Next: MaxLegacyCounter, Ceiling: MaxLegacyCounter, End: MaxLegacyCounter}, true},
+		{"full minimal", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807"), full(nil), true},
+		{"full everything", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 4", "recycled 10:20 30 40:45", "leaked 7"),
 			full(func(s *State) { s.Windows = 4; s.Recycled = Ranges{{10, 20}, {30, 30}, {40, 45}}; s.Leaked = 7 }), true},
-		{"full keys in any order", text(header, "end 9223372036854775807", "ceiling 5000", "next 1001", "start 1"), full(nil), false},
-		{"full with CRLF", []byte(header + "\r\nstart 1\r\nnext 1001\r\nceiling 5000\r\nend 9223372036854775807\r\n"), full(nil), false},
-		{"full without trailing newline", []byte(header + "\nstart 1\nnext 1001\nceiling 5000\nend 9223372036854775807"), full(nil), false},
-		{"empty recycled", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "recycled"), full(nil), false},
-		{"explicit zeros", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 0", "recycled ", "leaked 0"), full(nil), false},
-		{"single written as a range", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "recycled 5:5"),
+		{"full keys in any order", stateText(formatHeader, "end 9223372036854775807", "ceiling 5000", "next 1001", "start 1"), full(nil), false},
+		{"full with CRLF", []byte(formatHeader + "\r\nstart 1\r\nnext 1001\r\nceiling 5000\r\nend 9223372036854775807\r\n"), full(nil), false},
+		{"full without trailing newline", []byte(formatHeader + "\nstart 1\nnext 1001\nceiling 5000\nend 9223372036854775807"), full(nil), false},
+		{"empty recycled", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "recycled"), full(nil), false},
+		{"explicit zeros", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 0", "recycled ", "leaked 0"), full(nil), false},
+		{"single written as a range", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "recycled 5:5"),
 			full(func(s *State) { s.Recycled = Ranges{{5, 5}} }), false},
-		{"fresh sequence", text(header, "start 1", "next 1", "ceiling 0", "end 10"), State{Name: name, Start: 1, Next: 1, Ceiling: 0, End: 10}, true},
-		{"exhausted sequence", text(header, "start 1", "next 11", "ceiling 10", "end 10"), State{Name: name, Start: 1, Next: 11, Ceiling: 10, End: 10}, true},
-		{"recycled up to next-1", text(header, "start 5", "next 11", "ceiling 10", "end 10", "recycled 5 10"),
+		{"fresh sequence", stateText(formatHeader, "start 1", "next 1", "ceiling 0", "end 10"), State{Name: name, Start: 1, Next: 1, Ceiling: 0, End: 10}, true},
+		{"exhausted sequence", stateText(formatHeader, "start 1", "next 11", "ceiling 10", "end 10"), State{Name: name, Start: 1, Next: 11, Ceiling: 10, End: 10}, true},
+		{"recycled up to next-1", stateText(formatHeader, "start 5", "next 11", "ceiling 10", "end 10", "recycled 5 10"),
 			State{Name: name, Start: 5, Next: 11, Ceiling: 10, End: 10, Recycled: Ranges{{5, 5}, {10, 10}}}, true},
-		{"max next and ceiling", text(header, "start 1", "next 9223372036854775807", "ceiling 9223372036854775807", "end 9223372036854775807"),
+		{"max next and ceiling", stateText(formatHeader, "start 1", "next 9223372036854775807", "ceiling 9223372036854775807", "end 9223372036854775807"),
 			full(func(s *State) { s.Next, s.Ceiling = MaxID, MaxID }), true},
-		{"max windows", text(header, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 1024"), full(func(s *State) { s.Windows = 1024 }), true},
+		{"max windows", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 1024"), full(func(s *State) { s.Windows = 1024 }), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestParseStateAccepts(t *testing.T) {
 }
 
 func TestParseStateRejects(t *testing.T) {
-	ok := []string{header, "start 1", "next 10", "ceiling 20", "end 100"}
+	ok := []string{formatHeader, "start 1", "next 10", "ceiling 20", "end 100"}
 	// with returns the valid full state ok with line i replaced by repl (or
 	// appended when i == len(ok)); repl "" deletes the line.
 	with := func(i int, repl string) []byte {
@@ -106,7 +106,7 @@ func TestParseStateRejects(t *testing.T) {
 		default:
 			lines[i] = repl
 		}
-		return text(lines...)
+		return stateText(lines...)
 	}
 	tests := []struct {
 		name string
@@ -117,9 +117,9 @@ func TestParseStateRejects(t *testing.T) {
 		{"binary garbage", []byte{0xff, 0xfe, 0x00}, "not UTF-8"},
 		{"short binary", []byte{0, 0, 0, 0, 0, 0, 1}, "unknown key"},
 		{"long binary", []byte{0, 0, 0, 0, 0, 0, 0, 0, 1}, "unknown key"},
-		{"negative legacy", legacy(math.MaxUint64), "legacy 8-byte counter is negative (-1)"},
-		{"negative legacy min", legacy(1 << 63), "negative"},
-		{"counter above 2^61 reads as text", legacy(0x2000000000000000), "line 1: unknown key"},
+		{"negative legacy", legacyData(math.MaxUint64), "legacy 8-byte counter is negative (-1)"},
+		{"negative legacy min", legacyData(1 << 63), "negative"},
+		{"counter above 2^61 reads as text", legacyData(0x2000000000000000), "line 1: unknown key"},
 		// Bare registrations.
 		{"bare zero", []byte("0"), "line 1: start 0 is below 1"},
 		{"bare negative", []byte("-5"), "start -5 is below 1"},
@@ -145,16 +145,16 @@ func TestParseStateRejects(t *testing.T) {
 		{"much newer version", with(0, "seqkeeper-sequence v10"), "upgrade"},
 		{"malformed header", with(0, "seqkeeper-sequence"), "malformed header"},
 		{"malformed version", with(0, "seqkeeper-sequence version1"), "malformed header"},
-		{"header with trailing space", with(0, header+" "), "malformed header"},
-		{"header not first", text("start 1", header, "next 10", "ceiling 20", "end 100"), "line 2: header \"seqkeeper-sequence v1\" must be the first line"},
-		{"duplicate header", with(5, header), "line 6: header"},
+		{"header with trailing space", with(0, formatHeader+" "), "malformed header"},
+		{"header not first", stateText("start 1", formatHeader, "next 10", "ceiling 20", "end 100"), "line 2: header \"seqkeeper-sequence v1\" must be the first line"},
+		{"duplicate header", with(5, formatHeader), "line 6: header"},
 		{"full state without header", with(0, ""), "line 1: a full state (one with next) must begin with the line"},
 		{"missing start", with(1, ""), "missing key start"},
 		{"missing ceiling", with(3, ""), "missing key ceiling"},
 		{"missing end", with(4, ""), "missing key end"},
-		{"registration with ceiling", text(header, "start 1", "ceiling 5"), "line 3: key ceiling without next"},
-		{"registration with recycled", text("recycled 1"), "line 1: key recycled without next"},
-		{"registration with leaked", text("start 3", "leaked 1"), "key leaked without next"},
+		{"registration with ceiling", stateText(formatHeader, "start 1", "ceiling 5"), "line 3: key ceiling without next"},
+		{"registration with recycled", stateText("recycled 1"), "line 1: key recycled without next"},
+		{"registration with leaked", stateText("start 3", "leaked 1"), "key leaked without next"},
 		// Numbers.
 		{"leading zero", with(2, "next 010"), "line 3: next: \"010\" has a leading zero"},
 		{"negative zero", with(2, "next -0"), "leading zero"},
@@ -173,15 +173,15 @@ func TestParseStateRejects(t *testing.T) {
 		{"windows too many", with(5, "windows 1025"), "line 6: windows 1025 is outside 0..1024"},
 		{"windows negative", with(5, "windows -1"), "windows -1 is outside"},
 		{"windows overflow", with(5, "windows 99999999999999999999"), "does not fit"},
-		{"registration end below start", text("start 10", "end 5"), "line 2: end 5 is below start 10"},
-		{"registration windows", text("start 10", "windows 5000"), "line 2: windows 5000"},
+		{"registration end below start", stateText("start 10", "end 5"), "line 2: end 5 is below start 10"},
+		{"registration windows", stateText("start 10", "windows 5000"), "line 2: windows 5000"},
 		// Recycled.
 		{"recycled unsorted", with(5, "recycled 5 3"), "line 6: recycled: range 3 is not above 5"},
 		{"recycled overlapping", with(5, "recycled 1:5 4:6"), "recycled: ranges 1:5 and 4:6 overlap"},
 		{"recycled duplicate", with(5, "recycled 3 3"), "not above"},
 		{"recycled adjacent", with(5, "recycled 1:2 3"), "ranges 1:2 and 3 are adjacent; write them as one range 1:3"},
 		{"recycled never issued", with(5, "recycled 9:10"), "recycled range 9:10 holds IDs never issued (next is 10)"},
-		{"recycled below start", text(header, "start 5", "next 10", "ceiling 20", "end 100", "recycled 3"), "recycled range 3 is below start 5"},
+		{"recycled below start", stateText(formatHeader, "start 5", "next 10", "ceiling 20", "end 100", "recycled 3"), "recycled range 3 is below start 5"},
 		{"recycled zero", with(5, "recycled 0"), "below 1"},
 		{"recycled reversed", with(5, "recycled 5:3"), "above end"},
 		{"recycled double space", with(5, "recycled 1  3"), "empty range"},
@@ -347,7 +347,7 @@ func TestTakeLegacy(t *testing.T) {
 	if err != nil || !slices.Equal(got, Ranges{{42, 44}}) || s.Next != 44 {
 		t.Fatalf("Take(3) = %v, %v, next %d; want 42:44, next 44", got, err, s.Next)
 	}
-	if enc := s.Encode(); string(enc) != string(legacy(44)) {
+	if enc := s.Encode(); string(enc) != string(legacyData(44)) {
 		t.Errorf("Encode = %x", enc)
 	}
 	s.Next = 0
@@ -551,7 +551,7 @@ func TestEncodedSizeBound(t *testing.T) {
 }
 
 func TestErrorMessageShape(t *testing.T) {
-	_, err := ParseState("orders", text(header, "start 1", "next 10", "ceiling 5", "end 100"))
+	_, err := ParseState("orders", stateText(formatHeader, "start 1", "next 10", "ceiling 5", "end 100"))
 	want := `sequence "orders": corrupt state: line 4: ceiling 5 is below next-1 (9): IDs up to 9 were issued above the durable ceiling`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v\nwant    %s", err, want)

@@ -41,7 +41,7 @@ type zkServer struct {
 	proc                      *process
 }
 
-// StartEnsemble starts an ensemble of n servers (1 = standalone) for this
+// StartEnsemble starts an ensemble of n servers (quorum mode, even for 1) for this
 // test alone and stops it when the test ends. Use it where a test stops,
 // wipes or rolls back servers; other tests share ZooKeeper(t).
 func StartEnsemble(t testing.TB, n int) *Ensemble {
@@ -108,10 +108,9 @@ func (e *Ensemble) config(s *zkServer) string {
 	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", zkMaxSessionMilli)
 	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
-	if len(e.servers) == 1 {
-		b.WriteString("standaloneEnabled=true\n")
-		return b.String()
-	}
+	// Quorum mode even for one server: a standalone server never holds a
+	// leader election, so its zxid epoch never changes, and seqkeeper's
+	// rollback detection rests on epochs (see sequence.State.ZKEpoch).
 	b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 	for _, o := range e.servers {
 		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.id, o.peer, o.elector)
@@ -161,10 +160,8 @@ func (e *Ensemble) DataDir(i int) string { return e.servers[i].dataDir }
 // form a quorum, waits until it serves clients.
 func (e *Ensemble) Start(i int) error {
 	s := e.servers[i]
-	if len(e.servers) > 1 {
-		if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o644); err != nil {
-			return err
-		}
+	if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o644); err != nil {
+		return err
 	}
 	if err := s.proc.start(); err != nil {
 		return err
@@ -178,6 +175,9 @@ func (e *Ensemble) Start(i int) error {
 // StartAll starts every server and waits until all of them serve.
 func (e *Ensemble) StartAll() error {
 	for _, s := range e.servers {
+		if err := os.WriteFile(filepath.Join(s.dataDir, "myid"), []byte(strconv.Itoa(s.id)+"\n"), 0o644); err != nil {
+			return err
+		}
 		if err := s.proc.start(); err != nil {
 			return err
 		}
@@ -186,9 +186,6 @@ func (e *Ensemble) StartAll() error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for i := range e.servers {
-		if len(e.servers) > 1 {
-			_ = os.WriteFile(filepath.Join(e.servers[i].dataDir, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
