@@ -98,6 +98,18 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (State, 
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
 func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, false)
+}
+
+// FastForward is Revalidate that always moves next up to floor and drops
+// recycled IDs and windows, even when the state carries the current epoch.
+// The primary uses it for a znode whose creation zxid differs from the one
+// the store recorded: deleted and re-created, possibly with old data.
+func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, true)
+}
+
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool) (State, error) {
 	if err := ValidateName(name); err != nil {
 		return State{}, err
 	}
@@ -127,7 +139,7 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 			epoch = c.probeEpoch()
 		}
 		var drop []string
-		if st.Registered || st.ZKEpoch != epoch {
+		if force || st.Registered || st.ZKEpoch != epoch {
 			next := st.Next
 			if st.Registered {
 				next = st.Start
@@ -159,6 +171,7 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 			if landed == st.ZKEpoch {
 				return st, nil
 			}
+			force = false // next is already past floor
 			// ZooKeeper changed epochs under us (or our guess was from
 			// before a restore): validate again in the epoch we now know.
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
@@ -371,4 +384,90 @@ func (c *Client) PruneWindows(ctx context.Context, name string) (int, error) {
 		}
 	}
 	return open, nil
+}
+
+// Limits of one restore transaction: ZooKeeper refuses requests above
+// jute.maxbuffer (1 MB by default), so batches stay well below it.
+const (
+	restoreBatchBytes = 512 << 10
+	restoreBatchOps   = 1000
+)
+
+// Restore creates the znodes of states that do not exist, in batched
+// multi() transactions (all or nothing per batch, each under 512 KB), and
+// returns how many it created. It is the primary's operation after
+// ZooKeeper lost data: every state must already be covered by the durable
+// store. States are stamped with epoch; each transaction also writes the
+// root so the epoch it landed in is known, and Restore returns the names
+// whose stamp turned out wrong (ZooKeeper changed leaders meanwhile), for the
+// caller to Revalidate. Existing znodes are left alone.
+func (c *Client) Restore(ctx context.Context, states []State, epoch int64) (created int, stale []string, err error) {
+	conn := c.zk.Conn
+	var batch []State
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		ops := make([]any, 0, len(batch)+1)
+		for _, st := range batch {
+			ops = append(ops, &zk.CreateRequest{Path: c.Path(st.Name), Data: st.Encode(), Acl: c.opts.ACL})
+		}
+		ops = append(ops, &zk.SetDataRequest{Path: c.opts.Root, Version: -1})
+		res, err := multi(conn(), ops...)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			created += len(batch)
+			if c.observe(res[len(res)-1].Stat) != epoch {
+				for _, st := range batch {
+					stale = append(stale, st.Name)
+				}
+			}
+		case errors.Is(err, zk.ErrNodeExists):
+			// Some exist already: create the rest one by one.
+			for _, st := range batch {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				_, err := conn().Create(c.Path(st.Name), st.Encode(), 0, c.opts.ACL)
+				c.stats.requests.Add(1)
+				switch {
+				case err == nil:
+					created++
+					stale = append(stale, st.Name) // epoch not verified
+				case errors.Is(err, zk.ErrNodeExists):
+				default:
+					return c.zkError(st.Name, err)
+				}
+			}
+		default:
+			return fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
+		}
+		batch, size = batch[:0], 0
+		return nil
+	}
+	for _, st := range states {
+		if err := ctx.Err(); err != nil {
+			return created, stale, err
+		}
+		if err := ValidateName(st.Name); err != nil {
+			return created, stale, err
+		}
+		if !st.Legacy {
+			st.ZKEpoch = epoch
+		}
+		if err := st.Validate(); err != nil {
+			return created, stale, err
+		}
+		n := len(st.Encode()) + len(c.Path(st.Name)) + 64
+		if len(batch) > 0 && (size+n > restoreBatchBytes || len(batch) >= restoreBatchOps) {
+			if err := flush(); err != nil {
+				return created, stale, err
+			}
+		}
+		batch = append(batch, st)
+		size += n
+	}
+	return created, stale, flush()
 }
