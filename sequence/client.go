@@ -129,6 +129,9 @@ type node struct {
 	// it (deletion, a change of windows, a lost session) voids the cache.
 	deleted <-chan zk.Event
 	windows []string
+	// seen is set once the znode was read: if it vanishes later, Take
+	// waits for the primary to restore it instead of failing at once.
+	seen bool
 }
 
 // NewClient returns a Client for the sequences under opts.Root.
@@ -274,7 +277,7 @@ func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, er
 			n.valid = false
 			return nil, err
 		}
-		n.state, n.version, n.valid = st, stat.Version, true
+		n.state, n.version, n.valid, n.seen = st, stat.Version, true, true
 		return watch, nil
 	}
 }
@@ -369,6 +372,14 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (Ranges, error)
 				waitSince = time.Now()
 			}
 			if err := c.waitRaise(ctx, name, waitSince, unvalidated); err != nil {
+				return nil, err
+			}
+		case errors.Is(err, ErrUnknownSequence) && c.wasSeen(name):
+			// It existed: ZooKeeper lost it, and the primary restores it.
+			if waitSince.IsZero() {
+				waitSince = time.Now()
+			}
+			if err := c.waitRestore(ctx, name, waitSince); err != nil {
 				return nil, err
 			}
 		case retryable(err):
@@ -537,6 +548,43 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (c *Client) wasSeen(name string) bool {
+	n := c.node(c.Path(name))
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.seen
+}
+
+// waitRestore waits for a sequence znode that disappeared to come back,
+// up to CeilingWait since the wait began.
+func (c *Client) waitRestore(ctx context.Context, name string, since time.Time) error {
+	exists, _, watch, err := c.zk.Conn().ExistsW(c.Path(name))
+	c.stats.requests.Add(1)
+	if err != nil {
+		if retryable(err) {
+			return backoff(ctx, 3)
+		}
+		return c.zkError(name, err)
+	}
+	if exists {
+		return nil
+	}
+	left := c.opts.CeilingWait - time.Since(since)
+	if left <= 0 {
+		return fmt.Errorf("sequence %q: %w: %s disappeared and was not restored within %s; is 'seqkeeper serve' running and can it reach its store?",
+			name, ErrUnknownSequence, c.Path(name), c.opts.CeilingWait)
+	}
+	t := time.NewTimer(min(left, time.Second)) // ExistsW watches die with a replaced session
+	defer t.Stop()
+	select {
+	case <-watch:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 func (n *node) deletedSignal() <-chan zk.Event {

@@ -1,0 +1,250 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestS3Backend(t *testing.T) {
+	t.Parallel()
+	testBackend(t, fixtures[0].fresh)
+}
+
+func TestFileBackend(t *testing.T) {
+	t.Parallel()
+	testBackend(t, fixtures[1].fresh)
+}
+
+// testBackend is the conformance suite every Backend must pass: the
+// conditional-write semantics the Store's monotonicity rests on. newStorage
+// returns a fresh, empty storage location and opens clients on it (more
+// than one client, so concurrent writers are separate clients, as separate
+// processes would be).
+func testBackend(t *testing.T, newStorage func(t testing.TB) func() Backend) {
+	t.Run("CreateOnly", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		etag, err := b.Put(ctx, "obj", []byte("first"), "")
+		if err != nil || etag == "" {
+			t.Fatalf("create: etag %q, %v", etag, err)
+		}
+		if _, err := b.Put(ctx, "obj", []byte("second"), ""); !errors.Is(err, ErrConflict) {
+			t.Fatalf("second create: %v, want ErrConflict", err)
+		}
+		expectObject(t, b, "obj", "first", etag)
+	})
+	t.Run("IfMatch", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		e1, err := b.Put(ctx, "obj", []byte("v1"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Put(ctx, "obj", []byte("v2"), `"not-the-etag"`); !errors.Is(err, ErrConflict) {
+			t.Fatalf("wrong If-Match: %v, want ErrConflict", err)
+		}
+		expectObject(t, b, "obj", "v1", e1)
+		e2, err := b.Put(ctx, "obj", []byte("v2"), e1)
+		if err != nil {
+			t.Fatalf("right If-Match: %v", err)
+		}
+		if e2 == e1 {
+			t.Fatalf("new content, same ETag %q", e2)
+		}
+		expectObject(t, b, "obj", "v2", e2)
+		if _, err := b.Put(ctx, "obj", []byte("v3"), e1); !errors.Is(err, ErrConflict) {
+			t.Fatalf("stale If-Match: %v, want ErrConflict", err)
+		}
+		expectObject(t, b, "obj", "v2", e2)
+	})
+	t.Run("Missing", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		if _, _, err := b.Get(ctx, "nothing/here"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get missing: %v, want ErrNotFound", err)
+		}
+		// If-Match on a missing object is a failed precondition, not a
+		// create.
+		if _, err := b.Put(ctx, "nothing/here", []byte("x"), `"0123"`); !errors.Is(err, ErrConflict) {
+			t.Fatalf("If-Match on a missing object: %v, want ErrConflict", err)
+		}
+		if _, _, err := b.Get(ctx, "nothing/here"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after refused put: %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("Empty", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		etag, err := b.Put(ctx, "empty", nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		expectObject(t, b, "empty", "", etag)
+	})
+	t.Run("Slashes", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		keys := []string{"a/b/c", "a/b/d", "a/e", "f", "buckets/00ff"}
+		etags := map[string]string{}
+		for _, k := range keys {
+			e, err := b.Put(ctx, k, []byte("content of "+k), "")
+			if err != nil {
+				t.Fatalf("put %s: %v", k, err)
+			}
+			etags[k] = e
+		}
+		for _, k := range keys {
+			expectObject(t, b, k, "content of "+k, etags[k])
+		}
+		if _, _, err := b.Get(ctx, "a/b"); err == nil {
+			t.Fatal("get a/b (a prefix, not an object) succeeded")
+		}
+	})
+	t.Run("BadKeys", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		for _, k := range []string{"", "/abs", "a/../b", "..", "a//b", "a/", ".lock", "a/.tmp-1", "a\x00b"} {
+			if _, err := b.Put(ctx, k, []byte("x"), ""); err == nil || errors.Is(err, ErrConflict) {
+				t.Errorf("put %q: %v, want a key error", k, err)
+			}
+			if _, _, err := b.Get(ctx, k); err == nil || errors.Is(err, ErrNotFound) {
+				t.Errorf("get %q: %v, want a key error", k, err)
+			}
+		}
+	})
+	t.Run("Cancelled", func(t *testing.T) {
+		t.Parallel()
+		b := newStorage(t)()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := b.Put(ctx, "obj", []byte("x"), ""); !errors.Is(err, context.Canceled) {
+			t.Fatalf("put with a cancelled context: %v", err)
+		}
+		if _, _, err := b.Get(ctx, "obj"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("get with a cancelled context: %v", err)
+		}
+	})
+	t.Run("ConcurrentWriters", func(t *testing.T) {
+		t.Parallel()
+		open, ctx := newStorage(t), testCtx(t)
+		const writers, increments = 10, 10
+		var wg sync.WaitGroup
+		var conflicts sync.Map
+		for w := range writers {
+			b := open() // each writer its own client
+			wg.Go(func() {
+				for range increments {
+					n, err := increment(ctx, b, "counter")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n > 0 {
+						conflicts.Store(w, true)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		data, _, err := open().Get(ctx, "counter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(data) != strconv.Itoa(writers*increments) {
+			t.Fatalf("counter = %s after %d increments: updates lost", data, writers*increments)
+		}
+		n := 0
+		conflicts.Range(func(_, _ any) bool { n++; return true })
+		t.Logf("%d of %d writers saw conflicts", n, writers)
+	})
+	t.Run("String", func(t *testing.T) {
+		t.Parallel()
+		b := newStorage(t)()
+		if s := b.String(); s == "" || strings.Contains(s, "minioadmin") {
+			t.Fatalf("String() = %q", s)
+		}
+	})
+}
+
+// increment adds one to the decimal counter in key by read-modify-write,
+// retrying conflicts, and returns how many conflicts it met.
+func increment(ctx context.Context, b Backend, key string) (conflicts int, err error) {
+	for ; ; conflicts++ {
+		data, etag, err := b.Get(ctx, key)
+		v := 0
+		switch {
+		case errors.Is(err, ErrNotFound):
+			etag = ""
+		case err != nil:
+			return conflicts, err
+		default:
+			if v, err = strconv.Atoi(string(data)); err != nil {
+				return conflicts, err
+			}
+		}
+		_, err = b.Put(ctx, key, []byte(strconv.Itoa(v+1)), etag)
+		if !errors.Is(err, ErrConflict) {
+			return conflicts, err
+		}
+	}
+}
+
+// TestFileBackendProcesses: the file backend's lock excludes writers in
+// separate processes, not only goroutines: copies of this test binary
+// increment one counter and none of their updates is lost.
+func TestFileBackendProcesses(t *testing.T) {
+	const procs, increments = 4, 25
+	if dir := os.Getenv("PERSIST_TEST_COUNTER_DIR"); dir != "" {
+		b, err := NewFile(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range increments {
+			if _, err := increment(testCtx(t), b, "shared/counter"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestFileBackendProcesses$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PERSIST_TEST_COUNTER_DIR="+dir)
+		wg.Go(func() {
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("writer process: %v\n%s", err, out)
+			}
+		})
+	}
+	wg.Wait()
+	b, err := NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := b.Get(testCtx(t), "shared/counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != strconv.Itoa(procs*increments) {
+		t.Fatalf("counter = %s after %d increments in %d processes: updates lost", data, procs*increments, procs)
+	}
+}
+
+func expectObject(t *testing.T, b Backend, key, want, wantETag string) {
+	t.Helper()
+	data, etag, err := b.Get(testCtx(t), key)
+	if err != nil {
+		t.Fatalf("get %s: %v", key, err)
+	}
+	if string(data) != want || etag != wantETag {
+		t.Fatalf("get %s = %q (ETag %s), want %q (ETag %s)", key, data, etag, want, wantETag)
+	}
+}

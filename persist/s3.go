@@ -1,0 +1,278 @@
+package persist
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// S3Config says where an S3Backend keeps its objects and how it reaches
+// them.
+type S3Config struct {
+	// Bucket is the S3 bucket. Required.
+	Bucket string
+	// Prefix is prepended, with a '/', to every key, so several stores (or
+	// clusters) can share a bucket. Optional.
+	Prefix string
+	// Endpoint is the base URL of an S3-compatible server (MinIO, Ceph,
+	// ...), addressed path-style. Empty means AWS itself.
+	Endpoint string
+	// Region is the signing region. Empty means the standard AWS chain
+	// (AWS_REGION, shared config); with an Endpoint and no region found
+	// there, us-east-1, which S3-compatible servers use by default.
+	Region string
+	// AccessKey and SecretKey are static credentials. Both empty means the
+	// standard AWS credential chain (environment, shared config and
+	// credentials files, SSO, instance or task role).
+	AccessKey string
+	SecretKey string
+	// CreateBucket creates the bucket if it does not exist.
+	CreateBucket bool
+}
+
+// S3Backend is a Backend on an S3 bucket, using S3 conditional writes
+// (If-None-Match: * to create, If-Match to replace). It needs a server that
+// honours both on PutObject: AWS S3 (since 2024), MinIO, and others; a server
+// that ignores them would break the store's monotonicity, which the shared
+// conformance tests check.
+type S3Backend struct {
+	client *s3.Client
+	bucket string
+	prefix string // "" or ending in '/'
+	desc   string
+}
+
+// NewS3 returns a backend for cfg. It does no network I/O unless
+// cfg.CreateBucket is set; credentials from the AWS chain are resolved on
+// first use.
+func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
+	if cfg.Bucket == "" {
+		return nil, fmt.Errorf("%w: S3 store: no bucket (%s)", ErrBadURL, storeURLForms)
+	}
+	prefix := strings.Trim(cfg.Prefix, "/")
+	if prefix != "" {
+		if err := validateKey(prefix); err != nil {
+			return nil, fmt.Errorf("%w: S3 store prefix: %v", ErrBadURL, err)
+		}
+		prefix += "/"
+	}
+	if (cfg.AccessKey == "") != (cfg.SecretKey == "") {
+		return nil, errors.New("S3 store: give both an access key and a secret key, or neither (to use the AWS credential chain)")
+	}
+	var loadOpts []func(*config.LoadOptions) error
+	if cfg.Region != "" {
+		loadOpts = append(loadOpts, config.WithRegion(cfg.Region))
+	}
+	if cfg.AccessKey != "" {
+		loadOpts = append(loadOpts, config.WithCredentialsProvider(
+			credentials.NewStaticCredentialsProvider(cfg.AccessKey, cfg.SecretKey, "")))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("S3 store: load AWS configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		if cfg.Endpoint == "" {
+			return nil, fmt.Errorf("%w: S3 store: no region: add ?region= to the URL or set AWS_REGION", ErrBadURL)
+		}
+		awsCfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+			o.UsePathStyle = true
+		}
+		// S3-compatible servers differ in their support of the newer
+		// default checksums; the store does not need them (gzip has a
+		// CRC and the decoder checks everything).
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix}
+	b.desc = strings.TrimSuffix("s3://"+cfg.Bucket+"/"+prefix, "/")
+	if cfg.Endpoint != "" {
+		b.desc += " (" + cfg.Endpoint + ")"
+	} else {
+		b.desc += " (" + awsCfg.Region + ")"
+	}
+	if cfg.CreateBucket {
+		if err := b.createBucket(ctx, awsCfg.Region); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+func (b *S3Backend) createBucket(ctx context.Context, region string) error {
+	in := &s3.CreateBucketInput{Bucket: aws.String(b.bucket)}
+	if region != "us-east-1" {
+		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
+			LocationConstraint: types.BucketLocationConstraint(region),
+		}
+	}
+	_, err := b.client.CreateBucket(ctx, in)
+	var owned *types.BucketAlreadyOwnedByYou
+	if err != nil && !errors.As(err, &owned) {
+		return fmt.Errorf("%s: create bucket: %w", b.desc, err)
+	}
+	return nil
+}
+
+// String names the bucket, prefix and endpoint (or region).
+func (b *S3Backend) String() string { return b.desc }
+
+// Get implements Backend. Only a missing key is ErrNotFound: a missing
+// bucket, or one the credentials cannot read, is an error, so that it never
+// reads as an empty store.
+func (b *S3Backend) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := validateKey(key); err != nil {
+		return nil, "", fmt.Errorf("get: %w", err)
+	}
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.prefix + key)})
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s: %w", key, mapS3Error(err))
+	}
+	defer out.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(out.Body, maxObject+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("get %s: read body: %w", key, err)
+	}
+	if len(data) > maxObject {
+		return nil, "", fmt.Errorf("get %s: %w", key, corruptf("larger than %d bytes", maxObject))
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return nil, "", fmt.Errorf("get %s: the server sent no ETag, which conditional writes need", key)
+	}
+	return data, etag, nil
+}
+
+// Put implements Backend with If-None-Match: * (create) or If-Match. S3
+// answers a failed precondition with 412 PreconditionFailed, and a race with
+// another conditional write to the key with 409 ConditionalRequestConflict;
+// both are ErrConflict. The SDK retries transient failures itself, so a
+// write whose reply was lost can come back as ErrConflict although it
+// landed: callers re-read, as on any conflict.
+func (b *S3Backend) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if err := validateKey(key); err != nil {
+		return "", fmt.Errorf("put: %w", err)
+	}
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(b.bucket),
+		Key:           aws.String(b.prefix + key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		ContentType:   aws.String("application/octet-stream"),
+	}
+	if ifMatch == "" {
+		in.IfNoneMatch = aws.String("*")
+	} else {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	out, err := b.client.PutObject(ctx, in)
+	if err != nil {
+		err = mapS3Error(err)
+		if ifMatch != "" && errors.Is(err, ErrNotFound) {
+			// If-Match on a missing object: the precondition failed.
+			err = fmt.Errorf("%w: object is gone: %w", ErrConflict, err)
+		}
+		return "", fmt.Errorf("put %s: %w", key, err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return "", fmt.Errorf("put %s: the server sent no ETag, which conditional writes need", key)
+	}
+	return etag, nil
+}
+
+// mapS3Error adds this package's sentinels to the S3 errors that mean them.
+// Only a missing key is ErrNotFound: a missing bucket must never read as an
+// empty store.
+func mapS3Error(err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "PreconditionFailed":
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		case "ConditionalRequestConflict":
+			// 409: a concurrent conditional write to the same key was
+			// in flight; AWS asks for a retry, which is what a conflict
+			// gets.
+			return fmt.Errorf("%w: %w", ErrConflict, err)
+		case "NoSuchKey":
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+	}
+	return err
+}
+
+// ParseS3URL parses the --store form s3://bucket/prefix?endpoint=URL&region=R.
+// The prefix, endpoint and region are optional; credentials are not accepted
+// in the URL (use the AWS chain or OpenOptions). Errors wrap ErrBadURL and
+// show the expected form.
+func ParseS3URL(rawURL string) (S3Config, error) {
+	bad := func(format string, args ...any) (S3Config, error) {
+		return S3Config{}, fmt.Errorf("%w: %s (%s)", ErrBadURL, fmt.Sprintf(format, args...), storeURLForms)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL, which may hold a secret
+		}
+		return bad("unparseable S3 URL: %v", err)
+	}
+	if u.Scheme != "s3" {
+		return bad("not an s3:// URL")
+	}
+	if u.User != nil {
+		return bad("credentials do not belong in the store URL (it shows up in process lists and logs): use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, a shared credentials file or an instance role")
+	}
+	if u.Opaque != "" {
+		return bad("s3: URL without // (write s3://bucket/prefix)")
+	}
+	if u.Host == "" {
+		return bad("no bucket in %q", u.Redacted())
+	}
+	if u.Fragment != "" {
+		return bad("unexpected #fragment in %q", u.Redacted())
+	}
+	cfg := S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	if cfg.Prefix != "" {
+		if err := validateKey(cfg.Prefix); err != nil {
+			return bad("bad prefix: %v", err)
+		}
+	}
+	for k, v := range u.Query() {
+		if len(v) != 1 {
+			return bad("parameter %q given %d times", k, len(v))
+		}
+		switch k {
+		case "endpoint":
+			ep, err := url.Parse(v[0])
+			if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || ep.User != nil {
+				return bad("endpoint must be an http:// or https:// URL without credentials, got %q", v[0])
+			}
+			cfg.Endpoint = v[0]
+		case "region":
+			if v[0] == "" {
+				return bad("empty region")
+			}
+			cfg.Region = v[0]
+		default:
+			return bad("unknown parameter %q (known: endpoint, region)", k)
+		}
+	}
+	return cfg, nil
+}

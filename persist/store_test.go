@@ -1,0 +1,612 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+)
+
+func rec(name string, ceiling, mzxid int64) Record {
+	return Record{Name: name, Ceiling: ceiling, Czxid: 0x100000002, Mzxid: mzxid, Version: int32(mzxid % 100)}
+}
+
+func mustGet(t *testing.T, s *Store, name string) Record {
+	t.Helper()
+	r, err := s.Get(testCtx(t), name)
+	if err != nil {
+		t.Fatalf("get %q: %v", name, err)
+	}
+	return r
+}
+
+func mustPut(t *testing.T, s *Store, epoch int64, recs ...Record) {
+	t.Helper()
+	if err := s.Put(testCtx(t), epoch, recs...); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+}
+
+func TestStoreRoundTrip(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		s := newStore(t, open(), StoreOptions{})
+		at := time.Date(2026, 1, 2, 3, 4, 5, 678_901_234, time.UTC)
+		want := []Record{
+			{Name: "orders", Ceiling: 5000, Czxid: 0x100000002, Mzxid: 0x10000000a, Version: 3, Updated: at},
+			{Name: "legacy-counter", Ceiling: 1 << 40, Czxid: 7, Mzxid: 9, Version: 2, Legacy: true, Updated: at},
+			{Name: "gone", Ceiling: 77, Deleted: true, Updated: at},
+			{Name: "naïve \"quoted\" name\n\x00\xff", Ceiling: 0, Updated: at},
+		}
+		if err := s.Put(ctx, 3, want...); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			want[i].Epoch = 3
+			want[i].Updated = at.Truncate(time.Millisecond)
+		}
+		slices.SortFunc(want, func(a, b Record) int { return strings.Compare(a.Name, b.Name) })
+		// A second store reads from the backend, not from a cache.
+		other := newStore(t, open(), StoreOptions{})
+		for _, w := range want {
+			if got := mustGet(t, other, w.Name); !sameRecord(got, w) || got.Epoch != w.Epoch {
+				t.Errorf("get %q = %+v, want %+v", w.Name, got, w)
+			}
+		}
+		got, err := other.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("load: %d records, want %d", len(got), len(want))
+		}
+		for i := range want {
+			if !sameRecord(got[i], want[i]) || got[i].Epoch != want[i].Epoch {
+				t.Errorf("load[%d] = %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		if _, err := other.Get(ctx, "never"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get unknown: %v, want ErrNotFound", err)
+		}
+		if err := other.Check(ctx); err != nil {
+			t.Fatalf("check: %v", err)
+		}
+	})
+}
+
+func TestStoreEmpty(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		s := newStore(t, open(), StoreOptions{})
+		recs, err := s.Load(ctx)
+		if err != nil || len(recs) != 0 {
+			t.Fatalf("load of a new store: %d records, %v", len(recs), err)
+		}
+		if e, holder, err := s.Epoch(ctx); e != 0 || holder != "" || err != nil {
+			t.Fatalf("epoch of a new store: %d %q %v", e, holder, err)
+		}
+		if err := s.Put(ctx, 0); err != nil {
+			t.Fatalf("put of nothing: %v", err)
+		}
+	})
+}
+
+// TestMergeRule pins the merge of Put down, one case per line.
+func TestMergeRule(t *testing.T) {
+	t.Parallel()
+	base := Record{Name: "s", Ceiling: 100, Czxid: 1, Mzxid: 10, Version: 5}
+	with := func(f func(*Record)) Record { r := base; f(&r); return r }
+	for _, tc := range []struct {
+		name    string
+		old, in Record
+		want    Record
+	}{
+		{"higher ceiling wins everything",
+			base, with(func(r *Record) { r.Ceiling, r.Mzxid, r.Version = 200, 12, 6 }),
+			with(func(r *Record) { r.Ceiling, r.Mzxid, r.Version = 200, 12, 6 })},
+		{"lower ceiling changes nothing, not even with a later zxid",
+			base, with(func(r *Record) { r.Ceiling, r.Mzxid, r.Czxid = 50, 99, 98 }), base},
+		{"higher ceiling with an older zxid (a new ensemble after a wipe) wins",
+			base, with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid, r.Version = 150, 0x3, 0x4, 0 }),
+			with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid, r.Version = 150, 0x3, 0x4, 0 })},
+		{"equal ceiling, later zxid: the newer observation",
+			base, with(func(r *Record) { r.Mzxid, r.Version = 11, 9 }), with(func(r *Record) { r.Mzxid, r.Version = 11, 9 })},
+		{"equal ceiling, older zxid: stale",
+			base, with(func(r *Record) { r.Mzxid, r.Version = 9, 1 }), base},
+		{"tombstone at the same observation",
+			base, with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Deleted = true })},
+		{"a tombstone with a lower ceiling keeps the ceiling and is stale",
+			base, with(func(r *Record) { r.Ceiling, r.Deleted = 0, true }), base},
+		{"a tombstone stays one against a stale write of the same observation",
+			with(func(r *Record) { r.Deleted = true }), base, with(func(r *Record) { r.Deleted = true })},
+		{"a re-created sequence above the tombstone is live",
+			with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid = 300, 20, 20 }),
+			with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid = 300, 20, 20 })},
+		{"a re-created sequence with a newer znode is live",
+			with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Czxid, r.Mzxid = 20, 20 }),
+			with(func(r *Record) { r.Czxid, r.Mzxid = 20, 20 })},
+	} {
+		if got := mergeRecord(tc.old, tc.in); got != tc.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStoreMonotone: a stored ceiling never decreases, whoever writes: the
+// same store, a second store whose cache is stale, or many at once.
+func TestStoreMonotone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		b1, b2 := &counting{Backend: open()}, open()
+		s1 := newStore(t, b1, StoreOptions{})
+		s2 := newStore(t, b2, StoreOptions{})
+
+		mustPut(t, s1, 1, rec("a", 100, 10))
+		mustPut(t, s1, 1, rec("a", 50, 11))
+		if r := mustGet(t, s2, "a"); r.Ceiling != 100 || r.Mzxid != 10 {
+			t.Fatalf("after a lower write: %+v, want ceiling 100 and the first observation", r)
+		}
+		// s2 raises; s1's cache of the bucket is now stale, and a lower
+		// write through it must neither lower the ceiling nor be lost.
+		mustPut(t, s2, 1, rec("a", 200, 20))
+		before := b1.gets.Load()
+		mustPut(t, s1, 1, rec("a", 150, 15), rec("b", 7, 1))
+		if b1.gets.Load() == before {
+			t.Fatal("a write through a stale cache did not re-read the bucket")
+		}
+		if r := mustGet(t, s2, "a"); r.Ceiling != 200 || r.Mzxid != 20 {
+			t.Fatalf("stale writer lowered the record: %+v", r)
+		}
+		if r := mustGet(t, s2, "b"); r.Ceiling != 7 {
+			t.Fatalf("the stale writer's other record was lost: %+v", r)
+		}
+		mustPut(t, s1, 1, rec("a", 300, 30))
+		if r := mustGet(t, s2, "a"); r.Ceiling != 300 {
+			t.Fatalf("after a raise: %+v", r)
+		}
+
+		// Many writers on two stores, random ceilings: the stored
+		// ceiling of each name is the highest any Put returned for.
+		names := []string{"a", "b", "c", "d", "e", "f"}
+		var mu sync.Mutex
+		highest := map[string]int64{"a": 300, "b": 7}
+		var wg sync.WaitGroup
+		for w := range 8 {
+			s := []*Store{s1, s2}[w%2]
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 1))
+				for range 15 {
+					var batch []Record
+					for range 1 + rng.IntN(3) {
+						batch = append(batch, rec(names[rng.IntN(len(names))], rng.Int64N(1000), rng.Int64N(1000)))
+					}
+					if err := s.Put(ctx, 1, batch...); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					for _, r := range batch {
+						highest[r.Name] = max(highest[r.Name], r.Ceiling)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		recs, err := newStore(t, open(), StoreOptions{}).Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Ceiling != highest[r.Name] {
+				t.Errorf("%s: stored ceiling %d, highest written %d", r.Name, r.Ceiling, highest[r.Name])
+			}
+		}
+		if len(recs) != len(highest) {
+			t.Errorf("%d records stored, %d names written", len(recs), len(highest))
+		}
+	})
+}
+
+// TestStoreOnePutPerRaise: with a warm cache and no other writer, a raise
+// costs one PUT and no GET.
+func TestStoreOnePutPerRaise(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		b := &counting{Backend: open()}
+		s := newStore(t, b, StoreOptions{EpochCheckInterval: time.Hour})
+		mustPut(t, s, 1, rec("hot", 100, 1))
+		gets, puts := b.gets.Load(), b.puts.Load()
+		for i := range 10 {
+			mustPut(t, s, 1, rec("hot", int64(200+i), int64(2+i)))
+		}
+		if g, p := b.gets.Load()-gets, b.puts.Load()-puts; g != 0 || p != 10 {
+			t.Fatalf("10 raises cost %d GETs and %d PUTs, want 0 and 10", g, p)
+		}
+		// A stale write is answered from the cache: the store is
+		// monotone, so it already holds more.
+		mustPut(t, s, 1, rec("hot", 5, 1))
+		if p := b.puts.Load() - puts; p != 10 {
+			t.Fatalf("a stale write cost a PUT")
+		}
+	})
+}
+
+func TestStoreTombstone(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		s := newStore(t, open(), StoreOptions{})
+		mustPut(t, s, 1, rec("gone", 1000, 40))
+		// The primary saw the znode deleted: it writes a tombstone
+		// carrying what it knew, or even less.
+		tomb := rec("gone", 0, 40)
+		tomb.Deleted = true
+		mustPut(t, s, 1, tomb)
+		r := mustGet(t, s, "gone")
+		if r.Ceiling != 1000 {
+			t.Fatalf("tombstone lowered the ceiling: %+v", r)
+		}
+		// A tombstone with a lower ceiling is stale; at the same ceiling
+		// it lands.
+		tomb.Ceiling = 1000
+		mustPut(t, s, 1, tomb)
+		if r := mustGet(t, s, "gone"); !r.Deleted || r.Ceiling != 1000 {
+			t.Fatalf("tombstone: %+v", r)
+		}
+		// A late write of the last live observation does not undelete.
+		mustPut(t, s, 1, rec("gone", 1000, 40))
+		if r := mustGet(t, s, "gone"); !r.Deleted {
+			t.Fatalf("stale write undeleted: %+v", r)
+		}
+		recs, err := s.Load(testCtx(t))
+		if err != nil || len(recs) != 1 || !recs[0].Deleted {
+			t.Fatalf("load: %+v, %v", recs, err)
+		}
+		// Re-created above the old ceiling: live again.
+		mustPut(t, s, 1, rec("gone", 1500, 90))
+		if r := mustGet(t, s, "gone"); r.Deleted || r.Ceiling != 1500 {
+			t.Fatalf("re-created: %+v", r)
+		}
+	})
+}
+
+// TestStoreFencing: once a newer leader epoch has written, an older writer
+// gets ErrFenced and writes nothing, whether it learns of the newer epoch
+// from a bucket or from the epoch object.
+func TestStoreFencing(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		oldB := open()
+		old := newStore(t, oldB, StoreOptions{EpochCheckInterval: 300 * time.Millisecond})
+		e1, err := old.AdvanceEpoch(ctx, "replica-1")
+		if err != nil || e1 != 1 {
+			t.Fatalf("first epoch: %d, %v", e1, err)
+		}
+		mustPut(t, old, e1, rec("a", 100, 1), rec("b", 100, 1))
+
+		// The new primary writes bucket of "a" with epoch 2 without
+		// advancing the epoch object (only the bucket tells).
+		next := newStore(t, open(), StoreOptions{})
+		mustPut(t, next, 2, rec("a", 200, 2))
+		_, etagA, err := oldB.Get(ctx, bucketKey(bucketOf("a", DefaultBuckets)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = old.Put(ctx, e1, rec("a", 500, 3))
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("old writer: %v, want ErrFenced", err)
+		}
+		if !strings.Contains(err.Error(), "epoch 2") {
+			t.Errorf("fencing error does not name the newer epoch: %v", err)
+		}
+		if _, etag, _ := oldB.Get(ctx, bucketKey(bucketOf("a", DefaultBuckets))); etag != etagA {
+			t.Fatal("the fenced writer changed the bucket")
+		}
+		if r := mustGet(t, next, "a"); r.Ceiling != 200 || r.Epoch != 2 {
+			t.Fatalf("after the fenced write: %+v", r)
+		}
+		// Fenced once, fenced everywhere: even buckets epoch 2 never
+		// wrote.
+		if err := old.Put(ctx, e1, rec("b", 500, 3)); !errors.Is(err, ErrFenced) {
+			t.Fatalf("old writer, other bucket: %v, want ErrFenced", err)
+		}
+		if r := mustGet(t, next, "b"); r.Ceiling != 100 {
+			t.Fatalf("fenced writer wrote b: %+v", r)
+		}
+
+		// Through the epoch object: a writer that read it recently may
+		// write until its EpochCheckInterval passes, then is fenced.
+		w2B := open()
+		w2 := newStore(t, w2B, StoreOptions{EpochCheckInterval: 300 * time.Millisecond})
+		e2, err := w2.AdvanceEpoch(ctx, "replica-2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, w2, e2, rec("c", 10, 1))
+		e3, err := newStore(t, open(), StoreOptions{}).AdvanceEpoch(ctx, "replica-3")
+		if err != nil || e3 != e2+1 {
+			t.Fatalf("advance: %d, %v", e3, err)
+		}
+		time.Sleep(350 * time.Millisecond)
+		if err := w2.Put(ctx, e2, rec("d", 10, 1)); !errors.Is(err, ErrFenced) {
+			t.Fatalf("writer of epoch %d after epoch %d began: %v, want ErrFenced", e2, e3, err)
+		}
+		if _, err := w2.Get(ctx, "d"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("the fenced writer wrote d: %v", err)
+		}
+		if e, holder, err := w2.Epoch(ctx); e != e3 || holder != "replica-3" || err != nil {
+			t.Fatalf("epoch: %d %q %v", e, holder, err)
+		}
+	})
+}
+
+func TestAdvanceEpochConcurrent(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		const contenders = 5
+		got := make([]int64, contenders)
+		var wg sync.WaitGroup
+		for i := range contenders {
+			s := newStore(t, open(), StoreOptions{})
+			wg.Go(func() {
+				e, err := s.AdvanceEpoch(ctx, fmt.Sprintf("replica-%d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = e
+			})
+		}
+		wg.Wait()
+		sorted := slices.Clone(got)
+		slices.Sort(sorted)
+		if len(slices.Compact(slices.Clone(sorted))) != contenders || sorted[0] < 1 {
+			t.Fatalf("epochs %v: want %d distinct, positive", got, contenders)
+		}
+		e, holder, err := newStore(t, open(), StoreOptions{}).Epoch(ctx)
+		if err != nil || e != sorted[contenders-1] {
+			t.Fatalf("epoch %d (%v), want the highest handed out, %d", e, err, sorted[contenders-1])
+		}
+		if want := fmt.Sprintf("replica-%d", slices.Index(got, e)); holder != want {
+			t.Fatalf("holder %q, want %q", holder, want)
+		}
+		t.Logf("epochs: %v", got)
+	})
+}
+
+// corruptBuckets are bucket objects the store must refuse, keyed by what is
+// wrong. Each is for the bucket of "victim" among n buckets.
+func corruptBuckets(t testing.TB, n int) map[string][]byte {
+	b := bucketOf("victim", n)
+	valid := func(o *bucketObject) []byte {
+		data, err := encodeBucket(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	good := valid(&bucketObject{bucket: b, buckets: n, epoch: 1, recs: []Record{{Name: "victim", Ceiling: 10, Epoch: 1}}})
+	other := "x" // sorts after "victim", in another bucket
+	for i := 0; bucketOf(other, n) == b; i++ {
+		other = fmt.Sprint("x", i)
+	}
+	body := func(text string) []byte { // a well-formed object around text
+		var buf strings.Builder
+		zw := newGzip(&buf)
+		zw.Write([]byte(text))
+		zw.Close()
+		return []byte("seqkeeper-bucket v1\n" + buf.String())
+	}
+	header := fmt.Sprintf("bucket %d of %d epoch 1 records 1\n", b, n)
+	return map[string][]byte{
+		"garbage":          []byte("this is not a bucket"),
+		"empty":            {},
+		"truncated gzip":   good[:len(good)-9],
+		"trailing garbage": append(slices.Clone(good), "junk"...),
+		"flipped bit":      func() []byte { d := slices.Clone(good); d[len(d)/2+10] ^= 0x40; return d }(),
+		"wrong bucket record": valid(&bucketObject{bucket: b, buckets: n, epoch: 1,
+			recs: []Record{{Name: "victim", Ceiling: 10, Epoch: 1}, {Name: other, Ceiling: 10, Epoch: 1}}}),
+		"wrong bucket header":       valid(&bucketObject{bucket: (b + 1) % n, buckets: n, epoch: 1}),
+		"negative ceiling":          body(header + `"victim" -5 1 0 0 0 - 0` + "\n"),
+		"record count":              body(fmt.Sprintf("bucket %d of %d epoch 1 records 2\n", b, n) + `"victim" 5 1 0 0 0 - 0` + "\n"),
+		"record epoch above bucket": body(header + `"victim" 5 2 0 0 0 - 0` + "\n"),
+		"unsorted": body(fmt.Sprintf("bucket %d of %d epoch 1 records 2\n", b, n) +
+			`"victim" 5 1 0 0 0 - 0` + "\n" + `"victim" 6 1 0 0 0 - 0` + "\n"),
+		"bad flags":     body(header + `"victim" 5 1 0 0 0 X 0` + "\n"),
+		"newer version": []byte("seqkeeper-bucket v2\nwhatever comes next"),
+	}
+}
+
+// TestStoreCorrupt: a corrupt object is an error naming it on every path,
+// never an empty bucket, never overwritten, and confined to its bucket.
+func TestStoreCorrupt(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		for what, data := range corruptBuckets(t, DefaultBuckets) {
+			t.Run(strings.ReplaceAll(what, " ", "_"), func(t *testing.T) {
+				ctx := testCtx(t)
+				b := isolated(t, open())
+				s := newStore(t, b, StoreOptions{})
+				mustPut(t, s, 1, rec("healthy", 10, 1))
+				key := bucketKey(bucketOf("victim", DefaultBuckets))
+				etag, err := b.Put(ctx, key, data, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := ErrCorrupt
+				if what == "newer version" {
+					want = ErrNewerFormat
+				}
+				fresh := newStore(t, b, StoreOptions{})
+				_, err = fresh.Get(ctx, "victim")
+				if !errors.Is(err, want) || !strings.Contains(err.Error(), key) {
+					t.Errorf("get: %v, want %v naming %s", err, want, key)
+				}
+				t.Log(err)
+				recs, err := fresh.Load(ctx)
+				if !errors.Is(err, want) || !strings.Contains(err.Error(), key) {
+					t.Errorf("load: %v, want %v naming %s", err, want, key)
+				}
+				if !Affects(err, "victim") || Affects(err, "healthy") {
+					t.Errorf("load error %v: Affects(victim) = %v, Affects(healthy) = %v", err, Affects(err, "victim"), Affects(err, "healthy"))
+				}
+				if len(recs) != 1 || recs[0].Name != "healthy" {
+					t.Errorf("load returned %+v, want the healthy record", recs)
+				}
+				for _, st := range []*Store{s, fresh} {
+					err = st.Put(ctx, 1, rec("victim", 99, 9), rec("healthy", 20, 2))
+					if !errors.Is(err, want) || !Affects(err, "victim") || Affects(err, "healthy") {
+						t.Errorf("put: %v, want %v for victim only", err, want)
+					}
+				}
+				if _, got, _ := b.Get(ctx, key); got != etag {
+					t.Error("put overwrote the corrupt object")
+				}
+				if r := mustGet(t, s, "healthy"); r.Ceiling != 20 {
+					t.Errorf("healthy sequence not written next to the corrupt bucket: %+v", r)
+				}
+			})
+		}
+	})
+}
+
+func TestStoreCorruptMetaAndEpoch(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		b := open()
+		if _, err := b.Put(ctx, epochKey, []byte("seqkeeper-epoch v1\nepoch -3\nholder \"x\"\nupdated 0\n"), ""); err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t, b, StoreOptions{})
+		if _, err := s.AdvanceEpoch(ctx, "r"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "epoch") {
+			t.Errorf("advance over a corrupt epoch object: %v", err)
+		}
+		if err := s.Put(ctx, 1, rec("a", 1, 1)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("put with a corrupt epoch object: %v", err)
+		}
+		if err := s.Check(ctx); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("check with a corrupt epoch object: %v", err)
+		}
+
+		b2 := isolated(t, open())
+		if _, err := b2.Put(ctx, metaKey, []byte("seqkeeper-store v1\nbuckets lots\n"), ""); err != nil {
+			t.Fatal(err)
+		}
+		s2 := newStore(t, b2, StoreOptions{})
+		if _, err := s2.Load(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "meta") {
+			t.Errorf("load with a corrupt meta object: %v", err)
+		}
+		if err := s2.Put(ctx, 1, rec("a", 1, 1)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("put with a corrupt meta object: %v", err)
+		}
+		if _, err := b2.Put(ctx, "meta", []byte("seqkeeper-store v9\n"), ""); !errors.Is(err, ErrConflict) {
+			t.Fatalf("the corrupt meta object was replaced: %v", err)
+		}
+	})
+}
+
+func TestStoreBucketMismatch(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		mustPut(t, newStore(t, open(), StoreOptions{Buckets: 16}), 1, rec("a", 42, 1))
+		_, err := newStore(t, open(), StoreOptions{Buckets: 32}).Load(ctx)
+		if !errors.Is(err, ErrBucketMismatch) || !strings.Contains(err.Error(), "16") {
+			t.Fatalf("load with another bucket count: %v, want ErrBucketMismatch naming 16", err)
+		}
+		// Zero adopts the store's count.
+		if r := mustGet(t, newStore(t, open(), StoreOptions{}), "a"); r.Ceiling != 42 {
+			t.Fatalf("adopting store: %+v", r)
+		}
+	})
+}
+
+func TestNewStoreOptions(t *testing.T) {
+	t.Parallel()
+	b, err := NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []StoreOptions{{Buckets: -1}, {Buckets: MaxBuckets + 1}, {Parallelism: -1}, {EpochCheckInterval: -time.Second}} {
+		if _, err := NewStore(b, opts); err == nil {
+			t.Errorf("NewStore(%+v) accepted", opts)
+		}
+	}
+	if _, err := NewStore(nil, StoreOptions{}); err == nil {
+		t.Error("NewStore(nil) accepted")
+	}
+	s := newStore(t, b, StoreOptions{})
+	if err := s.Put(testCtx(t), 1, Record{Name: "", Ceiling: 1}); err == nil {
+		t.Error("put of a nameless record accepted")
+	}
+	if err := s.Put(testCtx(t), 1, Record{Name: "x", Ceiling: -1}); err == nil {
+		t.Error("put of a negative ceiling accepted")
+	}
+	if err := s.Put(testCtx(t), -1, Record{Name: "x", Ceiling: 1}); err == nil {
+		t.Error("put with a negative epoch accepted")
+	}
+}
+
+// TestStoreS3Outage: with the object store down, Put fails within its
+// context with an error naming the store, and works again once the store is
+// back.
+func TestStoreS3Outage(t *testing.T) {
+	t.Parallel()
+	m := testenv.StartMinIO(t)
+	env := m.S3()
+	env.Bucket = "outage"
+	ctx := testCtx(t)
+	b, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: env.Endpoint, Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, CreateBucket: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(t, b, StoreOptions{EpochCheckInterval: time.Hour})
+	mustPut(t, s, 1, rec("a", 100, 1))
+
+	m.Stop()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	start := time.Now()
+	err = s.Put(pctx, 1, rec("a", 200, 2))
+	cancel()
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("put with the store down succeeded")
+	}
+	if took > 4*time.Second {
+		t.Errorf("put took %s with a 2s context", took)
+	}
+	if !strings.Contains(err.Error(), env.Endpoint) || !strings.Contains(err.Error(), "outage") {
+		t.Errorf("error does not name the store: %v", err)
+	}
+	if strings.Contains(err.Error(), env.SecretKey) {
+		t.Errorf("error shows the secret: %v", err)
+	}
+	t.Logf("with the store down (%s): %v", took.Round(time.Millisecond), err)
+	if err := s.Check(ctx); err == nil {
+		t.Error("check with the store down succeeded")
+	}
+
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, s, 1, rec("a", 300, 3))
+	if r := mustGet(t, newStore(t, b, StoreOptions{}), "a"); r.Ceiling != 300 {
+		t.Fatalf("after the outage: %+v", r)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Errorf("check after the outage: %v", err)
+	}
+}

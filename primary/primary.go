@@ -1,0 +1,752 @@
+// Package primary is the reservation loop that runs on the one replica that
+// leads: it initialises new sequences, keeps a reserved ceiling ahead of
+// every counter, writes each ceiling to the durable store before ZooKeeper
+// may hold it, and restores sequences that ZooKeeper lost.
+//
+// The invariants it serves (DESIGN.md): every ID handed out is at most the
+// ceiling in the store (the store is written first, ZooKeeper second); a
+// stored ceiling never decreases (persist merges by max, fenced by the
+// leader epoch); and after any ZooKeeper data loss, every sequence restarts
+// above its stored ceiling.
+//
+// Rollback detection rests on ZooKeeper epochs: every leader election of
+// the ensemble, including the one after a restore from an older copy,
+// starts a new epoch (the high 32 bits of every zxid). The primary stamps
+// each sequence with the epoch it validated it in (sequence.State.ZKEpoch)
+// and clients take only from writes in that epoch. When the epoch changes,
+// the primary fast-forwards every sequence to its stored ceiling + 1. The
+// cost: at most one reserve of IDs per sequence per ZooKeeper leader
+// election. ZooKeeper must run in quorum mode (standaloneEnabled=false, even
+// with one server): a standalone server never changes its epoch.
+//
+// What is not guaranteed: legacy 8-byte counters have no ceiling, so their
+// reserve-ahead marks are persisted only after the primary sees the counter
+// move; a burst faster than the primary reacts is not covered (Status
+// reports how close each came). If ZooKeeper and the store both lose data,
+// IDs can repeat.
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/watcher"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// ErrFenced is returned by Run when the store holds a newer leader epoch:
+// another primary has taken over, and this one must stop at once.
+var ErrFenced = persist.ErrFenced
+
+// Config configures a Primary. Start from DefaultConfig.
+type Config struct {
+	// Sequences is the ZooKeeper layer for the sequences root.
+	Sequences *sequence.Client
+	// Store is the durable store of ceilings.
+	Store *persist.Store
+	// Holder names this replica in the store's epoch record.
+	Holder string
+	// MarkerPath is the cluster marker znode, created when the primary
+	// first initialises an ensemble; finding it missing while the store
+	// holds sequences means ZooKeeper was wiped or replaced.
+	MarkerPath string
+	// Runway is how long clients can keep taking IDs with no primary:
+	// each sequence's outstanding reserve (ceiling - next) is kept at least
+	// Runway times its recent consumption rate, and raised to twice that.
+	Runway time.Duration
+	// MinReserve and MaxReserve bound every reserve. MinReserve is what an
+	// idle sequence keeps; it is also the IDs lost per sequence at a
+	// ZooKeeper leader election when the sequence is idle.
+	MinReserve, MaxReserve int64
+	// SweepInterval is how often every sequence is re-read and re-checked,
+	// in case a watch notification was missed, and the ZooKeeper epoch is
+	// probed.
+	SweepInterval time.Duration
+	// Parallelism bounds concurrent ZooKeeper operations.
+	Parallelism int
+	// Logger receives the primary's decisions.
+	Logger zerolog.Logger
+}
+
+// DefaultConfig returns a Config with every default set; callers fill in
+// Sequences, Store and Holder.
+func DefaultConfig() Config {
+	return Config{
+		MarkerPath:    "/seqkeeper/cluster",
+		Runway:        60 * time.Second,
+		MinReserve:    1000,
+		MaxReserve:    1 << 40,
+		SweepInterval: 10 * time.Second,
+		Parallelism:   16,
+		Logger:        zerolog.Nop(),
+	}
+}
+
+// Validate checks the config; New calls it.
+func (c Config) Validate() error {
+	switch {
+	case c.Sequences == nil:
+		return errors.New("primary: Config.Sequences is required")
+	case c.Store == nil:
+		return errors.New("primary: Config.Store is required")
+	case c.Holder == "":
+		return errors.New("primary: Config.Holder is required (the replica's id)")
+	case c.Runway <= 0:
+		return fmt.Errorf("primary: Runway %s must be positive", c.Runway)
+	case c.MinReserve < 1 || c.MaxReserve < c.MinReserve:
+		return fmt.Errorf("primary: need 1 <= MinReserve (%d) <= MaxReserve (%d)", c.MinReserve, c.MaxReserve)
+	case c.SweepInterval <= 0:
+		return fmt.Errorf("primary: SweepInterval %s must be positive", c.SweepInterval)
+	case c.Parallelism < 1:
+		return fmt.Errorf("primary: Parallelism %d must be positive", c.Parallelism)
+	}
+	if err := zkclient.ValidateRoot(c.MarkerPath); err != nil {
+		return fmt.Errorf("primary: MarkerPath: %w", err)
+	}
+	return nil
+}
+
+// Primary runs the reservation loop while its replica leads.
+type Primary struct {
+	cfg Config
+	zk  *zkclient.Client
+	seq *sequence.Client
+	log zerolog.Logger
+
+	// Owned by Run's goroutine.
+	epoch   int64 // the store's leader epoch of this term
+	zkEpoch int64
+	records map[string]persist.Record
+	seqs    map[string]*tracked
+	watch   *watcher.Watcher
+
+	mu     sync.Mutex
+	status Status
+	stats  Stats
+}
+
+// tracked is what the primary knows of one sequence.
+type tracked struct {
+	state   sequence.State
+	czxid   int64
+	mzxid   int64
+	version int32
+	corrupt error
+
+	rate     float64 // IDs per second, smoothed
+	lastNext int64
+	lastAt   time.Time
+
+	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
+}
+
+// New returns a Primary; call Run when the replica becomes leader.
+func New(cfg Config) (*Primary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Primary{cfg: cfg, zk: cfg.Sequences.ZK(), seq: cfg.Sequences, log: cfg.Logger}, nil
+}
+
+// Stats count the primary's work across terms.
+type Stats struct {
+	Raises        int64 // ceilings raised in ZooKeeper
+	StorePuts     int64 // successful store writes
+	StoreErrors   int64 // failed store writes (nothing raised)
+	Initialised   int64 // registrations initialised
+	Revalidated   int64 // sequences fast-forwarded (new epoch, re-created znode)
+	Restored      int64 // znodes re-created from the store
+	LegacyOverrun int64 // legacy counters seen above their stored mark
+}
+
+// SequenceStatus describes one sequence as the primary sees it.
+type SequenceStatus struct {
+	Name          string  `json:"name"`
+	Legacy        bool    `json:"legacy,omitempty"`
+	Next          int64   `json:"next"`
+	Ceiling       int64   `json:"ceiling"`
+	StoredCeiling int64   `json:"stored_ceiling"`
+	Rate          float64 `json:"rate_per_second"`
+	// RunwaySeconds is how long the outstanding reserve lasts at the
+	// current rate (capped at a day for idle sequences).
+	RunwaySeconds float64 `json:"runway_seconds"`
+	Healthy       bool    `json:"healthy"`
+	Problem       string  `json:"problem,omitempty"`
+	// LegacyMargin is, for a legacy counter, the smallest gap seen between
+	// the stored mark and the counter; negative means the counter once ran
+	// past the mark (IDs not covered by the store for a while).
+	LegacyMargin int64 `json:"legacy_margin,omitempty"`
+}
+
+// Status is a snapshot of the primary's view.
+type Status struct {
+	Leading   bool             `json:"leading"`
+	Epoch     int64            `json:"epoch"`
+	ZKEpoch   int64            `json:"zookeeper_epoch"`
+	LastSweep time.Time        `json:"last_sweep"`
+	Sequences []SequenceStatus `json:"sequences"`
+}
+
+// Status returns the latest snapshot (updated after every batch of work).
+func (p *Primary) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status
+}
+
+// Stats returns the counters.
+func (p *Primary) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+func (p *Primary) count(f func(*Stats)) {
+	p.mu.Lock()
+	f(&p.stats)
+	p.mu.Unlock()
+}
+
+// Run does the primary's work until ctx is cancelled (leadership lost) and
+// returns nil then. It returns ErrFenced (wrapped) as soon as the store
+// shows a newer leader epoch, and other errors when it cannot start; the
+// caller should then give up leadership.
+func (p *Primary) Run(ctx context.Context) error {
+	epoch, err := p.cfg.Store.AdvanceEpoch(ctx, p.cfg.Holder)
+	if err != nil {
+		return fmt.Errorf("primary: advance the leader epoch in %s: %w", p.cfg.Store, err)
+	}
+	p.epoch = epoch
+	p.log = p.cfg.Logger.With().Int64("epoch", epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.log.Info().Msg("primary: leading")
+	defer func() {
+		p.mu.Lock()
+		p.status.Leading = false
+		p.mu.Unlock()
+		p.log.Info().Msg("primary: stopped leading")
+	}()
+
+	if err := p.start(ctx); err != nil {
+		return err
+	}
+	w, err := watcher.New(p.zk, p.seq.Root(), watcher.Options{Logger: &p.log})
+	if err != nil {
+		return err
+	}
+	p.watch = w
+	wctx, cancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	defer func() {
+		cancel()
+		for range w.Events() {
+		}
+		<-wdone
+	}()
+
+	sweep := time.NewTicker(p.cfg.SweepInterval)
+	defer sweep.Stop()
+	for {
+		var batch []watcher.Event
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sweep.C:
+			w.Resync()
+			err = p.sweep(ctx)
+		case ev, ok := <-w.Events():
+			if !ok {
+				return nil
+			}
+			batch = append(batch, ev)
+			// Take whatever else is ready, so the store sees one write for
+			// many raises.
+		drain:
+			for len(batch) < 1000 {
+				select {
+				case ev, ok := <-w.Events():
+					if !ok {
+						break drain
+					}
+					batch = append(batch, ev)
+				default:
+					break drain
+				}
+			}
+			err = p.handle(ctx, batch)
+		}
+		p.publish()
+		if errors.Is(err, persist.ErrFenced) {
+			p.log.Error().Err(err).Msg("primary: fenced by a newer leader; stopping")
+			return fmt.Errorf("primary: %w", err)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn().Err(err).Msg("primary: work failed; will retry on the next event or sweep")
+		}
+	}
+}
+
+// start loads the store, makes sure the root and marker exist, and restores
+// whatever ZooKeeper lost.
+func (p *Primary) start(ctx context.Context) error {
+	recs, err := p.cfg.Store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("primary: load %s: %w", p.cfg.Store, err)
+	}
+	p.records = make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		p.records[r.Name] = r
+	}
+	p.seqs = make(map[string]*tracked)
+	conn := p.zk.Conn()
+	acl := zk.WorldACL(zk.PermAll)
+	if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	if p.zkEpoch, err = p.seq.CurrentEpoch(ctx); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
+	exists, _, err := conn.Exists(p.cfg.MarkerPath)
+	if err != nil {
+		return fmt.Errorf("primary: check the cluster marker %s: %w", p.cfg.MarkerPath, err)
+	}
+	if !exists && len(p.records) > 0 {
+		p.log.Warn().Int("stored_sequences", len(p.records)).Str("marker", p.cfg.MarkerPath).
+			Msg("primary: cluster marker missing while the store holds sequences: ZooKeeper was wiped or replaced; restoring")
+	}
+	if err := p.restore(ctx); err != nil {
+		return err
+	}
+	if !exists {
+		if err := zkclient.EnsurePath(conn, p.cfg.MarkerPath, acl); err != nil {
+			return fmt.Errorf("primary: create the cluster marker: %w", err)
+		}
+	}
+	return nil
+}
+
+// reserve sizes a sequence's reserve from its consumption rate.
+func (p *Primary) reserve(t *tracked) int64 {
+	want := t.rate * p.cfg.Runway.Seconds()
+	if want > float64(p.cfg.MaxReserve) {
+		return p.cfg.MaxReserve
+	}
+	return max(p.cfg.MinReserve, int64(math.Ceil(want)))
+}
+
+// observe updates what the primary knows of a sequence from an event.
+func (p *Primary) observe(ev watcher.Event) *tracked {
+	t := p.seqs[ev.Name]
+	if t == nil {
+		t = &tracked{legacyMargin: math.MaxInt64}
+		p.seqs[ev.Name] = t
+	}
+	t.czxid, t.mzxid, t.version = ev.Czxid, ev.Mzxid, ev.Version
+	st, err := sequence.ParseState(ev.Name, ev.Data)
+	t.corrupt = err
+	if err != nil {
+		p.log.Error().Err(err).Str("sequence", ev.Name).Msg("primary: corrupt sequence state; leaving it alone until repaired")
+		return t
+	}
+	now := time.Now()
+	if !t.lastAt.IsZero() && st.Next >= t.lastNext && !st.Registered {
+		if dt := now.Sub(t.lastAt).Seconds(); dt > 0.05 {
+			inst := float64(st.Next-t.lastNext) / dt
+			// Rise fast, decay slowly: a burst must be covered at once.
+			if inst > t.rate {
+				t.rate = inst
+			} else {
+				t.rate = 0.8*t.rate + 0.2*inst
+			}
+			t.lastNext, t.lastAt = st.Next, now
+		}
+	} else {
+		t.lastNext, t.lastAt = st.Next, now
+	}
+	t.state = st
+	return t
+}
+
+// plan is one sequence's decided change: the store first, then ZooKeeper.
+type plan struct {
+	name    string
+	kind    planKind
+	floor   int64 // for revalidations: next moves at least here
+	ceiling int64 // the new ceiling (or legacy mark) to persist first
+	rec     persist.Record
+}
+
+type planKind int
+
+const (
+	planRaise planKind = iota + 1
+	planInit
+	planRevalidate
+	planFastForward
+	planLegacyMark
+)
+
+// decide returns what a sequence needs, if anything.
+func (p *Primary) decide(name string, t *tracked) (plan, bool) {
+	if t.corrupt != nil {
+		return plan{}, false
+	}
+	st := t.state
+	rec, stored := p.records[name]
+	reserve := p.reserve(t)
+	base := persist.Record{Name: name, Czxid: t.czxid, Mzxid: t.mzxid, Version: t.version,
+		Start: st.Start, End: st.End, Windows: st.Windows}
+	switch {
+	case st.Legacy:
+		base.Legacy = true
+		if stored && st.Next < rec.Ceiling-reserve/2 {
+			return plan{}, false
+		}
+		return plan{name: name, kind: planLegacyMark, ceiling: st.Next + reserve, rec: base}, true
+	case st.Registered:
+		// A new sequence, or one created again after a delete: start
+		// above anything a previous sequence of this name handed out.
+		floor := st.Start
+		if stored {
+			floor = max(floor, rec.Ceiling+1)
+		}
+		return plan{name: name, kind: planInit, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	}
+	// The floor: above everything the store covers, and above the ceiling
+	// ZooKeeper shows (a store that lost the record must not lower it).
+	floor := st.Ceiling + 1
+	if stored {
+		floor = max(floor, rec.Ceiling+1)
+	}
+	switch {
+	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid && !rec.Deleted:
+		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
+			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
+		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	case st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
+		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
+		return plan{name: name, kind: planRaise, ceiling: ceil(st.Next, 2*reserve, st.End), rec: base}, true
+	case !stored || rec.Ceiling < st.Ceiling:
+		// The store must cover the ZooKeeper ceiling; persist it again.
+		return plan{name: name, kind: planRaise, ceiling: st.Ceiling, rec: base}, true
+	}
+	return plan{}, false
+}
+
+// ceil returns from+n-1 capped at end, without overflow.
+func ceil(from, n, end int64) int64 {
+	if from > end || n > end-from {
+		return end
+	}
+	return from + n - 1
+}
+
+func epochOf(zxid int64) int64 { return zxid >> 32 }
+
+// handle processes a batch of watcher events.
+func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
+	var plans []plan
+	missing, everything := false, false
+	for _, ev := range batch {
+		switch ev.Kind {
+		case watcher.Added, watcher.Changed:
+			t := p.observe(ev)
+			if t.corrupt == nil && !t.state.Legacy && !t.state.Registered && epochOf(t.mzxid) != p.zkEpoch {
+				// A write in an epoch we have not seen: ZooKeeper may
+				// have elected a leader. Probe; if so, revalidate all.
+				changed, err := p.newEpoch(ctx)
+				if err != nil {
+					return err
+				}
+				everything = everything || changed
+			}
+			if pl, ok := p.decide(ev.Name, t); ok {
+				plans = append(plans, pl)
+			}
+		case watcher.Removed:
+			delete(p.seqs, ev.Name)
+			missing = true
+		case watcher.Synced:
+			missing = true
+		}
+	}
+	if everything {
+		return p.sweep(ctx)
+	}
+	if err := p.apply(ctx, plans); err != nil {
+		return err
+	}
+	if missing {
+		return p.restore(ctx)
+	}
+	return nil
+}
+
+// newEpoch probes ZooKeeper's epoch and reports whether it changed; the
+// caller then revalidates every sequence (decide sees the stale stamps).
+func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
+	e, err := p.seq.CurrentEpoch(ctx)
+	if err != nil {
+		return false, err
+	}
+	if e == p.zkEpoch {
+		return false, nil
+	}
+	p.log.Warn().Int64("zk_epoch", e).Int64("previous_zk_epoch", p.zkEpoch).
+		Msg("primary: ZooKeeper elected a new leader; revalidating every sequence (each skips at most its reserve)")
+	p.zkEpoch = e
+	p.log = p.log.With().Int64("zk_epoch", e).Logger()
+	return true, nil
+}
+
+// sweep re-checks every sequence: the epoch, the reserves (rates change
+// with time even without events), windows, and anything missing.
+func (p *Primary) sweep(ctx context.Context) error {
+	if _, err := p.newEpoch(ctx); err != nil {
+		return err
+	}
+	var plans []plan
+	for name, t := range p.seqs {
+		if pl, ok := p.decide(name, t); ok {
+			plans = append(plans, pl)
+		}
+	}
+	if err := p.apply(ctx, plans); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.status.LastSweep = time.Now()
+	p.mu.Unlock()
+	return p.restore(ctx)
+}
+
+// apply persists the plans' ceilings in one store write, then carries them
+// out in ZooKeeper. Nothing is raised in ZooKeeper if the store write
+// failed: invariant 2.
+func (p *Primary) apply(ctx context.Context, plans []plan) error {
+	if len(plans) == 0 {
+		return nil
+	}
+	recs := make([]persist.Record, 0, len(plans))
+	for _, pl := range plans {
+		r := pl.rec
+		r.Ceiling = pl.ceiling
+		recs = append(recs, r)
+	}
+	if err := p.cfg.Store.Put(ctx, p.epoch, recs...); err != nil {
+		p.count(func(s *Stats) { s.StoreErrors++ })
+		return fmt.Errorf("persist %d ceilings: %w", len(recs), err)
+	}
+	p.count(func(s *Stats) { s.StorePuts++ })
+	for _, r := range recs {
+		old := p.records[r.Name]
+		r.Ceiling = max(r.Ceiling, old.Ceiling)
+		p.records[r.Name] = r
+	}
+
+	var mu sync.Mutex
+	var errs []error
+	sem := make(chan struct{}, p.cfg.Parallelism)
+	var wg sync.WaitGroup
+	for _, pl := range plans {
+		if pl.kind == planLegacyMark {
+			continue // the mark lives only in the store
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := p.carryOut(ctx, pl); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// carryOut makes one plan's ZooKeeper change, after the store holds its
+// ceiling.
+func (p *Primary) carryOut(ctx context.Context, pl plan) error {
+	var (
+		st  sequence.State
+		err error
+	)
+	switch pl.kind {
+	case planRaise:
+		st, err = p.seq.Raise(ctx, pl.name, pl.ceiling)
+		p.count(func(s *Stats) { s.Raises++ })
+	case planInit:
+		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Initialised++ })
+	case planRevalidate:
+		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	case planFastForward:
+		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	}
+	if errors.Is(err, sequence.ErrUnknownSequence) {
+		return nil // deleted meanwhile; the watcher reports it
+	}
+	if err != nil {
+		return err
+	}
+	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
+		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
+	if st.Windows > 0 {
+		return p.topUpWindows(ctx, pl.name, st)
+	}
+	return nil
+}
+
+// topUpWindows keeps a windowed sequence's open windows at the configured
+// count. Windows are carved below the ceiling, so they need no store write
+// of their own.
+func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) error {
+	open, err := p.seq.PruneWindows(ctx, name)
+	if err != nil {
+		return err
+	}
+	size := max(1, (st.Ceiling-st.Next+1)/int64(2*st.Windows))
+	for ; open < st.Windows; open++ {
+		if _, err := p.seq.OpenWindow(ctx, name, size); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restore re-creates every live sequence the store knows and ZooKeeper
+// lacks, above its stored ceiling. Sequences are deleted only by 'seqkeeper
+// delete', which writes a tombstone first; a sequence znode that disappears
+// any other way comes back.
+func (p *Primary) restore(ctx context.Context) error {
+	candidates := 0
+	for name, r := range p.records {
+		if !r.Deleted && p.seqs[name] == nil {
+			candidates++
+		}
+	}
+	if candidates == 0 {
+		return nil
+	}
+	// The watcher may simply not have reported them yet: list once.
+	conn := p.zk.Conn()
+	children, _, err := conn.Children(p.seq.Root())
+	if errors.Is(err, zk.ErrNoNode) {
+		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
+		acl := zk.WorldACL(zk.PermAll)
+		if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+		if err := zkclient.EnsurePath(conn, p.cfg.MarkerPath, acl); err != nil {
+			return fmt.Errorf("restore: cluster marker: %w", err)
+		}
+		children = nil
+	} else if err != nil {
+		return fmt.Errorf("restore: list %s: %w", p.seq.Root(), err)
+	}
+	present := make(map[string]bool, len(children))
+	for _, c := range children {
+		present[c] = true
+	}
+	var really []persist.Record
+	for name, r := range p.records {
+		if !r.Deleted && !present[name] {
+			really = append(really, r)
+		}
+	}
+	if len(really) == 0 {
+		return nil
+	}
+	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })
+	states := make([]sequence.State, 0, len(really))
+	recs := make([]persist.Record, 0, len(really))
+	for _, r := range really {
+		t := &tracked{}
+		reserve := p.reserve(t)
+		st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
+		if st.End == 0 {
+			st.End = sequence.MaxID
+		}
+		if r.Legacy {
+			st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
+			r.Ceiling += reserve
+		} else {
+			st.Next = min(r.Ceiling+1, st.End)
+			st.Ceiling = ceil(st.Next, 2*reserve, st.End)
+			r.Ceiling = st.Ceiling
+		}
+		r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
+		states = append(states, st)
+		recs = append(recs, r)
+	}
+	if err := p.cfg.Store.Put(ctx, p.epoch, recs...); err != nil {
+		p.count(func(s *Stats) { s.StoreErrors++ })
+		return fmt.Errorf("restore: persist %d ceilings: %w", len(recs), err)
+	}
+	for _, r := range recs {
+		p.records[r.Name] = r
+	}
+	created, stale, err := p.seq.Restore(ctx, states, p.zkEpoch)
+	p.count(func(s *Stats) { s.Restored += int64(created) })
+	p.log.Warn().Int("restored", created).Int("stale_epoch", len(stale)).
+		Msg("primary: restored sequences missing from ZooKeeper at their stored ceiling + 1")
+	return err
+}
+
+// publish refreshes the status snapshot.
+func (p *Primary) publish() {
+	out := make([]SequenceStatus, 0, len(p.seqs))
+	for name, t := range p.seqs {
+		st := t.state
+		s := SequenceStatus{Name: name, Legacy: st.Legacy, Next: st.Next, Ceiling: st.Ceiling,
+			StoredCeiling: p.records[name].Ceiling, Rate: t.rate, Healthy: true}
+		left := st.Ceiling - st.Next + 1
+		if st.Legacy {
+			left = s.StoredCeiling - st.Next
+			m := min(t.legacyMargin, left)
+			if m < 0 && t.legacyMargin >= 0 {
+				p.count(func(s *Stats) { s.LegacyOverrun++ })
+			}
+			t.legacyMargin = m
+			s.LegacyMargin = m
+		}
+		s.RunwaySeconds = 86400
+		if t.rate > 0 {
+			s.RunwaySeconds = min(86400, float64(left)/t.rate)
+		}
+		switch {
+		case t.corrupt != nil:
+			s.Healthy, s.Problem = false, t.corrupt.Error()
+		case st.Registered:
+			s.Healthy, s.Problem = false, "registered, not initialised yet"
+		case !st.Legacy && st.ZKEpoch != p.zkEpoch:
+			s.Healthy, s.Problem = false, "not validated in the current ZooKeeper epoch yet"
+		case !st.Legacy && s.StoredCeiling < st.Ceiling:
+			s.Healthy, s.Problem = false, "ZooKeeper ceiling above the stored ceiling"
+		case st.Legacy && s.LegacyMargin < 0:
+			s.Healthy, s.Problem = false, "legacy counter ran past its stored mark"
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	p.mu.Lock()
+	p.status.Leading, p.status.Epoch, p.status.ZKEpoch, p.status.Sequences = true, p.epoch, p.zkEpoch, out
+	p.mu.Unlock()
+}
