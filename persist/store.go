@@ -561,9 +561,12 @@ func backoff(ctx context.Context, attempt int) error {
 //     changes nothing. To record a new observation a caller must raise the
 //     ceiling or report a later Mzxid.
 //   - On an exact tie of (Ceiling, Mzxid) the new record wins (fencing means
-//     its writer is the same primary or a newer one), except that a
-//     tombstone stays a tombstone: undeleting a name takes a raised ceiling
-//     or a newer znode, which re-creating a sequence always brings.
+//     its writer is the same primary or a newer one).
+//   - A tombstone sticks to the znode it was written for (its Czxid): a
+//     record for the same znode, even with a higher ceiling, keeps Deleted,
+//     so a primary raising the znode while an operator deletes it cannot
+//     undo the deletion. Only a record of a re-created znode (another
+//     Czxid) clears it.
 //   - Epoch becomes epoch for every record the write changes; Updated is
 //     stamped with the current time when zero.
 //
@@ -759,8 +762,11 @@ func mergeRecord(old, in Record) Record {
 	m := old
 	if in.Ceiling > old.Ceiling || (in.Ceiling == old.Ceiling && in.Mzxid >= old.Mzxid) {
 		m = in
-		if in.Ceiling == old.Ceiling && in.Mzxid == old.Mzxid {
-			m.Deleted = old.Deleted || in.Deleted
+		// A tombstone sticks to the znode it was written for: a primary
+		// still raising that znode (it races the delete) must not undo
+		// it. Only a re-created znode (another creation zxid) clears it.
+		if old.Deleted && (in.Czxid == old.Czxid || in.Ceiling == old.Ceiling && in.Mzxid == old.Mzxid) {
+			m.Deleted = true
 		}
 	}
 	m.Ceiling = max(old.Ceiling, in.Ceiling)

@@ -272,8 +272,17 @@ func TestStoreTombstone(t *testing.T) {
 		if err != nil || len(recs) != 1 || !recs[0].Deleted {
 			t.Fatalf("load: %+v, %v", recs, err)
 		}
-		// Re-created above the old ceiling: live again.
-		mustPut(t, s, 1, rec("gone", 1500, 90))
+		// The primary raising the same znode while it is being deleted
+		// (it persists first, then finds the znode gone): still deleted.
+		mustPut(t, s, 1, rec("gone", 1200, 80))
+		if r := mustGet(t, s, "gone"); !r.Deleted || r.Ceiling != 1200 {
+			t.Fatalf("a raise of the deleted znode undeleted it: %+v", r)
+		}
+		// Re-created (a new znode, so a new creation zxid) above the old
+		// ceiling: live again.
+		again := rec("gone", 1500, 90)
+		again.Czxid++
+		mustPut(t, s, 1, again)
 		if r := mustGet(t, s, "gone"); r.Deleted || r.Ceiling != 1500 {
 			t.Fatalf("re-created: %+v", r)
 		}

@@ -430,7 +430,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		floor = max(floor, rec.Ceiling+1)
 	}
 	switch {
-	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid && !rec.Deleted:
+	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
 		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
 			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
 		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
