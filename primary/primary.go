@@ -74,6 +74,9 @@ type Config struct {
 	SweepInterval time.Duration
 	// Parallelism bounds concurrent ZooKeeper operations.
 	Parallelism int
+	// ACL is set on the znodes the primary creates (the root, the marker).
+	// Default zk.WorldACL(zk.PermAll).
+	ACL []zk.ACL
 	// Logger receives the primary's decisions.
 	Logger zerolog.Logger
 }
@@ -114,6 +117,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("primary: MarkerPath: %w", err)
 	}
 	return nil
+}
+
+func (p *Primary) acl() []zk.ACL {
+	if p.cfg.ACL != nil {
+		return p.cfg.ACL
+	}
+	return zk.WorldACL(zk.PermAll)
 }
 
 // Primary runs the reservation loop while its replica leads.
@@ -309,7 +319,7 @@ func (p *Primary) start(ctx context.Context) error {
 	}
 	p.seqs = make(map[string]*tracked)
 	conn := p.zk.Conn()
-	acl := zk.WorldACL(zk.PermAll)
+	acl := p.acl()
 	if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
@@ -650,7 +660,7 @@ func (p *Primary) restore(ctx context.Context) error {
 	children, _, err := conn.Children(p.seq.Root())
 	if errors.Is(err, zk.ErrNoNode) {
 		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
-		acl := zk.WorldACL(zk.PermAll)
+		acl := p.acl()
 		if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}

@@ -2,24 +2,22 @@
 //
 // One binary carries every role: "seqkeeper serve" runs a replica (leader
 // election, the primary's reservation loop, the HTTP ID API) and the other
-// subcommands are the operator tools. See docs/architecture.md.
+// subcommands are the operator tools (docs/cli.md). Exit codes: 0 ok, 1
+// failure, 2 usage or configuration error.
 package main
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	err := newRootCmd().Execute()
-	if err == nil {
-		return
-	}
-	fmt.Fprintln(os.Stderr, "seqkeeper:", err)
-	var ue *usageError
-	if errors.As(err, &ue) {
-		os.Exit(2)
-	}
-	os.Exit(1)
+	// SIGINT and SIGTERM cancel the commands' context: operator commands
+	// stop waiting for ZooKeeper, serve shuts down gracefully.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, defaultGlobals(), os.Args[1:])
+	stop()
+	os.Exit(code)
 }

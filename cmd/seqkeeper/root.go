@@ -1,52 +1,317 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
-	"runtime/debug"
+	"io"
+	"os"
+	"strings"
+	"time"
 
+	"github.com/go-zookeeper/zk"
+	"github.com/mattn/go-isatty"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
+// extraCommands are added to the root command by other files of this
+// package, so that they need not edit this one. serve.go registers itself
+// with:
+//
+//	func init() { extraCommands = append(extraCommands, newServeCmd) }
+//
+// A command built here gets, through *globals: the resolved and validated
+// configuration (g.cfg, set before its RunE runs), g.logger, dialZK,
+// newSequenceClient, zkACL, g.bindSettings for its own setting flags
+// (serve: g.bindSettings(cmd, serveSettings...)), and g.stdout/g.stderr.
+var extraCommands []func(*globals) *cobra.Command
+
+// globalSettings are the settings every command takes as flags; the others
+// are set in the config file or the environment, or bound by the commands
+// that use them.
+var globalSettings = []string{"zk", "root", "store", "log_level"}
+
+// serveSettings are the settings serve takes as flags of its own, as
+// docs/cli.md lists them. zk_digest has no flag: a flag shows in the
+// process list.
+var serveSettings = []string{
+	"log_format", "zk_session_timeout", "zk_connect_timeout", "election_path", "marker_path",
+	"http", "http_token", "http_token_file", "ceiling_wait", "runway", "min_reserve",
+	"max_reserve", "sweep_interval", "id", "advertise",
+}
+
+// Output formats of -o.
+const (
+	outputText = "text"
+	outputJSON = "json"
+)
+
+// envOutput is the environment variable of -o.
+const envOutput = "SEQKEEPER_OUTPUT"
+
+// annotationNoConfig marks commands that run without a configuration.
+const annotationNoConfig = "seqkeeper/no-config"
+
+// globals is what every command shares: the global flags, the process's
+// standard streams and environment (tests replace them), the hooks, and the
+// configuration resolved before a command runs.
+type globals struct {
+	configPath string
+	output     string
+	settings   config.Flags
+
+	stdin     io.Reader
+	stdout    io.Writer
+	stderr    io.Writer
+	lookupEnv func(string) (string, bool)
+
+	// storeCeiling and tombstone start as the package-level hooks (see
+	// hooks.go); tests replace them per run.
+	storeCeiling storeCeilingFunc
+	tombstone    tombstoneFunc
+
+	// cfg is the resolved, validated configuration; set by load before a
+	// command that needs it runs.
+	cfg *config.Config
+}
+
+// defaultGlobals is the real process's globals.
+func defaultGlobals() *globals {
+	return &globals{
+		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv,
+		storeCeiling: storeCeiling, tombstone: tombstone,
+	}
+}
+
+// run executes the command line args and returns the exit code: 0 ok, 1
+// failure, 2 usage or configuration error. Errors go to g.stderr.
+func run(ctx context.Context, g *globals, args []string) int {
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(g.stdin)
+	root.SetOut(g.stdout)
+	root.SetErr(g.stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(g.stderr, "seqkeeper:", err)
+	return exitCode(err)
+}
 
 // usageError marks errors caused by how the command was called (bad flags,
-// bad config); main maps them to exit code 2.
+// bad config, bad arguments); they exit with code 2.
 type usageError struct{ err error }
 
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
-func newRootCmd() *cobra.Command {
+// usagef returns a usageError.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode maps an error to the process's exit code. Bad input (a bad
+// name, a bad or refused range, a bad configuration) is a usage error: the
+// operator must change the command line, not retry it.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
+		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush):
+		return 2
+	}
+	return 1
+}
+
+// usageArgs turns an argument validator's errors into usage errors.
+func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return &usageError{fmt.Errorf("%w; see 'seqkeeper %s --help'", err, cmd.Name())}
+		}
+		return nil
+	}
+}
+
+func newRootCmd(g *globals) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "seqkeeper",
-		Short:         "Unique integer ID sequences on ZooKeeper that survive ZooKeeper data loss",
+		Use:   "seqkeeper",
+		Short: "Unique integer ID sequences on ZooKeeper that survive ZooKeeper data loss",
+		Long: `seqkeeper hands out unique integer IDs from named sequences kept in ZooKeeper,
+and keeps every ID ever handed out below a ceiling recorded in a durable store,
+so that IDs stay unique even when ZooKeeper loses its data.
+
+Settings come from flags, then SEQKEEPER_* environment variables, then the
+--config file, then the defaults (docs/cli.md lists them all).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Annotations:   map[string]string{annotationNoConfig: "true"},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unknown command %q; run 'seqkeeper --help' for the commands", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(g.stderr)
+			_ = cmd.Help()
+			return usagef("no command given")
+		},
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Annotations[annotationNoConfig] != "" || cmd.Name() == "help" {
+				return nil
+			}
+			return g.load()
+		},
 	}
+	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
-	root.AddCommand(newVersionCmd())
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.configPath, "config", "", "YAML config file with the same settings as the flags (env "+config.EnvConfigFile+")")
+	pf.StringVarP(&g.output, "output", "o", "", "output format: text or json (env "+envOutput+"; default text)")
+	g.settings.Add(pf, globalSettings...)
+
+	root.AddCommand(
+		newVersionCmd(g),
+		newCreateCmd(g),
+		newListCmd(g),
+		newDescribeCmd(g),
+		newTakeCmd(g),
+		newPushCmd(g),
+		newDeleteCmd(g),
+		newLeaderCmd(g),
+		newBenchCmd(g),
+	)
+	for _, f := range extraCommands {
+		root.AddCommand(f(g))
+	}
 	return root
 }
 
-func newVersionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the seqkeeper version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintln(cmd.OutOrStdout(), buildVersion())
-			return nil
-		},
+// load resolves the configuration (defaults < file < env < flags),
+// validates it and the output format, and stores it in g.cfg.
+func (g *globals) load() error {
+	path := g.configPath
+	if path == "" {
+		path, _ = g.lookupEnv(config.EnvConfigFile)
 	}
+	cfg, err := config.Resolve(path, g.lookupEnv, &g.settings)
+	if err != nil {
+		return &usageError{err}
+	}
+	if g.output == "" {
+		g.output, _ = g.lookupEnv(envOutput)
+	}
+	switch g.output {
+	case "":
+		g.output = outputText
+	case outputText, outputJSON:
+	default:
+		return usagef("-o %q: want text or json", g.output)
+	}
+	g.cfg = cfg
+	return nil
 }
 
-func buildVersion() string {
-	if version != "" {
-		return version
+// bindSettings adds flags for configuration settings (config.Keys) to a
+// command; their values override the environment and the file.
+func (g *globals) bindSettings(cmd *cobra.Command, keys ...string) {
+	g.settings.Add(cmd.Flags(), keys...)
+}
+
+// logger returns the process logger: JSON lines on stderr, or console
+// lines when stderr is a terminal (log_format auto), at the configured
+// level or def when none is configured. Settings are never logged raw:
+// log g.cfg.Redacted().
+func (g *globals) logger(def zerolog.Level) zerolog.Logger {
+	var out io.Writer = g.stderr
+	format := config.DefaultLogFormat
+	level := def
+	if g.cfg != nil {
+		format, level = g.cfg.LogFormat, g.cfg.Level(def)
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if format == config.LogFormatConsole || (format == config.LogFormatAuto && isTerminal(g.stderr)) {
+		out = zerolog.ConsoleWriter{Out: g.stderr, TimeFormat: time.RFC3339}
 	}
-	return "devel"
+	return zerolog.New(out).Level(level).With().Timestamp().Logger()
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// zkACL is the ACL of every znode seqkeeper creates: with digest
+// credentials configured, all permissions for that user only; else open.
+func zkACL(cfg *config.Config) []zk.ACL {
+	if user, password, ok := strings.Cut(cfg.ZKDigest.Reveal(), ":"); ok {
+		return zk.DigestACL(zk.PermAll, user, password)
+	}
+	return zk.WorldACL(zk.PermAll)
+}
+
+// dialZK opens the process's ZooKeeper session with the configured servers,
+// timeouts and credentials, waiting up to zk_connect_timeout.
+func dialZK(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*zkclient.Client, error) {
+	return zkclient.Dial(ctx, cfg.ZK, zkclient.Options{
+		SessionTimeout: cfg.ZKSessionTimeout,
+		ConnectTimeout: cfg.ZKConnectTimeout,
+		Digest:         cfg.ZKDigest.Reveal(),
+		Logger:         &log,
+	})
+}
+
+// newSequenceClient returns a sequence client for the configured root.
+func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*sequence.Client, error) {
+	return sequence.NewClient(zc, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait, ACL: zkACL(cfg)})
+}
+
+// cliLogLevel is the operator commands' log level when none is configured.
+// It is error, not warn: a one-shot command's session ends with a
+// "connection lost" warning that would follow every command's output.
+const cliLogLevel = zerolog.ErrorLevel
+
+// connect is dialZK and newSequenceClient for the operator commands. The
+// caller closes the session.
+func (g *globals) connect(ctx context.Context) (*zkclient.Client, *sequence.Client, error) {
+	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
+	if err != nil {
+		return nil, nil, err
+	}
+	seqs, err := newSequenceClient(zc, g.cfg)
+	if err != nil {
+		zc.Close()
+		return nil, nil, err
+	}
+	return zc, seqs, nil
+}
+
+// jsonOutput reports whether -o json was asked for.
+func (g *globals) jsonOutput() bool { return g.output == outputJSON }
+
+// printJSON writes v as one line of JSON.
+func (g *globals) printJSON(v any) error {
+	return json.NewEncoder(g.stdout).Encode(v)
+}
+
+// nameArgs checks the arguments with v and the first as a sequence name;
+// bad ones are usage errors.
+func nameArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
+	return usageArgs(func(cmd *cobra.Command, args []string) error {
+		if err := v(cmd, args); err != nil {
+			return err
+		}
+		return sequence.ValidateName(args[0])
+	})
 }

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// benchResult is what bench measures; "bench -o json" prints it as one line.
+type benchResult struct {
+	Sequence        string  `json:"sequence"`
+	Clients         int     `json:"clients"`
+	Batch           int64   `json:"batch"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	IDs             int64   `json:"ids"`
+	IDsPerSecond    float64 `json:"ids_per_second"`
+	Takes           int64   `json:"takes"`
+	TakesPerSecond  float64 `json:"takes_per_second"`
+	// ZKRequests counts ZooKeeper round trips during the run, over every
+	// client; RoundTripsPerID divides them by the IDs taken.
+	ZKRequests      int64   `json:"zk_requests"`
+	RoundTripsPerID float64 `json:"round_trips_per_id"`
+	Conflicts       int64   `json:"cas_conflicts"`
+	Retries         int64   `json:"retries"`
+	// Latency of one take, in seconds.
+	Latency struct {
+		P50  float64 `json:"p50"`
+		P99  float64 `json:"p99"`
+		P999 float64 `json:"p999"`
+		Max  float64 `json:"max"`
+	} `json:"latency_seconds"`
+	// Duplicates counts IDs handed out more than once: anything but 0 is a
+	// bug.
+	Duplicates int64 `json:"duplicates"`
+}
+
+func newBenchCmd(g *globals) *cobra.Command {
+	var (
+		clients  int
+		batch    int64
+		duration time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "bench NAME",
+		Short: "Load-test a sequence: clients taking batches of IDs for a while",
+		Long: `Run --clients clients, each with its own ZooKeeper session, taking batches
+of --batch IDs from sequence NAME by compare-and-set for --duration, and
+print IDs/s, takes/s, ZooKeeper round trips per ID, take latency percentiles
+and a duplicate check. The IDs taken are used up: bench a sequence made for
+it, with 'seqkeeper serve' running so that the ceiling keeps rising.`,
+		Example: "  seqkeeper create bench && seqkeeper bench bench --clients 8 --batch 100 --duration 10s",
+		Args:    nameArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			switch {
+			case clients < 1 || clients > 1000:
+				return usagef("--clients %d: want 1 to 1000", clients)
+			case batch < 1 || batch > 1_000_000:
+				return usagef("--batch %d: want 1 to 1000000", batch)
+			case duration <= 0 || duration > 24*time.Hour:
+				return usagef("--duration %s: want more than 0 and at most 24h", duration)
+			}
+			res, err := g.bench(cmd.Context(), name, clients, batch, duration)
+			if res != nil {
+				if g.jsonOutput() {
+					if perr := g.printJSON(res); perr != nil {
+						return perr
+					}
+				} else {
+					g.printBench(res)
+				}
+			}
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&clients, "clients", 4, "concurrent clients, each with its own ZooKeeper session")
+	cmd.Flags().Int64Var(&batch, "batch", 100, "IDs per take")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "how long to run")
+	return cmd
+}
+
+// benchClient is one client's session and measurements.
+type benchClient struct {
+	zk     *zkclient.Client
+	seqs   *sequence.Client
+	before sequence.Stats
+	lat    []time.Duration
+	got    []sequence.Range
+	err    error
+}
+
+// bench runs the load and returns what it measured, with an error if a
+// take failed (the result then covers the run up to the failure).
+func (g *globals) bench(ctx context.Context, name string, clients int, batch int64, duration time.Duration) (*benchResult, error) {
+	log := g.logger(cliLogLevel)
+	cs := make([]*benchClient, clients)
+	defer func() {
+		for _, c := range cs {
+			if c != nil {
+				c.zk.Close()
+			}
+		}
+	}()
+	for i := range cs {
+		zc, err := dialZK(ctx, g.cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		cs[i] = &benchClient{zk: zc}
+		if cs[i].seqs, err = newSequenceClient(zc, g.cfg); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := httpapi.DescribeSequence(ctx, cs[0].zk, cs[0].seqs, name); err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		c.before = c.seqs.Stats()
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for runCtx.Err() == nil {
+				t0 := time.Now()
+				rs, err := c.seqs.Take(runCtx, name, batch)
+				if err != nil {
+					if runCtx.Err() == nil {
+						c.err = err
+						cancel() // one failure ends the run for all
+					}
+					return
+				}
+				c.lat = append(c.lat, time.Since(t0))
+				c.got = append(c.got, rs...)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	res := &benchResult{Sequence: name, Clients: clients, Batch: batch, DurationSeconds: elapsed.Seconds()}
+	var lat []time.Duration
+	var all []sequence.Range
+	var errs []error
+	for _, c := range cs {
+		lat = append(lat, c.lat...)
+		all = append(all, c.got...)
+		after := c.seqs.Stats()
+		res.ZKRequests += after.Requests - c.before.Requests
+		res.Conflicts += after.Conflicts - c.before.Conflicts
+		res.Retries += after.Retries - c.before.Retries
+		if c.err != nil {
+			errs = append(errs, c.err)
+		}
+	}
+	res.Takes = int64(len(lat))
+	res.IDs = sequence.Ranges(all).Count()
+	res.Duplicates = duplicates(all)
+	res.IDsPerSecond = float64(res.IDs) / elapsed.Seconds()
+	res.TakesPerSecond = float64(res.Takes) / elapsed.Seconds()
+	if res.IDs > 0 {
+		res.RoundTripsPerID = float64(res.ZKRequests) / float64(res.IDs)
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		pct := func(p float64) float64 { return lat[min(len(lat)-1, int(float64(len(lat))*p))].Seconds() }
+		res.Latency.P50, res.Latency.P99, res.Latency.P999 = pct(0.50), pct(0.99), pct(0.999)
+		res.Latency.Max = lat[len(lat)-1].Seconds()
+	}
+	switch {
+	case len(errs) > 0:
+		return res, fmt.Errorf("bench stopped early: %w", errors.Join(errs...))
+	case res.Duplicates > 0:
+		return res, fmt.Errorf("%d IDs were handed out more than once: this is a bug, please report it", res.Duplicates)
+	case res.IDs == 0 && ctx.Err() == nil:
+		return res, fmt.Errorf("no IDs taken in %s: sequence %q is at its ceiling; is 'seqkeeper serve' running and reaching its store?", duration, name)
+	}
+	return res, ctx.Err()
+}
+
+// duplicates counts IDs that appear in more than one of rs.
+func duplicates(rs []sequence.Range) int64 {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b sequence.Range) int { return cmp.Compare(a.Start, b.Start) })
+	var dup, reach int64
+	for i, r := range rs {
+		if i > 0 && r.Start <= reach {
+			dup += sequence.Range{Start: r.Start, End: min(r.End, reach)}.Len()
+		}
+		if i == 0 || r.End > reach {
+			reach = r.End
+		}
+	}
+	return dup
+}
+
+func (g *globals) printBench(r *benchResult) {
+	ms := func(s float64) string {
+		d := time.Duration(s * float64(time.Second))
+		return d.Round(max(time.Microsecond, d/1000)).String()
+	}
+	fmt.Fprintf(g.stdout, "bench %s: %d clients, batch %d, %.1fs\n", r.Sequence, r.Clients, r.Batch, r.DurationSeconds)
+	fmt.Fprintf(g.stdout, "  IDs:             %d (%.0f/s)\n", r.IDs, r.IDsPerSecond)
+	fmt.Fprintf(g.stdout, "  takes:           %d (%.0f/s)\n", r.Takes, r.TakesPerSecond)
+	fmt.Fprintf(g.stdout, "  ZK round trips:  %.4f per ID (%d requests, %d CAS conflicts, %d retries)\n",
+		r.RoundTripsPerID, r.ZKRequests, r.Conflicts, r.Retries)
+	fmt.Fprintf(g.stdout, "  take latency:    p50 %s  p99 %s  p99.9 %s  max %s\n",
+		ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999), ms(r.Latency.Max))
+	fmt.Fprintf(g.stdout, "  duplicate IDs:   %d\n", r.Duplicates)
+}

@@ -1,0 +1,679 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// cli runs the seqkeeper command line in-process against the shared real
+// ZooKeeper, with a root of the test's own.
+type cli struct {
+	t        *testing.T
+	servers  []string
+	root     string
+	election string
+	env      map[string]string
+	admin    *sequence.Client // stands in for the primary
+	conn     *zk.Conn
+
+	// hooks given to every run
+	storeCeiling storeCeilingFunc
+	tombstone    tombstoneFunc
+}
+
+func newCLI(t *testing.T) *cli {
+	t.Helper()
+	z := testenv.ZooKeeper(t)
+	c := &cli{t: t, servers: z.Servers, root: z.Root + "/all-sequences", election: z.Root + "/election"}
+	c.env = map[string]string{
+		"SEQKEEPER_ZK":            strings.Join(z.Servers, ","),
+		"SEQKEEPER_ELECTION_PATH": c.election,
+		"SEQKEEPER_CEILING_WAIT":  "500ms",
+		"SEQKEEPER_LOG_FORMAT":    "json",
+		"SEQKEEPER_ROOT":          "/somewhere-else", // the --root flag given by run wins
+	}
+	zc, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zc.Close)
+	c.conn = zc.Conn()
+	if c.admin, err = sequence.NewClient(zc, sequence.Options{Root: c.root}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// run executes seqkeeper --root <test root> args... with stdin and returns
+// stdout, stderr and the exit code.
+func (c *cli) run(stdin string, args ...string) (string, string, int) {
+	c.t.Helper()
+	var stdout, stderr lockedBuffer
+	g := &globals{
+		stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
+		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
+		storeCeiling: c.storeCeiling, tombstone: c.tombstone,
+	}
+	code := run(context.Background(), g, append([]string{"--root", c.root}, args...))
+	return stdout.String(), stderr.String(), code
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use: go-zookeeper's
+// goroutines may still log a closed session's last events after a command
+// returns.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// ok runs a command that must succeed and returns its stdout.
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run("", args...)
+	if code != 0 {
+		c.t.Fatalf("seqkeeper %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// initialise stands in for the primary: initialise the registration and
+// raise its ceiling.
+func (c *cli) initialise(name string, ceiling int64) {
+	c.t.Helper()
+	if _, err := c.admin.Revalidate(context.Background(), name, 0, ceiling); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func TestCreateTakePushListDescribeText(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	if out := c.ok("create", "orders"); !strings.Contains(out, `created sequence "orders": IDs 1 to 9223372036854775807, 0 windows`) {
+		t.Fatalf("create: %q", out)
+	}
+	c.ok("create", "invoices", "--start", "1000", "--max", "2000", "--windows", "2")
+	out := c.ok("list")
+	for _, want := range []string{"NAME", "invoices  uninitialised  1000  -", "orders    uninitialised  1  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list before the primary lacks %q:\n%s", want, out)
+		}
+	}
+
+	c.initialise("orders", 1000)
+	if out := c.ok("take", "orders", "-n", "5"); out != "1:5\n" {
+		t.Fatalf("take -n 5: %q", out)
+	}
+	if out := c.ok("take", "orders"); out != "6:6\n" {
+		t.Fatalf("take: %q", out)
+	}
+	if out := c.ok("push", "orders", "2:3", "5"); out != "pushed 3 IDs back to \"orders\": 2:3 5\n" {
+		t.Fatalf("push: %q", out)
+	}
+	out = c.ok("describe", "orders")
+	for _, want := range []string{
+		"sequence:          orders", "kind:              sequence", "next:              7",
+		"zookeeper ceiling: 1000", "stored ceiling:    (store not configured)", "end:               9223372036854775807",
+		"available:         997", "recycled:          3 IDs in 2 ranges: 2:3 5", "windows:           none", "health:            ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe lacks %q:\n%s", want, out)
+		}
+	}
+	out = c.ok("list")
+	if !strings.Contains(out, "orders    sequence       7     1000     997        3         0/0      ok") {
+		t.Errorf("list after takes:\n%s", out)
+	}
+	// Recycled IDs go out first.
+	if out := c.ok("take", "orders", "-n", "4"); out != "2:3\n5:5\n7:7\n" {
+		t.Fatalf("take after push: %q", out)
+	}
+}
+
+func TestJSONOutputs(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	var created map[string]any
+	if err := json.Unmarshal([]byte(c.ok("create", "j", "--start", "10", "-o", "json")), &created); err != nil || created["start"] != 10.0 {
+		t.Fatalf("create -o json: %v %v", created, err)
+	}
+	c.initialise("j", 100)
+	if out := c.ok("take", "j", "-n", "3", "-o", "json"); out != `{"sequence":"j","ranges":[[10,12]]}`+"\n" {
+		t.Fatalf("take -o json: %q", out)
+	}
+	if out := c.ok("push", "j", "11", "-o", "json"); out != `{"ranges":[[11,11]],"recycled":1,"sequence":"j"}`+"\n" {
+		t.Fatalf("push -o json: %q", out)
+	}
+	c.env["SEQKEEPER_OUTPUT"] = "json" // the environment works as well as -o
+	if out := c.ok("take", "j", "-n", "2"); out != `{"sequence":"j","ranges":[[11,11],[13,13]]}`+"\n" {
+		t.Fatalf("take with SEQKEEPER_OUTPUT=json: %q", out)
+	}
+	var list struct{ Sequences []httpapi.SequenceSummary }
+	if err := json.Unmarshal([]byte(c.ok("list")), &list); err != nil || len(list.Sequences) != 1 || list.Sequences[0].Next != 14 {
+		t.Fatalf("list -o json: %+v %v", list, err)
+	}
+	var d describeOutput
+	if err := json.Unmarshal([]byte(c.ok("describe", "j")), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "j" || d.Start != 10 || d.Next != 14 || d.Ceiling != 100 || d.Store != "not configured" || d.StoredCeiling != nil {
+		t.Fatalf("describe -o json: %+v", d)
+	}
+	// An empty list is [] in JSON, not null.
+	if err := c.conn.Delete(c.root+"/j", -1); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok("list"); out != `{"sequences":[]}`+"\n" {
+		t.Fatalf("empty list: %q", out)
+	}
+}
+
+func TestExitCodesAndMessages(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("create", "orders")
+	c.initialise("orders", 100)
+	c.ok("take", "orders", "-n", "10")
+	badConfig := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(badConfig, []byte("zk: a:1\nzk_sesion_timeout: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"no command", nil, 2, "no command given"},
+		{"unknown command", []string{"bogus"}, 2, `unknown command "bogus"`},
+		{"unknown flag", []string{"take", "orders", "--nope"}, 2, "unknown flag: --nope"},
+		{"missing name", []string{"take"}, 2, "accepts 1 arg(s), received 0"},
+		{"bad name", []string{"take", "bad/name"}, 2, `invalid sequence name "bad/name": '/' would make it a path`},
+		{"bad count", []string{"take", "orders", "-n", "0"}, 2, "-n 0: want 1 to"},
+		{"bad count type", []string{"take", "orders", "-n", "x"}, 2, "invalid argument"},
+		{"bad output", []string{"list", "-o", "yaml"}, 2, `-o "yaml": want text or json`},
+		{"bad range", []string{"push", "orders", "5:3"}, 2, "start 5 is above end 3"},
+		{"not a range", []string{"push", "orders", "abc"}, 2, `"abc" is not a plain base-10 integer; write ranges as start:end`},
+		{"overlapping ranges", []string{"push", "orders", "1:3", "2"}, 2, "overlap"},
+		{"never issued", []string{"push", "orders", "50:60"}, 2, "push refused"},
+		{"push without ranges", []string{"push", "orders"}, 2, "requires at least 2 arg(s)"},
+		{"unknown sequence", []string{"take", "nosuch"}, 1, `unknown sequence: ` + c.root + `/nosuch does not exist; create it with 'seqkeeper create nosuch'`},
+		{"describe unknown", []string{"describe", "nosuch"}, 1, "unknown sequence"},
+		{"create twice", []string{"create", "orders"}, 1, `sequence "orders" already exists`},
+		{"create bad start", []string{"create", "x", "--start", "-1"}, 2, "--start -1"},
+		{"create bad max", []string{"create", "x", "--start", "10", "--max", "5"}, 2, "--max 5: must be at least the start (10)"},
+		{"create bad windows", []string{"create", "x", "--windows", "5000"}, 2, "--windows 5000"},
+		{"at the ceiling", []string{"take", "orders", "-n", "91"}, 0, ""},
+		{"ceiling reached", []string{"take", "orders"}, 1, "reserved ceiling reached"},
+		{"bad config file", []string{"--config", badConfig, "list"}, 2, `line 2: unknown key "zk_sesion_timeout"`},
+		{"missing config file", []string{"--config", badConfig + ".none", "list"}, 2, "no such file"},
+		{"bad flag value", []string{"--zk", "nohost", "list"}, 2, `zk: server "nohost": want host:port`},
+		{"bad log level", []string{"--log-level", "loud", "list"}, 2, `log_level: "loud"`},
+		{"bad store", []string{"--store", "ftp://x", "list"}, 2, `store: "ftp://x": scheme "ftp"`},
+		{"delete without store", []string{"delete", "orders", "--yes"}, 2, "delete needs the store"},
+		{"delete not wired", []string{"delete", "orders", "--yes", "--store", "file:///tmp/seqkeeper-test"}, 1, "no store support wired in yet"},
+		{"bench bad clients", []string{"bench", "orders", "--clients", "0"}, 2, "--clients 0"},
+		{"leader with args", []string{"leader", "x"}, 2, `unknown command "x"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := c.run("", tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.want) {
+				t.Fatalf("seqkeeper %s: exit %d, stderr %q (stdout %q)\nwant exit %d and stderr containing %q",
+					strings.Join(tt.args, " "), code, errOut, out, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+func TestVersionAndHelpNeedNoConfig(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	g := &globals{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr, lookupEnv: func(string) (string, bool) { return "", false }}
+	if code := run(context.Background(), g, []string{"version"}); code != 0 || strings.TrimSpace(stdout.String()) == "" {
+		t.Fatalf("version: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+	for _, args := range [][]string{{"--help"}, {"help", "take"}, {"take", "--help"}} {
+		stdout.Reset()
+		if code := run(context.Background(), g, args); code != 0 || !strings.Contains(stdout.String(), "Usage:") {
+			t.Fatalf("%v: exit %d, %q", args, code, stdout.String())
+		}
+	}
+	// Without ZooKeeper configured, a command that needs it is a usage error.
+	stderr.Reset()
+	if code := run(context.Background(), g, []string{"list"}); code != 2 || !strings.Contains(stderr.String(), "no ZooKeeper servers given (set it with --zk, SEQKEEPER_ZK") {
+		t.Fatalf("list without zk: exit %d, %q", code, stderr.String())
+	}
+}
+
+func TestNoZooKeeper(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_ZK_CONNECT_TIMEOUT"] = "1s"
+	_, errOut, code := c.run("", "--zk", "127.0.0.1:1", "list")
+	if code != 1 || !strings.Contains(errOut, "no zookeeper session with 127.0.0.1:1") || !strings.Contains(errOut, "are the servers up and reachable?") {
+		t.Fatalf("no ZooKeeper: exit %d, %q", code, errOut)
+	}
+}
+
+func TestConfigFileAndPrecedence(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	delete(c.env, "SEQKEEPER_ZK")
+	file := filepath.Join(t.TempDir(), "seqkeeper.yaml")
+	text := fmt.Sprintf("zk: [%s]\nroot: /not-this-one\nceiling_wait: 2s\n", strings.Join(c.servers, ", "))
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.env["SEQKEEPER_CONFIG"] = file
+	// zk from the file, root from the flag (over the env over the file).
+	c.ok("create", "fromfile")
+	if _, _, err := c.admin.Describe(context.Background(), "fromfile"); err != nil {
+		t.Fatalf("created in the wrong root: %v", err)
+	}
+}
+
+func TestLeader(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	_, errOut, code := c.run("", "leader")
+	if code != 1 || !strings.Contains(errOut, "no leader elected: is 'seqkeeper serve' running against the same --zk and --root?") {
+		t.Fatalf("leader without election: exit %d, %q", code, errOut)
+	}
+	if err := testenv.CreateAll(c.conn, c.election); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := c.run("", "leader"); code != 1 || !strings.Contains(errOut, "no leader elected") {
+		t.Fatalf("leader with an empty election: exit %d, %q", code, errOut)
+	}
+	// Two candidates, as election.Election creates them; a stray node is
+	// ignored. The first created (lowest sequence) leads, whatever the
+	// GUIDs' order.
+	for _, cand := range []struct{ guid, data string }{
+		{"ffff", `{"id":"replica-a","address":"10.0.0.1:7070","version":"v1"}`},
+		{"0000", `{"id":"replica-b","address":"10.0.0.2:7070"}`},
+	} {
+		if _, err := c.conn.Create(c.election+"/_c_"+cand.guid+"-n_", []byte(cand.data), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.conn.Create(c.election+"/stray", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	out := c.ok("leader")
+	if out != "leader:     replica-a\naddress:    10.0.0.1:7070\nversion:    v1\ncandidates: 2\n" {
+		t.Fatalf("leader: %q", out)
+	}
+	var lo leaderOutput
+	if err := json.Unmarshal([]byte(c.ok("leader", "-o", "json")), &lo); err != nil || lo.ID != "replica-a" || lo.Candidates != 2 || !strings.HasPrefix(lo.Node, c.election+"/_c_ffff-n_") {
+		t.Fatalf("leader -o json: %+v %v", lo, err)
+	}
+	// --election-path overrides the environment.
+	if _, errOut, code := c.run("", "leader", "--election-path", c.root+"-elsewhere"); code != 1 || !strings.Contains(errOut, c.root+"-elsewhere") {
+		t.Fatalf("leader --election-path: exit %d %q", code, errOut)
+	}
+}
+
+func TestBench(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("create", "b")
+	c.initialise("b", 1<<40)
+	var res benchResult
+	out := c.ok("bench", "b", "--clients", "3", "--batch", "10", "--duration", "1s", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("bench -o json: %q: %v", out, err)
+	}
+	if res.IDs == 0 || res.IDs != res.Takes*10 || res.Duplicates != 0 || res.RoundTripsPerID <= 0 || res.Latency.P50 <= 0 || res.Latency.Max < res.Latency.P99 {
+		t.Fatalf("bench result: %+v", res)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("bench -o json should print one line: %q", out)
+	}
+	text := c.ok("bench", "b", "--clients", "1", "--duration", "300ms")
+	for _, want := range []string{"bench b: 1 clients, batch 100", "IDs:", "ZK round trips:", "take latency:    p50", "duplicate IDs:   0"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("bench text lacks %q:\n%s", want, text)
+		}
+	}
+	// At the ceiling with no primary, bench says so and fails.
+	c.ok("create", "stuck")
+	c.initialise("stuck", 5)
+	c.ok("take", "stuck", "-n", "5")
+	if _, errOut, code := c.run("", "bench", "stuck", "--duration", "300ms"); code != 1 || !strings.Contains(errOut, "is at its ceiling") {
+		t.Fatalf("bench at the ceiling: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "bench", "nosuch", "--duration", "100ms"); code != 1 || !strings.Contains(errOut, "unknown sequence") {
+		t.Fatalf("bench unknown: exit %d %q", code, errOut)
+	}
+}
+
+func TestDuplicatesCount(t *testing.T) {
+	for _, tt := range []struct {
+		rs   []sequence.Range
+		want int64
+	}{
+		{nil, 0},
+		{[]sequence.Range{{Start: 1, End: 5}, {Start: 6, End: 9}}, 0},
+		{[]sequence.Range{{Start: 1, End: 5}, {Start: 5, End: 9}}, 1},
+		{[]sequence.Range{{Start: 1, End: 10}, {Start: 2, End: 3}, {Start: 4, End: 4}}, 3},
+		{[]sequence.Range{{Start: 3, End: 3}, {Start: 1, End: 10}, {Start: 3, End: 3}}, 2},
+	} {
+		if got := duplicates(tt.rs); got != tt.want {
+			t.Errorf("duplicates(%v) = %d, want %d", tt.rs, got, tt.want)
+		}
+	}
+}
+
+func TestDeleteTombstonesFirst(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	var mu sync.Mutex
+	var events []string
+	c.tombstone = func(_ context.Context, cfg *config.Config, name string, ceiling int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		// The znode must still exist when the tombstone is written.
+		_, _, err := c.conn.Get(c.root + "/" + name)
+		events = append(events, fmt.Sprintf("tombstone %s %d store=%s znode-exists=%v", name, ceiling, cfg.Store, err == nil))
+		return nil
+	}
+	c.env["SEQKEEPER_STORE"] = "file:///var/lib/seqkeeper-test"
+	c.ok("create", "w", "--windows", "1")
+	c.initialise("w", 500)
+	if _, err := c.admin.OpenWindow(context.Background(), "w", 100); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("create", "keep")
+
+	// Not confirmed: nothing happens.
+	if _, errOut, code := c.run("nope\n", "delete", "w"); code != 1 || !strings.Contains(errOut, "not confirmed") || !strings.Contains(errOut, "Type the name to confirm") {
+		t.Fatalf("delete not confirmed: exit %d %q", code, errOut)
+	}
+	if _, errOut, code := c.run("", "delete", "w"); code != 2 || !strings.Contains(errOut, "pass --yes") {
+		t.Fatalf("delete without an answer: exit %d %q", code, errOut)
+	}
+	if len(events) != 0 {
+		t.Fatalf("tombstone written without confirmation: %v", events)
+	}
+	// Confirmed by typing the name: tombstone, then the znode and its
+	// window go.
+	if out, errOut, code := c.run("w\n", "delete", "w"); code != 0 || !strings.Contains(out, `deleted sequence "w"; its tombstone keeps IDs up to 500`) {
+		t.Fatalf("delete: exit %d %q %q", code, out, errOut)
+	}
+	if want := "tombstone w 500 store=file:///var/lib/seqkeeper-test znode-exists=true"; len(events) != 1 || events[0] != want {
+		t.Fatalf("tombstone events %v, want [%s]", events, want)
+	}
+	if ok, _, _ := c.conn.Exists(c.root + "/w"); ok {
+		t.Fatal("the znode survived delete")
+	}
+	// --yes, and a registration tombstones start-1 (nothing issued).
+	if out := c.ok("delete", "keep", "--yes", "-o", "json"); out != `{"deleted":true,"sequence":"keep","tombstone_ceiling":0}`+"\n" {
+		t.Fatalf("delete --yes -o json: %q", out)
+	}
+	if _, errOut, code := c.run("", "delete", "gone", "--yes"); code != 1 || !strings.Contains(errOut, "unknown sequence") {
+		t.Fatalf("delete unknown: exit %d %q", code, errOut)
+	}
+
+	// A store that refuses the tombstone: nothing is deleted.
+	c.ok("create", "refused")
+	c.tombstone = func(context.Context, *config.Config, string, int64) error { return errors.New("store down") }
+	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "store down; nothing was deleted") {
+		t.Fatalf("delete with a failing store: exit %d %q", code, errOut)
+	}
+	if ok, _, _ := c.conn.Exists(c.root + "/refused"); !ok {
+		t.Fatal("deleted although the tombstone failed")
+	}
+}
+
+func TestTombstoneCeiling(t *testing.T) {
+	legacy := make([]byte, 8)
+	binary.BigEndian.PutUint64(legacy, 77)
+	st, err := sequence.ParseState("l", legacy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tombstoneCeiling(st); got != 77 {
+		t.Fatalf("legacy tombstone ceiling %d, want the counter 77", got)
+	}
+	if got := tombstoneCeiling(sequence.State{Registered: true, Start: 10}); got != 9 {
+		t.Fatalf("registration tombstone ceiling %d, want 9", got)
+	}
+	if got := tombstoneCeiling(sequence.State{Start: 1, Next: 5, Ceiling: 40}); got != 40 {
+		t.Fatalf("tombstone ceiling %d, want 40", got)
+	}
+}
+
+func TestDescribeStoreCeiling(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("create", "s")
+	c.initialise("s", 1000)
+	c.env["SEQKEEPER_STORE"] = "s3://bucket/prefix"
+
+	out := c.ok("describe", "s")
+	if !strings.Contains(out, "stored ceiling:    (store support not wired into this build)") {
+		t.Fatalf("describe without the hook:\n%s", out)
+	}
+	for _, tt := range []struct {
+		stored int64
+		err    error
+		code   int
+		want   string
+	}{
+		{2000, nil, 0, "stored ceiling:    2000"},
+		{1000, nil, 0, "health:            ok"},
+		{500, nil, 0, "UNSAFE: the ZooKeeper ceiling is above the stored ceiling"},
+		{0, fmt.Errorf("s: %w", errNotInStore), 0, "(no record yet"},
+		{0, errors.New("access denied"), 1, "(error: access denied)"},
+	} {
+		c.storeCeiling = func(context.Context, *config.Config, string) (int64, error) { return tt.stored, tt.err }
+		out, errOut, code := c.run("", "describe", "s")
+		if code != tt.code || !strings.Contains(out, tt.want) {
+			t.Errorf("stored %d, err %v: exit %d (%s)\n%s\nwant exit %d and %q", tt.stored, tt.err, code, errOut, out, tt.code, tt.want)
+		}
+	}
+	c.storeCeiling = func(context.Context, *config.Config, string) (int64, error) { return 500, nil }
+	var d describeOutput
+	if err := json.Unmarshal([]byte(c.ok("describe", "s", "-o", "json")), &d); err != nil || !d.Unsafe || *d.StoredCeiling != 500 || d.Store != "ok" {
+		t.Fatalf("describe -o json with the store: %+v %v", d, err)
+	}
+}
+
+func TestDescribeKinds(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	legacy := make([]byte, 8)
+	binary.BigEndian.PutUint64(legacy, 41)
+	if err := testenv.CreateAll(c.conn, c.root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.conn.Create(c.root+"/old", legacy, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	out := c.ok("describe", "old")
+	for _, want := range []string{"kind:              legacy", "next:              42 (the 8-byte counter holds 41", "zookeeper ceiling: none", "health:            legacy: no ceiling"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe legacy lacks %q:\n%s", want, out)
+		}
+	}
+	if out := c.ok("list"); !strings.Contains(out, "old   legacy  42    -        -") {
+		t.Errorf("list legacy:\n%s", out)
+	}
+	c.ok("create", "win", "--windows", "2")
+	c.initialise("win", 1000)
+	if _, err := c.admin.OpenWindow(context.Background(), "win", 100); err != nil {
+		t.Fatal(err)
+	}
+	out = c.ok("describe", "win")
+	for _, want := range []string{"windows:           2 configured, 1 open w-", "(next 1, end 100, 100 left)", "available:         1000"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe windows lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDigestACLAndNoSecretInLogs(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	// The root exists already (open), so that the test's cleanup, which
+	// has no credentials, can delete what is created under it.
+	if err := testenv.CreateAll(c.conn, c.root); err != nil {
+		t.Fatal(err)
+	}
+	c.env["SEQKEEPER_ZK_DIGEST"] = "alice:hunter2-secret"
+	c.env["SEQKEEPER_LOG_LEVEL"] = "trace"
+	out, errOut, code := c.run("", "create", "guarded")
+	if code != 0 {
+		t.Fatalf("create with digest: exit %d %q %q", code, out, errOut)
+	}
+	if strings.Contains(out+errOut, "hunter2") {
+		t.Fatalf("the digest reached the output:\n%s\n%s", out, errOut)
+	}
+	if !strings.Contains(errOut, `"level":"`) {
+		t.Fatalf("no JSON log lines at trace level: %q", errOut)
+	}
+	authed := testenv.Connect(t, c.servers, 10*time.Second)
+	if err := authed.AddAuth("digest", []byte("alice:hunter2-secret")); err != nil {
+		t.Fatal(err)
+	}
+	acl, _, err := authed.GetACL(c.root + "/guarded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acl) != 1 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "alice:") {
+		t.Fatalf("ACL of a znode created with digest credentials: %+v", acl)
+	}
+	// The configured client can use it; an unauthenticated one cannot.
+	if _, _, err := c.conn.Get(c.root + "/guarded"); !errors.Is(err, zk.ErrNoAuth) {
+		t.Fatalf("unauthenticated read: %v, want ErrNoAuth", err)
+	}
+	if out := c.ok("describe", "guarded"); !strings.Contains(out, "uninitialised") {
+		t.Fatalf("describe with digest: %q", out)
+	}
+}
+
+func TestLoggerFormat(t *testing.T) {
+	var buf bytes.Buffer
+	g := &globals{stderr: &buf, cfg: config.DefaultConfig()}
+	log := g.logger(0)
+	log.Info().Str("k", "v").Msg("hello")
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["message"] != "hello" || line["time"] == nil {
+		t.Fatalf("auto format on a non-terminal should be JSON lines: %q %v", buf.String(), err)
+	}
+	buf.Reset()
+	g.cfg.LogFormat = config.LogFormatConsole
+	log = g.logger(0)
+	log.Info().Msg("hello")
+	if strings.HasPrefix(buf.String(), "{") || !strings.Contains(buf.String(), "hello") {
+		t.Fatalf("console format: %q", buf.String())
+	}
+	buf.Reset()
+	g.cfg.LogFormat, g.cfg.LogLevel = config.LogFormatJSON, "error"
+	log = g.logger(0)
+	log.Warn().Msg("quiet")
+	if buf.Len() != 0 {
+		t.Fatalf("warn logged at level error: %q", buf.String())
+	}
+}
+
+// TestDocsListEverySetting keeps docs/cli.md true: every setting with its
+// flag (where it has one) and environment variable.
+func TestDocsListEverySetting(t *testing.T) {
+	data, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(data)
+	flagged := map[string]bool{}
+	for _, k := range append(append([]string{}, globalSettings...), serveSettings...) {
+		flagged[k] = true
+	}
+	for _, key := range config.Keys() {
+		want := []string{"| `" + key + "` |", "`" + config.EnvName(key) + "`"}
+		if flagged[key] {
+			want = append(want, "`--"+config.FlagName(key)+"`")
+		}
+		for _, w := range want {
+			if !strings.Contains(doc, w) {
+				t.Errorf("docs/cli.md lacks %s", w)
+			}
+		}
+	}
+	// serveSettings can be bound next to the global flags without clashes.
+	g := &globals{}
+	cmd := newRootCmd(g)
+	sub := &cobra.Command{Use: "serve"}
+	cmd.AddCommand(sub)
+	g.bindSettings(sub, serveSettings...)
+}
+
+// TestExtraCommandsHook checks the seam serve.go uses: a command added
+// through extraCommands gets the resolved configuration, its own setting
+// flags and the helpers. Not parallel: it changes a package variable.
+func TestExtraCommandsHook(t *testing.T) {
+	c := newCLI(t)
+	saved := extraCommands
+	defer func() { extraCommands = saved }()
+	var got *config.Config
+	extraCommands = append(extraCommands, func(g *globals) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:  "fake-serve",
+			Args: usageArgs(cobra.NoArgs),
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				got = g.cfg
+				log := g.logger(zerolog.InfoLevel)
+				zc, err := dialZK(cmd.Context(), g.cfg, log)
+				if err != nil {
+					return err
+				}
+				defer zc.Close()
+				_, err = newSequenceClient(zc, g.cfg)
+				return err
+			},
+		}
+		g.bindSettings(cmd, serveSettings...)
+		return cmd
+	})
+	c.ok("fake-serve", "--http", "127.0.0.1:9999", "--runway", "5m", "--id", "r9")
+	if got == nil || got.HTTP != "127.0.0.1:9999" || got.Runway != 5*time.Minute || got.ID != "r9" || got.Root != c.root {
+		t.Fatalf("fake serve saw %+v", got)
+	}
+	if _, errOut, code := c.run("", "fake-serve", "--runway", "soon"); code != 2 || !strings.Contains(errOut, "not a duration") {
+		t.Fatalf("bad serve flag: exit %d %q", code, errOut)
+	}
+}

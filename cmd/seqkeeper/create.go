@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func newCreateCmd(g *globals) *cobra.Command {
+	var r sequence.Registration
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Register a new sequence; the primary initialises it",
+		Long: `Register a new sequence by creating its znode under the root. The primary
+initialises it (and reserves its first ceiling) when it sees it; until then
+takes wait. Names are 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter
+or digit.`,
+		Example: "  seqkeeper create orders\n  seqkeeper create invoices --start 1000000 --windows 4",
+		Args:    nameArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			switch {
+			case r.Start < 0:
+				return usagef("--start %d: IDs start at 1 or above", r.Start)
+			case r.End < 0 || (r.End != 0 && r.End < max(r.Start, sequence.DefaultStart)):
+				return usagef("--max %d: must be at least the start (%d)", r.End, max(r.Start, sequence.DefaultStart))
+			case r.Windows < 0 || r.Windows > sequence.MaxWindows:
+				return usagef("--windows %d: want 0 to %d", r.Windows, sequence.MaxWindows)
+			}
+			zc, seqs, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer zc.Close()
+			if err := zkclient.EnsurePath(zc.Conn(), g.cfg.Root, zkACL(g.cfg)); err != nil {
+				return fmt.Errorf("create the root %s: %w", g.cfg.Root, err)
+			}
+			if err := seqs.Register(cmd.Context(), name, r); err != nil {
+				return err
+			}
+			start, end := r.Start, r.End
+			if start == 0 {
+				start = sequence.DefaultStart
+			}
+			if end == 0 {
+				end = sequence.MaxID
+			}
+			if g.jsonOutput() {
+				return g.printJSON(map[string]any{"sequence": name, "start": start, "end": end, "windows": r.Windows})
+			}
+			fmt.Fprintf(g.stdout, "created sequence %q: IDs %d to %d, %d windows; the primary initialises it when it sees it\n",
+				name, start, end, r.Windows)
+			return nil
+		},
+	}
+	cmd.Flags().Int64Var(&r.Start, "start", 0, "first ID (default 1)")
+	cmd.Flags().Int64Var(&r.End, "max", 0, "last ID (default 9223372036854775807)")
+	cmd.Flags().IntVar(&r.Windows, "windows", 0, "open windows the primary keeps, for hot sequences (IDs stay unique, not ordered)")
+	return cmd
+}

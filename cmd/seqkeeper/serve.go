@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/election"
+	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/primary"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func init() { extraCommands = append(extraCommands, newServeCmd) }
+
+// shutdownTimeout bounds a graceful shutdown: draining HTTP, pushing back
+// buffered IDs, and handing leadership over.
+const shutdownTimeout = 20 * time.Second
+
+func newServeCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a replica: leader election, the primary's reservation loop, the HTTP ID API",
+		Long: `Run a seqkeeper replica. Every replica joins the leader election and serves
+the HTTP ID API; the one elected primary keeps a reserved ceiling ahead of
+every sequence, writes each ceiling to the store before ZooKeeper may hold
+it, and restores sequences ZooKeeper lost. SIGTERM or SIGINT: stop serving,
+push buffered IDs back, hand leadership over at once, exit 0.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context()) },
+	}
+	g.bindSettings(cmd, serveSettings...)
+	return cmd
+}
+
+// replica is everything one serve process runs.
+type replica struct {
+	zk       *zkclient.Client
+	store    *persist.Store
+	election *election.Election
+	primary  *primary.Primary
+	api      *httpapi.Server
+	identity election.Identity
+}
+
+func (g *globals) serve(ctx context.Context) error {
+	cfg := g.cfg
+	log := g.logger(zerolog.InfoLevel)
+	if cfg.Store == "" {
+		return usagef("serve needs a store for the ceilings: set --store (s3://bucket/prefix?endpoint=URL or file:///path) or SEQKEEPER_STORE")
+	}
+	token, err := cfg.BearerToken()
+	if err != nil {
+		return &usageError{err}
+	}
+	for _, w := range cfg.Warnings() {
+		log.Warn().Msg(w)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()}}
+	log = log.With().Str("replica", cfg.ID).Logger()
+	if r.zk, err = dialZK(ctx, cfg, log); err != nil {
+		return err
+	}
+	defer r.zk.Close()
+	seqs, err := newSequenceClient(r.zk, cfg)
+	if err != nil {
+		return &usageError{err}
+	}
+	if r.store, err = openStore(ctx, cfg, true); err != nil {
+		return err
+	}
+	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, ACL: zkACL(cfg), Logger: log})
+	if err != nil {
+		return &usageError{err}
+	}
+	pcfg := primary.DefaultConfig()
+	pcfg.Sequences, pcfg.Store, pcfg.Holder = seqs, r.store, cfg.ID
+	pcfg.Runway, pcfg.MinReserve, pcfg.SweepInterval = cfg.Runway, cfg.MinReserve, cfg.SweepInterval
+	pcfg.ACL = zkACL(cfg)
+	pcfg.Logger = log
+	if r.primary, err = primary.New(pcfg); err != nil {
+		return &usageError{err}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), r.collector())
+	r.api, err = httpapi.New(httpapi.Options{
+		Sequences: seqs, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
+		Token: token, Registry: reg, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
+	}
+	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("http server failed")
+		}
+	}()
+	log.Info().Str("http", ln.Addr().String()).Str("store", r.store.String()).Str("root", cfg.Root).
+		Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
+
+	elected := make(chan error, 1)
+	go func() { elected <- r.election.Run(ctx, r.lead(log)) }()
+
+	select {
+	case <-ctx.Done():
+	case err := <-elected:
+		if ctx.Err() == nil {
+			log.Error().Err(err).Msg("leader election stopped")
+			return fmt.Errorf("leader election: %w", err)
+		}
+	}
+	log.Info().Msg("shutting down: draining HTTP, pushing back buffered IDs, handing over leadership")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn().Err(err).Msg("http shutdown")
+	}
+	if err := r.api.Close(sctx); err != nil {
+		log.Warn().Err(err).Msg("pushing back buffered IDs failed; they are lost, never reused")
+	}
+	select {
+	case <-elected: // Run deletes the candidate node when ctx is done
+	case <-sctx.Done():
+		log.Warn().Msg("leader election did not stop in time; the session close below ends it")
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// lead is the election callback: run the primary for as long as leadership
+// lasts. If the primary fails (fenced, or cannot start), returning gives
+// leadership up; a pause first keeps a broken replica from spinning.
+func (r *replica) lead(log zerolog.Logger) func(context.Context, election.Term) {
+	return func(ctx context.Context, term election.Term) {
+		log := log.With().Int64("term_epoch", term.Epoch).Str("node", term.Node).Logger()
+		log.Info().Msg("elected primary")
+		err := r.primary.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		log.Error().Err(err).Msg("primary failed; giving up leadership")
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// replicaStatus is the body of GET /v1/status.
+type replicaStatus struct {
+	Replica  election.Identity  `json:"replica"`
+	Leading  bool               `json:"leading"`
+	Primary  *election.Identity `json:"primary"`
+	Session  string             `json:"zookeeper_session"`
+	State    string             `json:"zookeeper_state"`
+	Store    storeStatus        `json:"store"`
+	Reserve  *primary.Status    `json:"reserve,omitempty"`
+	Election election.Stats     `json:"election"`
+	Buffers  any                `json:"allocators"`
+}
+
+type storeStatus struct {
+	URL     string `json:"url"`
+	Healthy bool   `json:"healthy"`
+	Error   string `json:"error,omitempty"`
+}
+
+func (r *replica) status(ctx context.Context) any {
+	s := replicaStatus{
+		Replica:  r.identity,
+		Leading:  r.election.IsLeader(),
+		Session:  fmt.Sprintf("0x%x", r.zk.SessionID()),
+		State:    r.zk.State().String(),
+		Store:    storeStatus{URL: r.store.String(), Healthy: true},
+		Election: r.election.Stats(),
+		Buffers:  r.api.Allocators(),
+	}
+	if id, err := r.election.Leader(ctx); err == nil {
+		s.Primary = &id
+	}
+	if err := r.store.Check(ctx); err != nil {
+		s.Store.Healthy, s.Store.Error = false, err.Error()
+	}
+	if s.Leading {
+		st := r.primary.Status()
+		s.Reserve = &st
+	}
+	return s
+}
+
+func (r *replica) ready(ctx context.Context) error {
+	if d := r.zk.DisconnectedFor(); d > 0 {
+		return fmt.Errorf("no zookeeper session for %s", d.Round(time.Millisecond))
+	}
+	if err := r.store.Check(ctx); err != nil {
+		return fmt.Errorf("store %s: %w", r.store, err)
+	}
+	return nil
+}
+
+// collector exports the primary's and the election's state as Prometheus
+// metrics, read at scrape time.
+func (r *replica) collector() prometheus.Collector { return replicaCollector{r} }
+
+type replicaCollector struct{ r *replica }
+
+var (
+	descLeader       = prometheus.NewDesc("seqkeeper_leader", "1 while this replica is the primary.", nil, nil)
+	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
+	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
+	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
+	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
+	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
+	descRunway       = prometheus.NewDesc("seqkeeper_sequence_runway_seconds", "How long each sequence's reserve lasts at its recent rate.", []string{"sequence"}, nil)
+	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy.", nil, nil)
+	descLegacyMargin = prometheus.NewDesc("seqkeeper_legacy_margin_ids", "Smallest gap seen between a legacy counter and its stored mark.", []string{"sequence"}, nil)
+)
+
+func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
+		ch <- d
+	}
+}
+
+func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	leading := 0.0
+	if c.r.election.IsLeader() {
+		leading = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leading)
+	es := c.r.election.Stats()
+	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Terms), "elected")
+	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Resignations), "resigned")
+	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Losses), "lost")
+	ps := c.r.primary.Stats()
+	ch <- prometheus.MustNewConstMetric(descRaises, prometheus.CounterValue, float64(ps.Raises))
+	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StorePuts), "ok")
+	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StoreErrors), "error")
+	ch <- prometheus.MustNewConstMetric(descRevalidated, prometheus.CounterValue, float64(ps.Revalidated))
+	ch <- prometheus.MustNewConstMetric(descRestored, prometheus.CounterValue, float64(ps.Restored))
+	st := c.r.primary.Status()
+	unhealthy := 0
+	if st.Leading {
+		for _, s := range st.Sequences {
+			ch <- prometheus.MustNewConstMetric(descRunway, prometheus.GaugeValue, s.RunwaySeconds, s.Name)
+			if s.Legacy {
+				ch <- prometheus.MustNewConstMetric(descLegacyMargin, prometheus.GaugeValue, float64(s.LegacyMargin), s.Name)
+			}
+			if !s.Healthy {
+				unhealthy++
+			}
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descUnhealthy, prometheus.GaugeValue, float64(unhealthy))
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// replicaProc is `seqkeeper serve` running in-process.
+type replicaProc struct {
+	id     string
+	addr   string
+	cancel context.CancelFunc
+	exit   chan int
+	stderr *lockedBuffer
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (c *cli) serve(id string) *replicaProc {
+	c.t.Helper()
+	r := &replicaProc{id: id, addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &lockedBuffer{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	g := &globals{
+		stdin: strings.NewReader(""), stdout: io.Discard, stderr: r.stderr,
+		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
+		storeCeiling: storeCeiling, tombstone: tombstone,
+	}
+	go func() {
+		r.exit <- run(ctx, g, []string{"--root", c.root, "serve", "--http", r.addr, "--id", id,
+			"--runway", "2s", "--min-reserve", "50", "--sweep-interval", "200ms", "--log-level", "debug"})
+	}()
+	c.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.exit:
+		case <-time.After(30 * time.Second):
+			c.t.Errorf("replica %s did not stop", id)
+		}
+	})
+	return r
+}
+
+func (r *replicaProc) get(t *testing.T, path string, into any) int {
+	t.Helper()
+	resp, err := http.Get("http://" + r.addr + path)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if into != nil {
+		_ = json.NewDecoder(resp.Body).Decode(into)
+	}
+	return resp.StatusCode
+}
+
+func (r *replicaProc) ids(t *testing.T, name string, count int) ([][2]int64, int) {
+	t.Helper()
+	resp, err := http.Post(fmt.Sprintf("http://%s/v1/sequences/%s/ids?count=%d", r.addr, name, count), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Ranges [][2]int64 `json:"ranges"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return body.Ranges, resp.StatusCode
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Two replicas: one leads and reserves, both serve IDs over HTTP, and a
+// SIGTERM-style stop hands leadership over and pushes buffered IDs back.
+func TestServeTwoReplicasHandOverAndPushBack(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	c.storeCeiling, c.tombstone = storeCeiling, tombstone
+	a, b := c.serve("a"), c.serve("b")
+	for _, r := range []*replicaProc{a, b} {
+		eventually(t, "replica "+r.id+" ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+	}
+	leaderOf := func(r *replicaProc) string {
+		var st struct {
+			Leading bool `json:"leading"`
+			Primary *struct {
+				ID string `json:"id"`
+			} `json:"primary"`
+		}
+		if r.get(t, "/v1/status", &st) != http.StatusOK || st.Primary == nil {
+			return ""
+		}
+		return st.Primary.ID
+	}
+	eventually(t, "a primary", func() bool { return leaderOf(a) != "" && leaderOf(a) == leaderOf(b) })
+	first := leaderOf(a)
+
+	c.ok("create", "orders")
+	seen := map[int64]bool{}
+	take := func(r *replicaProc, n int) {
+		t.Helper()
+		var got [][2]int64
+		eventually(t, "ids from "+r.id, func() bool {
+			var code int
+			got, code = r.ids(t, "orders", n)
+			return code == http.StatusOK
+		})
+		for _, rg := range got {
+			for id := rg[0]; id <= rg[1]; id++ {
+				if seen[id] {
+					t.Fatalf("id %d served twice", id)
+				}
+				seen[id] = true
+			}
+		}
+	}
+	for i := 0; i < 20; i++ {
+		take(a, 7)
+		take(b, 3)
+	}
+	if out := c.ok("describe", "orders"); !strings.Contains(out, "stored ceiling") {
+		t.Fatalf("describe: %s", out)
+	}
+
+	// Stop the leader: it resigns, its buffered IDs go back, and the
+	// other replica leads at once.
+	leader, other := a, b
+	if first == "b" {
+		leader, other = b, a
+	}
+	began := time.Now()
+	leader.cancel()
+	select {
+	case code := <-leader.exit:
+		if code != 0 {
+			t.Fatalf("serve exited %d after SIGTERM; want 0\n%s", code, leader.stderr)
+		}
+		leader.exit <- code
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader did not stop")
+	}
+	eventually(t, "handover", func() bool { return leaderOf(other) == other.id })
+	t.Logf("handover after a graceful stop: %s", time.Since(began))
+	if out := c.ok("leader"); !strings.Contains(out, other.id) {
+		t.Fatalf("seqkeeper leader = %q; want %s", out, other.id)
+	}
+	st, _, err := c.admin.Describe(context.Background(), "orders")
+	if err != nil || len(st.Recycled) == 0 {
+		t.Fatalf("after a graceful stop: recycled %v, %v; want the stopped replica's buffer pushed back", st.Recycled, err)
+	}
+	for _, r := range st.Recycled {
+		for id := r.Start; id <= r.End; id++ {
+			if seen[id] {
+				t.Fatalf("id %d was served and pushed back", id)
+			}
+		}
+	}
+	take(other, 50) // recycled IDs first, then fresh ones: still unique
+}
+
+func TestServeNeedsAStore(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	_, errOut, code := c.run("", "serve")
+	if code != 2 || !strings.Contains(errOut, "--store") {
+		t.Fatalf("serve without a store: exit %d, %q; want 2 naming --store", code, errOut)
+	}
+}

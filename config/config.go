@@ -1,0 +1,442 @@
+// Package config is the one place where seqkeeper's settings are defined,
+// defaulted, read and checked.
+//
+// Every setting has one name used three ways: a YAML key in the config file
+// (zk_session_timeout), a command-line flag (--zk-session-timeout) and an
+// environment variable (SEQKEEPER_ZK_SESSION_TIMEOUT). Sources are layered
+// in a fixed order, each overriding the one before it:
+//
+//	DefaultConfig()  <  config file (--config, SEQKEEPER_CONFIG)  <  environment  <  flags
+//
+// Resolve does all of it and then Validate, which holds every check in one
+// place (as hashicorp/raft's ValidateConfig does), so a program never runs
+// on a half-checked configuration.
+//
+// Secrets (the ZooKeeper digest, the HTTP token) are of type Secret, whose
+// String, GoString, MarshalJSON, MarshalText and MarshalYAML all print
+// "[redacted]": a Config can be logged or printed whole without leaking them.
+// Reveal is the one way to read a secret's value.
+//
+// # What is not checked
+//
+// Validate checks the form of every setting, not whether the servers behind
+// them answer: an unreachable ZooKeeper or store is found when it is dialled.
+// The store URL is checked for its scheme and shape only; the store package
+// owns its query parameters. The HTTP token file is read by BearerToken, not
+// by Validate, so that commands that do not serve HTTP do not fail on it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Defaults. DefaultConfig holds them all; they are repeated here only so
+// that documentation and tests can name them.
+const (
+	DefaultRoot             = "/all-sequences"
+	DefaultElectionPath     = "/seqkeeper/election"
+	DefaultMarkerPath       = "/seqkeeper/cluster"
+	DefaultHTTP             = "127.0.0.1:7070"
+	DefaultLogFormat        = LogFormatAuto
+	DefaultZKSessionTimeout = 10 * time.Second
+	DefaultZKConnectTimeout = 30 * time.Second
+	DefaultCeilingWait      = 30 * time.Second
+	DefaultRunway           = 60 * time.Second
+	DefaultMinReserve       = 1000
+	DefaultMaxReserve       = 1 << 40
+	DefaultSweepInterval    = 10 * time.Second
+)
+
+// Log formats accepted by Config.LogFormat.
+const (
+	// LogFormatAuto writes human-readable lines when standard error is a
+	// terminal and JSON otherwise.
+	LogFormatAuto = "auto"
+	// LogFormatJSON writes one JSON object per line.
+	LogFormatJSON = "json"
+	// LogFormatConsole writes human-readable lines.
+	LogFormatConsole = "console"
+)
+
+// EnvPrefix starts the name of every environment variable read by
+// ApplyEnv; the rest is the setting's key in upper case.
+const EnvPrefix = "SEQKEEPER_"
+
+// EnvConfigFile names the environment variable holding the config file
+// path, the fallback of the --config flag.
+const EnvConfigFile = EnvPrefix + "CONFIG"
+
+// ErrInvalid is wrapped by every error of Validate, LoadFile, Parse,
+// ApplyEnv and Flags.Apply: the configuration, not the environment, is at
+// fault, and the user must change a setting.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Config is every setting of seqkeeper. Create it with DefaultConfig and
+// check it with Validate before use; the zero value is not valid.
+//
+// Invariants checked by Validate, beyond each field's own form:
+//   - Root, ElectionPath and MarkerPath do not contain one another: a
+//     candidate node or the marker under Root would look like a sequence.
+//   - MinReserve <= MaxReserve.
+//   - SweepInterval <= Runway: the sweep backs up missed watches, and a
+//     sequence must not be able to burn through its runway between sweeps.
+//   - HTTPToken and HTTPTokenFile are not both set.
+type Config struct {
+	// ZK lists the ZooKeeper servers as host:port. Required.
+	ZK []string
+	// ZKSessionTimeout is the session timeout asked of ZooKeeper. It must
+	// lie within the servers' negotiable range (by default 4s to 40s), as
+	// leadership safety margins are derived from it.
+	ZKSessionTimeout time.Duration
+	// ZKConnectTimeout bounds the wait for the first ZooKeeper session.
+	ZKConnectTimeout time.Duration
+	// ZKDigest is "user:password" for ZooKeeper digest authentication; when
+	// set, every znode seqkeeper creates carries a digest ACL for this user.
+	ZKDigest Secret
+	// Root is the znode under which sequences live.
+	Root string
+	// ElectionPath is the directory of the replicas' leader election
+	// candidates; every replica and the CLI of one cluster must agree.
+	ElectionPath string
+	// MarkerPath is the cluster marker znode the primary creates when it
+	// first initialises an ensemble; finding it missing while the store
+	// holds sequences means ZooKeeper was wiped or replaced.
+	MarkerPath string
+	// Store is the durable store URL: s3://bucket/prefix (with
+	// ?endpoint=URL&region=R for S3-compatible servers) or file:///path.
+	// Empty means no store: serve refuses to run as primary, and delete
+	// refuses to run.
+	Store string
+	// HTTP is the host:port the HTTP ID API listens on.
+	HTTP string
+	// HTTPToken, when set, is the bearer token every API call must carry.
+	HTTPToken Secret
+	// HTTPTokenFile names a file holding the bearer token (trailing newline
+	// ignored), so the token stays out of the process environment.
+	HTTPTokenFile string
+	// LogLevel is a zerolog level (trace, debug, info, warn, error, fatal,
+	// panic, disabled). Empty lets each command choose: info for serve,
+	// error for the operator commands (whose ZooKeeper session ends with
+	// a "connection lost" warning).
+	LogLevel string
+	// LogFormat is auto, json or console.
+	LogFormat string
+	// CeilingWait bounds how long a take waits at a sequence's ceiling for
+	// the primary to raise it before failing.
+	CeilingWait time.Duration
+	// Runway is how long each sequence's reserve should last at its recent
+	// rate of consumption: clients keep taking IDs that long with no
+	// primary at all. The primary sizes each reserve to cover it.
+	Runway time.Duration
+	// MinReserve is the smallest reserve (IDs above next) the primary keeps
+	// for any sequence, whatever its rate. It is also what an idle sequence
+	// loses at a ZooKeeper data loss.
+	MinReserve int64
+	// MaxReserve caps any sequence's reserve, and so the IDs a busy
+	// sequence can lose at a ZooKeeper data loss.
+	MaxReserve int64
+	// SweepInterval is how often the primary checks every sequence, backing
+	// up the one-shot watches that can be missed.
+	SweepInterval time.Duration
+	// ID names this replica in the election; unique per replica. Default:
+	// the host name.
+	ID string
+	// Advertise is the host:port other replicas and operators reach this
+	// replica's HTTP API at. Empty: derived from HTTP (see AdvertiseAddr).
+	Advertise string
+}
+
+// DefaultConfig returns a Config holding every default. ZK has none and
+// must be set.
+func DefaultConfig() *Config {
+	return &Config{
+		ZKSessionTimeout: DefaultZKSessionTimeout,
+		ZKConnectTimeout: DefaultZKConnectTimeout,
+		Root:             DefaultRoot,
+		ElectionPath:     DefaultElectionPath,
+		MarkerPath:       DefaultMarkerPath,
+		HTTP:             DefaultHTTP,
+		LogFormat:        DefaultLogFormat,
+		CeilingWait:      DefaultCeilingWait,
+		Runway:           DefaultRunway,
+		MinReserve:       DefaultMinReserve,
+		MaxReserve:       DefaultMaxReserve,
+		SweepInterval:    DefaultSweepInterval,
+		ID:               defaultID(),
+	}
+}
+
+// defaultID is the host name, or "seqkeeper" where there is none.
+func defaultID() string {
+	if h, err := os.Hostname(); err == nil && h != "" {
+		return h
+	}
+	return "seqkeeper"
+}
+
+// Validate checks every setting and every invariant between settings, and
+// returns all problems at once (joined), each naming the setting and how to
+// set it. Every error wraps ErrInvalid.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, settingError(key, fmt.Sprintf(format, args...)))
+	}
+
+	if len(c.ZK) == 0 {
+		bad("zk", "no ZooKeeper servers given")
+	}
+	for _, s := range c.ZK {
+		if msg := hostPortProblem(s, false); msg != "" {
+			bad("zk", "server %q: %s", s, msg)
+		}
+	}
+	positive := func(key string, d, limit time.Duration) {
+		if d <= 0 || d > limit {
+			bad(key, "%s must be positive and at most %s", d, limit)
+		}
+	}
+	positive("zk_session_timeout", c.ZKSessionTimeout, 10*time.Minute)
+	positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
+	if d := c.ZKDigest.Reveal(); d != "" {
+		if user, _, ok := strings.Cut(d, ":"); !ok || user == "" {
+			bad("zk_digest", "must be user:password") // never echo the value
+		}
+	}
+
+	paths := []struct{ key, val string }{{"root", c.Root}, {"election_path", c.ElectionPath}, {"marker_path", c.MarkerPath}}
+	pathsOK := true
+	for _, p := range paths {
+		if err := zkclient.ValidateRoot(p.val); err != nil {
+			bad(p.key, "%v", err)
+			pathsOK = false
+		}
+	}
+	for i, p := range paths {
+		for _, q := range paths[i+1:] {
+			if pathsOK && (within(p.val, q.val) || within(q.val, p.val)) {
+				bad(q.key, "%s and %s %s must not contain each other (a node of one under the other would be misread)", q.val, p.key, p.val)
+			}
+		}
+	}
+
+	if msg := storeProblem(c.Store); msg != "" {
+		bad("store", "%q: %s", c.Store, msg)
+	}
+
+	if msg := hostPortProblem(c.HTTP, true); msg != "" {
+		bad("http", "%q: %s", c.HTTP, msg)
+	}
+	if c.HTTPToken.Reveal() != "" && c.HTTPTokenFile != "" {
+		bad("http_token", "set either http_token or http_token_file, not both")
+	}
+	if t := c.HTTPToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
+		bad("http_token", "must not contain white space")
+	}
+	if c.Advertise != "" {
+		if msg := hostPortProblem(c.Advertise, false); msg != "" {
+			bad("advertise", "%q: %s", c.Advertise, msg)
+		}
+	}
+
+	if c.LogLevel != "" {
+		if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel != strings.ToLower(c.LogLevel) {
+			bad("log_level", "%q is not one of trace, debug, info, warn, error, fatal, panic, disabled", c.LogLevel)
+		}
+	}
+	switch c.LogFormat {
+	case LogFormatAuto, LogFormatJSON, LogFormatConsole:
+	default:
+		bad("log_format", "%q is not one of auto, json, console", c.LogFormat)
+	}
+
+	positive("ceiling_wait", c.CeilingWait, time.Hour)
+	positive("runway", c.Runway, 30*24*time.Hour)
+	positive("sweep_interval", c.SweepInterval, time.Hour)
+	if c.MinReserve < 1 {
+		bad("min_reserve", "%d must be at least 1", c.MinReserve)
+	}
+	if c.MaxReserve < max(c.MinReserve, 1) {
+		bad("max_reserve", "%d must be at least min_reserve (%d)", c.MaxReserve, c.MinReserve)
+	}
+	if c.Runway > 0 && c.SweepInterval > c.Runway {
+		bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)
+	}
+
+	switch {
+	case c.ID == "":
+		bad("id", "empty: each replica needs a unique id")
+	case len(c.ID) > 255 || strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
+		bad("id", "%q must be at most 255 printable characters without spaces", c.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// settingError makes an error about one setting that says how to set it.
+func settingError(key, msg string) error {
+	return fmt.Errorf("%w: %s: %s (%s)", ErrInvalid, key, msg, Where(key))
+}
+
+// Where says how a setting is set: its flag, environment variable and
+// config file key.
+func Where(key string) string {
+	return fmt.Sprintf("set it with --%s, %s or '%s:' in the config file", FlagName(key), EnvName(key), key)
+}
+
+// within reports whether znode path p is q or lies under it.
+func within(p, q string) bool { return p == q || strings.HasPrefix(p, q+"/") }
+
+// hostPortProblem says what is wrong with a host:port, or "". With
+// anyHost an empty host (":7070", all interfaces) is accepted.
+func hostPortProblem(s string, anyHost bool) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "want host:port"
+	}
+	if host == "" && !anyHost {
+		return "the host is empty"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || (n == 0 && !anyHost) {
+		return fmt.Sprintf("port %q is not a port number", port)
+	}
+	return ""
+}
+
+// storeProblem checks the shape of a store URL, or returns "".
+func storeProblem(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "not a URL; want s3://bucket/prefix or file:///path"
+	}
+	switch u.Scheme {
+	case "s3":
+		if u.Host == "" {
+			return "no bucket; want s3://bucket/prefix[?endpoint=URL&region=R]"
+		}
+		if u.User != nil {
+			return "credentials do not belong in the URL; use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+		}
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return fmt.Sprintf("host %q: a file store is local; want file:///absolute/path", u.Host)
+		}
+		if u.Path == "" || !path.IsAbs(u.Path) || u.Path == "/" {
+			return "want file:///absolute/path (three slashes), not the root directory"
+		}
+	default:
+		return fmt.Sprintf("scheme %q: want s3://bucket/prefix or file:///path", u.Scheme)
+	}
+	return ""
+}
+
+// Level returns the configured log level, or def when LogLevel is empty.
+// It assumes Validate passed.
+func (c *Config) Level(def zerolog.Level) zerolog.Level {
+	if c.LogLevel == "" {
+		return def
+	}
+	l, err := zerolog.ParseLevel(c.LogLevel)
+	if err != nil {
+		return def
+	}
+	return l
+}
+
+// BearerToken returns the HTTP bearer token: HTTPToken, or the contents of
+// HTTPTokenFile without surrounding white space; "" when neither is set.
+func (c *Config) BearerToken() (string, error) {
+	if c.HTTPTokenFile == "" {
+		return c.HTTPToken.Reveal(), nil
+	}
+	data, err := os.ReadFile(c.HTTPTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%w: http_token_file: %v", ErrInvalid, err)
+	}
+	t := strings.TrimSpace(string(data))
+	switch {
+	case t == "":
+		return "", fmt.Errorf("%w: http_token_file %s is empty: write the token into it", ErrInvalid, c.HTTPTokenFile)
+	case strings.ContainsFunc(t, unicode.IsSpace):
+		return "", fmt.Errorf("%w: http_token_file %s: want one token without white space inside", ErrInvalid, c.HTTPTokenFile)
+	}
+	return t, nil
+}
+
+// AdvertiseAddr is the address published in the election: Advertise if
+// set, else HTTP with an unspecified host (":7070", "0.0.0.0:7070")
+// replaced by ID, which defaults to the host name.
+func (c *Config) AdvertiseAddr() string {
+	if c.Advertise != "" {
+		return c.Advertise
+	}
+	host, port, err := net.SplitHostPort(c.HTTP)
+	if err != nil {
+		return c.HTTP
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = c.ID
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Warnings lists settings that are valid but probably not what the
+// operator wants, for serve to log at start.
+func (c *Config) Warnings() []string {
+	var out []string
+	host, _, err := net.SplitHostPort(c.HTTP)
+	if err == nil && c.HTTPToken.Reveal() == "" && c.HTTPTokenFile == "" && !isLoopback(host) {
+		out = append(out, fmt.Sprintf("the HTTP API listens on %s without a bearer token: anyone who can reach it can take IDs; set http_token_file", c.HTTP))
+	}
+	if c.Store == "" {
+		out = append(out, "no store configured: this replica will not act as primary (ceilings must be durable before use); set store")
+	}
+	return out
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// String lists every setting as key=value in a fixed order, secrets
+// redacted.
+func (c *Config) String() string {
+	var b strings.Builder
+	for i, s := range settings {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s", s.key, s.display(c))
+	}
+	return b.String()
+}
+
+// Redacted returns every setting by key, secrets redacted, for a structured
+// log line (zerolog's Fields).
+func (c *Config) Redacted() map[string]any {
+	out := make(map[string]any, len(settings))
+	for _, s := range settings {
+		out[s.key] = s.display(c)
+	}
+	return out
+}

@@ -1,0 +1,522 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+)
+
+// valid returns a configuration that passes Validate.
+func valid() *Config {
+	c := DefaultConfig()
+	c.ZK = []string{"127.0.0.1:2181"}
+	return c
+}
+
+func TestDefaultConfigNeedsOnlyZooKeeper(t *testing.T) {
+	if err := DefaultConfig().Validate(); err == nil || !strings.Contains(err.Error(), "no ZooKeeper servers") {
+		t.Fatalf("DefaultConfig().Validate() = %v, want the missing zk named", err)
+	}
+	if err := valid().Validate(); err != nil {
+		t.Fatalf("defaults with zk: %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Config)
+		want   string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"several servers", func(c *Config) { c.ZK = []string{"a:2181", "b:2182", "[::1]:2183"} }, ""},
+		{"no servers", func(c *Config) { c.ZK = nil }, "zk: no ZooKeeper servers given (set it with --zk, SEQKEEPER_ZK or 'zk:' in the config file)"},
+		{"server without port", func(c *Config) { c.ZK = []string{"zoo1"} }, `zk: server "zoo1": want host:port`},
+		{"server with bad port", func(c *Config) { c.ZK = []string{"zoo1:http"} }, `port "http" is not a port number`},
+		{"server port 0", func(c *Config) { c.ZK = []string{"zoo1:0"} }, `port "0"`},
+		{"server without host", func(c *Config) { c.ZK = []string{":2181"} }, "the host is empty"},
+		{"zero session timeout", func(c *Config) { c.ZKSessionTimeout = 0 }, "zk_session_timeout: 0s must be positive"},
+		{"huge session timeout", func(c *Config) { c.ZKSessionTimeout = time.Hour }, "at most 10m0s"},
+		{"negative connect timeout", func(c *Config) { c.ZKConnectTimeout = -time.Second }, "zk_connect_timeout"},
+		{"digest", func(c *Config) { c.ZKDigest = "user:pw" }, ""},
+		{"digest without colon", func(c *Config) { c.ZKDigest = "userpw" }, "zk_digest: must be user:password"},
+		{"digest without user", func(c *Config) { c.ZKDigest = ":pw" }, "zk_digest"},
+		{"relative root", func(c *Config) { c.Root = "seq" }, "root: zookeeper path \"seq\""},
+		{"root /", func(c *Config) { c.Root = "/" }, "root:"},
+		{"root trailing slash", func(c *Config) { c.Root = "/a/" }, "must be clean"},
+		{"root under /zookeeper", func(c *Config) { c.Root = "/zookeeper/x" }, "reserved"},
+		{"election path bad", func(c *Config) { c.ElectionPath = "x" }, "election_path:"},
+		{"election under root", func(c *Config) { c.ElectionPath = c.Root + "/election" }, "must not contain each other"},
+		{"root under election", func(c *Config) { c.Root = c.ElectionPath + "/seq" }, "must not contain each other"},
+		{"election equals root", func(c *Config) { c.ElectionPath = c.Root }, "must not contain each other"},
+		{"marker under root", func(c *Config) { c.MarkerPath = c.Root + "/m" }, "marker_path: " + DefaultRoot + "/m and root"},
+		{"marker equals election", func(c *Config) { c.MarkerPath = c.ElectionPath }, "marker_path:"},
+		{"marker bad", func(c *Config) { c.MarkerPath = "m" }, "marker_path: zookeeper path"},
+		{"max reserve below min", func(c *Config) { c.MaxReserve = c.MinReserve - 1 }, "max_reserve: 999 must be at least min_reserve (1000)"},
+		{"max reserve equal min", func(c *Config) { c.MaxReserve = c.MinReserve }, ""},
+		{"sibling prefix is fine", func(c *Config) { c.Root = "/seq"; c.ElectionPath = "/seqkeeper/election" }, ""},
+		{"s3 store", func(c *Config) { c.Store = "s3://bucket/prefix?endpoint=http://minio:9000&region=us-east-1" }, ""},
+		{"s3 store without prefix", func(c *Config) { c.Store = "s3://bucket" }, ""},
+		{"file store", func(c *Config) { c.Store = "file:///var/lib/seqkeeper" }, ""},
+		{"s3 without bucket", func(c *Config) { c.Store = "s3:///prefix" }, "no bucket"},
+		{"s3 with credentials", func(c *Config) { c.Store = "s3://key:secret@bucket/p" }, "credentials do not belong in the URL"},
+		{"file relative", func(c *Config) { c.Store = "file://data" }, "a file store is local"},
+		{"file root dir", func(c *Config) { c.Store = "file:///" }, "not the root directory"},
+		{"bare path store", func(c *Config) { c.Store = "/var/lib/seqkeeper" }, `scheme ""`},
+		{"gcs store", func(c *Config) { c.Store = "gs://b/p" }, `scheme "gs"`},
+		{"http all interfaces", func(c *Config) { c.HTTP = ":7070" }, ""},
+		{"http any port", func(c *Config) { c.HTTP = "127.0.0.1:0" }, ""},
+		{"http without port", func(c *Config) { c.HTTP = "localhost" }, "http: \"localhost\": want host:port"},
+		{"token and file", func(c *Config) { c.HTTPToken = "t"; c.HTTPTokenFile = "/f" }, "either http_token or http_token_file"},
+		{"token with space", func(c *Config) { c.HTTPToken = "a b" }, "white space"},
+		{"advertise", func(c *Config) { c.Advertise = "host1:7070" }, ""},
+		{"advertise without port", func(c *Config) { c.Advertise = "host1" }, "advertise:"},
+		{"log level", func(c *Config) { c.LogLevel = "debug" }, ""},
+		{"log level unknown", func(c *Config) { c.LogLevel = "verbose" }, `log_level: "verbose" is not one of`},
+		{"log level upper case", func(c *Config) { c.LogLevel = "DEBUG" }, "log_level"},
+		{"log format json", func(c *Config) { c.LogFormat = "json" }, ""},
+		{"log format unknown", func(c *Config) { c.LogFormat = "text" }, `log_format: "text"`},
+		{"ceiling wait zero", func(c *Config) { c.CeilingWait = 0 }, "ceiling_wait"},
+		{"runway zero", func(c *Config) { c.Runway = 0 }, "runway: 0s must be positive"},
+		{"min reserve zero", func(c *Config) { c.MinReserve = 0 }, "min_reserve: 0 must be at least 1"},
+		{"sweep longer than runway", func(c *Config) { c.SweepInterval = 2 * c.Runway }, "longer than the runway"},
+		{"sweep equal to runway", func(c *Config) { c.SweepInterval = c.Runway }, ""},
+		{"id empty", func(c *Config) { c.ID = "" }, "id: empty"},
+		{"id with space", func(c *Config) { c.ID = "a b" }, "printable characters without spaces"},
+		{"id control", func(c *Config) { c.ID = "a\x00" }, "id:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.change(c)
+			err := c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("Validate() = nil, want an error containing %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("Validate() = %v\nwant it to contain %q", err, tt.want)
+			case err != nil && !errors.Is(err, ErrInvalid):
+				t.Fatalf("Validate() = %v does not wrap ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	c := DefaultConfig()
+	c.Root, c.MinReserve, c.LogFormat = "x", 0, "xml"
+	err := c.Validate()
+	for _, key := range []string{"zk:", "root:", "min_reserve:", "log_format:"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("Validate() = %v, want it to name %s", err, key)
+		}
+	}
+}
+
+func TestValidateNeverEchoesTheDigest(t *testing.T) {
+	c := valid()
+	c.ZKDigest = "no-colon-secret-value"
+	err := c.Validate()
+	if err == nil || strings.Contains(err.Error(), "no-colon-secret-value") {
+		t.Fatalf("Validate() = %v: want an error that does not contain the secret", err)
+	}
+}
+
+// writeFile writes a config file for the test and returns its path.
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "seqkeeper.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestResolvePrecedenceFileEnvFlag(t *testing.T) {
+	file := writeFile(t, `
+zk: [file1:2181, file2:2181]
+root: /from-file
+store: file:///from/file
+http: 127.0.0.1:1111
+log_level: debug
+runway: 2m
+min_reserve: 5
+`)
+	environ := map[string]string{
+		"SEQKEEPER_ROOT":      "/from-env",
+		"SEQKEEPER_STORE":     "s3://env-bucket/p",
+		"SEQKEEPER_HTTP":      "127.0.0.1:2222",
+		"SEQKEEPER_LOG_LEVEL": "", // set but empty: ignored
+		"SEQKEEPER_RUNWAY":    "3m",
+		"UNRELATED":           "x",
+	}
+	var flags Flags
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	flags.Add(fs, Keys()...)
+	if err := fs.Parse([]string{"--http=127.0.0.1:3333", "--runway", "4m"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Resolve(file, env(environ), &flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ what, got, want string }{
+		{"zk (file only)", strings.Join(c.ZK, ","), "file1:2181,file2:2181"},
+		{"min_reserve (file only)", fmt.Sprint(c.MinReserve), "5"},
+		{"log_level (file; empty env ignored)", c.LogLevel, "debug"},
+		{"root (env over file)", c.Root, "/from-env"},
+		{"store (env over file)", c.Store, "s3://env-bucket/p"},
+		{"http (flag over env over file)", c.HTTP, "127.0.0.1:3333"},
+		{"runway (flag over env over file)", c.Runway.String(), "4m0s"},
+		{"sweep_interval (default)", c.SweepInterval.String(), "10s"},
+		{"election_path (default)", c.ElectionPath, DefaultElectionPath},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %q, want %q", ch.what, ch.got, ch.want)
+		}
+	}
+}
+
+func TestResolveValidatesTheResult(t *testing.T) {
+	_, err := Resolve("", env(map[string]string{"SEQKEEPER_ZK": "a:1", "SEQKEEPER_MIN_RESERVE": "0"}), nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "min_reserve") {
+		t.Fatalf("Resolve = %v, want min_reserve rejected", err)
+	}
+}
+
+func TestApplyEnvErrorsNameTheVariable(t *testing.T) {
+	c := DefaultConfig()
+	err := c.ApplyEnv(env(map[string]string{"SEQKEEPER_ZK_SESSION_TIMEOUT": "ten"}))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "SEQKEEPER_ZK_SESSION_TIMEOUT") || !strings.Contains(err.Error(), "10s") {
+		t.Fatalf("ApplyEnv = %v, want the variable named and an example", err)
+	}
+}
+
+func TestEveryFieldHasASettingAndEnvAndFlagNames(t *testing.T) {
+	wantFlag := map[string]string{
+		"zk": "zk", "zk_session_timeout": "zk-session-timeout", "http_token_file": "http-token-file",
+	}
+	for key, flag := range wantFlag {
+		if got := FlagName(key); got != flag {
+			t.Errorf("FlagName(%q) = %q, want %q", key, got, flag)
+		}
+	}
+	for key, envName := range map[string]string{
+		"zk": "SEQKEEPER_ZK", "root": "SEQKEEPER_ROOT", "store": "SEQKEEPER_STORE", "http": "SEQKEEPER_HTTP",
+		"http_token": "SEQKEEPER_HTTP_TOKEN", "log_level": "SEQKEEPER_LOG_LEVEL",
+	} {
+		if got := EnvName(key); got != envName {
+			t.Errorf("EnvName(%q) = %q, want %q", key, got, envName)
+		}
+	}
+	// Every setting round-trips through its text form, so a value read
+	// from the file, the environment or a flag means the same thing.
+	c := exampleConfig()
+	for _, s := range settings {
+		d := DefaultConfig()
+		if err := s.set(d, s.get(c)); err != nil {
+			t.Fatalf("%s: set(get()) = %v", s.key, err)
+		}
+		if s.get(d) != s.get(c) {
+			t.Errorf("%s: round trip gave %q, want %q", s.key, s.get(d), s.get(c))
+		}
+	}
+}
+
+// exampleConfig sets every setting to a non-default value.
+func exampleConfig() *Config {
+	return &Config{
+		ZK: []string{"z1:2181", "z2:2181"}, ZKSessionTimeout: 7 * time.Second, ZKConnectTimeout: 3 * time.Second,
+		ZKDigest: "user:pw", Root: "/r", ElectionPath: "/e/lection", Store: "file:///s", HTTP: "127.0.0.1:9",
+		HTTPToken: "tok", LogLevel: "warn", LogFormat: "json", CeilingWait: time.Second,
+		Runway: time.Minute, MinReserve: 9, MaxReserve: 99, SweepInterval: time.Second, ID: "r1", Advertise: "r1:9",
+		MarkerPath: "/m/arker",
+	}
+}
+
+func TestParseStrict(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"unknown key", "zk: a:1\nzk_sesion_timeout: 5s\n", `config file f.yaml: line 2: unknown key "zk_sesion_timeout": known keys are zk, `},
+		{"dashed key", "zk-session-timeout: 5s\n", `line 1: unknown key "zk-session-timeout": did you mean "zk_session_timeout"?`},
+		{"repeated key", "root: /a\nstore: \nroot: /b\n", `line 3: key "root" repeated (first at line 1)`},
+		{"bad duration", "runway: 60\n", `line 1: runway: "60" is not a duration`},
+		{"bad int", "min_reserve: 1e3\n", `line 1: min_reserve: "1e3" is not a whole number`},
+		{"null duration", "runway:\n", "runway: no value"},
+		{"list for scalar", "root: [/a, /b]\n", "root: want a single value, found a list"},
+		{"mapping value", "zk:\n  servers: a:1\n", "line 2: zk: want a value, found a mapping"},
+		{"nested list", "zk: [[a:1]]\n", "list elements must be single values"},
+		{"comma in list element", "zk: ['a:1,b:2']\n", "contains a comma"},
+		{"not a mapping", "- zk\n", "line 1: want 'key: value' lines (a mapping), found a list"},
+		{"scalar document", "hello\n", `found the value "hello"`},
+		{"two documents", "root: /a\n---\nroot: /b\n", "line 2: a second YAML document"},
+		{"syntax", "root: /a\n  bad: indent\n", "config file f.yaml: line 2:"},
+		{"merge key", "base: &b {root: /a}\n<<: *b\n", `unknown key "base"`},
+		{"tab indentation", "root:\t/a\n\tstore: x\n", "config file f.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			before := *c
+			err := c.Parse("f.yaml", []byte(tt.text))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse = %v\nwant an error containing %q", err, tt.want)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Parse = %v does not wrap ErrInvalid", err)
+			}
+			if c.String() != before.String() || c.ZKDigest != before.ZKDigest {
+				t.Fatalf("a failed Parse changed the config:\n%s\nwas\n%s", c, &before)
+			}
+		})
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	tests := []struct {
+		name, text string
+		check      func(*Config) string
+	}{
+		{"empty", "", func(c *Config) string { return c.Root }},
+		{"only comments", "# nothing\n", func(c *Config) string { return c.Root }},
+		{"null document", "~\n", func(c *Config) string { return c.Root }},
+		{"comma string", "zk: a:1, b:2\n", func(c *Config) string { return strings.Join(c.ZK, ",") }},
+		{"list", "zk:\n  - a:1\n  - b:2\n", func(c *Config) string { return strings.Join(c.ZK, ",") }},
+		{"empty store", "store:\n", func(c *Config) string { return "[" + c.Store + "]" }},
+		{"anchor", "x_root: &r /a\n", nil},
+		{"crlf", "root: /crlf\r\nhttp: 127.0.0.1:1\r\n", func(c *Config) string { return c.Root + " " + c.HTTP }},
+		{"quoted", "id: \"replica 1\"\n", func(c *Config) string { return c.ID }},
+	}
+	want := map[string]string{
+		"empty": DefaultRoot, "only comments": DefaultRoot, "null document": DefaultRoot,
+		"comma string": "a:1,b:2", "list": "a:1,b:2", "empty store": "[]",
+		"crlf": "/crlf 127.0.0.1:1", "quoted": "replica 1",
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Store = "file:///x"
+			err := c.Parse("f.yaml", []byte(tt.text))
+			if tt.check == nil {
+				if err == nil {
+					t.Fatal("want an error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.check(c); got != want[tt.name] {
+				t.Fatalf("got %q, want %q", got, want[tt.name])
+			}
+		})
+	}
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "SEQKEEPER_CONFIG") {
+		t.Fatalf("Load(missing) = %v, want a hint at --config/SEQKEEPER_CONFIG", err)
+	}
+	big := writeFile(t, "# "+strings.Repeat("x", maxFileSize)+"\n")
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("Load(big) = %v", err)
+	}
+	good := writeFile(t, "zk: a:1\nrunway: 90s\n")
+	c, err := Load(good)
+	if err != nil || c.Runway != 90*time.Second || c.SweepInterval != DefaultSweepInterval {
+		t.Fatalf("Load(good) = %+v, %v", c, err)
+	}
+}
+
+func TestSecretsNeverPrinted(t *testing.T) {
+	c := exampleConfig()
+	c.ZKDigest = "alice:hunter2-digest"
+	c.HTTPToken = "tok-hunter2-http"
+	var logged bytes.Buffer
+	log := zerolog.New(&logged)
+	log.Info().Interface("config", c).Fields(c.Redacted()).Str("s", c.String()).Msg("start")
+	log.Info().Stringer("digest", c.ZKDigest).Interface("token", c.HTTPToken).Msg("x")
+	js, _ := json.Marshal(c)
+	ym, _ := yaml.Marshal(c)
+	outputs := map[string]string{
+		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", *c), "%#v": fmt.Sprintf("%#v", *c),
+		"%s": fmt.Sprintf("%s", c.ZKDigest), "%q": fmt.Sprintf("%q", c.HTTPToken), "%x": fmt.Sprintf("%x", c.HTTPToken),
+		"json": string(js), "yaml": string(ym), "zerolog": logged.String(),
+		"flag": func() string {
+			var f Flags
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			f.Add(fs, "http_token")
+			_ = fs.Parse([]string{"--http-token=tok-hunter2-http"})
+			return fs.Lookup("http-token").Value.String()
+		}(),
+	}
+	for name, out := range outputs {
+		if strings.Contains(out, "hunter2") {
+			t.Errorf("%s leaks a secret: %s", name, out)
+		}
+		if name != "%x" && !strings.Contains(out, "[redacted]") {
+			t.Errorf("%s does not show [redacted]: %s", name, out)
+		}
+	}
+	if c.ZKDigest.Reveal() != "alice:hunter2-digest" {
+		t.Fatal("Reveal lost the value")
+	}
+	if Secret("").String() != "" {
+		t.Fatal("an empty secret should print empty")
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	c := valid()
+	if tok, err := c.BearerToken(); tok != "" || err != nil {
+		t.Fatalf("no token: %q, %v", tok, err)
+	}
+	c.HTTPToken = "abc"
+	if tok, _ := c.BearerToken(); tok != "abc" {
+		t.Fatalf("token = %q", tok)
+	}
+	c.HTTPToken = ""
+	c.HTTPTokenFile = writeFile(t, "from-file\n")
+	if tok, err := c.BearerToken(); tok != "from-file" || err != nil {
+		t.Fatalf("token file: %q, %v", tok, err)
+	}
+	c.HTTPTokenFile = writeFile(t, "\n")
+	if _, err := c.BearerToken(); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("empty token file: %v", err)
+	}
+	c.HTTPTokenFile = filepath.Join(t.TempDir(), "none")
+	if _, err := c.BearerToken(); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("missing token file: %v", err)
+	}
+}
+
+func TestAdvertiseAddrAndWarnings(t *testing.T) {
+	c := valid()
+	c.ID = "replica7"
+	for http, want := range map[string]string{
+		"127.0.0.1:7070": "127.0.0.1:7070", ":7070": "replica7:7070", "0.0.0.0:80": "replica7:80", "[::]:81": "replica7:81",
+	} {
+		c.HTTP = http
+		if got := c.AdvertiseAddr(); got != want {
+			t.Errorf("HTTP %s: AdvertiseAddr = %q, want %q", http, got, want)
+		}
+	}
+	c.Advertise = "lb:1"
+	if got := c.AdvertiseAddr(); got != "lb:1" {
+		t.Errorf("AdvertiseAddr = %q", got)
+	}
+
+	c.HTTP, c.Store = "0.0.0.0:7070", ""
+	w := strings.Join(c.Warnings(), "\n")
+	if !strings.Contains(w, "without a bearer token") || !strings.Contains(w, "no store configured") {
+		t.Fatalf("Warnings = %q", w)
+	}
+	c.HTTP, c.Store = "localhost:7070", "file:///x"
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("Warnings = %q, want none", w)
+	}
+}
+
+func TestLevel(t *testing.T) {
+	c := valid()
+	if c.Level(zerolog.WarnLevel) != zerolog.WarnLevel {
+		t.Fatal("empty level should take the command's default")
+	}
+	c.LogLevel = "debug"
+	if c.Level(zerolog.WarnLevel) != zerolog.DebugLevel {
+		t.Fatal("set level ignored")
+	}
+}
+
+func TestFlagsRejectBadValuesAtParse(t *testing.T) {
+	var f Flags
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	fs.SetOutput(&bytes.Buffer{})
+	f.Add(fs, "runway", "zk")
+	err := fs.Parse([]string{"--runway=soon"})
+	if err == nil || !strings.Contains(err.Error(), "not a duration") {
+		t.Fatalf("Parse = %v", err)
+	}
+	if def := fs.Lookup("runway").DefValue; def != "1m0s" {
+		t.Fatalf("runway default shown as %q", def)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Add with an unknown key should panic")
+		}
+	}()
+	f.Add(fs, "nope")
+}
+
+// encodeYAML writes c as a config file, secrets revealed (tests only).
+func encodeYAML(c *Config) []byte {
+	var b bytes.Buffer
+	for _, s := range settings {
+		v, _ := yaml.Marshal(s.get(c))
+		fmt.Fprintf(&b, "%s: %s", s.key, v)
+	}
+	return b.Bytes()
+}
+
+func TestFileRoundTrip(t *testing.T) {
+	c := exampleConfig()
+	d := DefaultConfig()
+	if err := d.Parse("rt.yaml", encodeYAML(c)); err != nil {
+		t.Fatal(err)
+	}
+	if d.String() != c.String() || d.ZKDigest != c.ZKDigest || d.HTTPToken != c.HTTPToken {
+		t.Fatalf("round trip:\n%s\nwant\n%s", d, c)
+	}
+}
+
+// FuzzParse: the loader never panics, fails without changing the config,
+// and whatever it accepts survives a round trip through the file format.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"", "zk: a:1\n", "zk: [a:1, b:2]\nroot: /x\n", "runway: 5s\nmin_reserve: 3\n",
+		string(encodeYAML(exampleConfig())), "a: &x [1]\nb: *x\n", "- 1\n", "root: /a\n---\n",
+		"zk: !!binary aGVsbG8=\n", "? [a]\n: b\n", "store: ~\n", "http: {a: b}\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := DefaultConfig()
+		before := c.String()
+		if err := c.Parse("fuzz.yaml", data); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			if c.String() != before {
+				t.Fatalf("failed Parse changed the config")
+			}
+			return
+		}
+		_ = c.Validate()
+		d := DefaultConfig()
+		if err := d.Parse("rt.yaml", encodeYAML(c)); err != nil {
+			t.Fatalf("accepted %q but not its re-encoding:\n%s\n%v", data, encodeYAML(c), err)
+		}
+		if d.String() != c.String() || d.ZKDigest != c.ZKDigest || d.HTTPToken != c.HTTPToken {
+			t.Fatalf("round trip of %q:\n%s\nwant\n%s", data, d, c)
+		}
+	})
+}

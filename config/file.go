@@ -1,0 +1,179 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxFileSize bounds a config file; a real one is a few hundred bytes.
+const maxFileSize = 1 << 20
+
+// Load returns DefaultConfig overlaid with the YAML file at path. It does
+// not apply the environment or validate; see Resolve.
+func Load(path string) (*Config, error) {
+	c := DefaultConfig()
+	if err := c.LoadFile(path); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// LoadFile overlays the settings in the YAML file at path onto c. See Parse
+// for the format.
+func (c *Config) LoadFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("%w: config file: %v (check --config and %s)", ErrInvalid, err, EnvConfigFile)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return fmt.Errorf("%w: config file %s: %v", ErrInvalid, path, err)
+	}
+	if len(data) > maxFileSize {
+		return fmt.Errorf("%w: config file %s is larger than %d bytes; is it the right file?", ErrInvalid, path, maxFileSize)
+	}
+	return c.Parse(path, data)
+}
+
+// Parse overlays the settings in YAML data onto c; name (the file's path)
+// only labels errors. The file is one mapping of setting keys (see Keys) to
+// values, using the same names as the flags with '_' for '-':
+//
+//	zk: zoo1:2181,zoo2:2181   # or a list: [zoo1:2181, zoo2:2181]
+//	zk_session_timeout: 10s
+//	store: s3://ids/prod?endpoint=http://minio:9000&region=us-east-1
+//	http: 0.0.0.0:7070
+//	http_token_file: /run/secrets/seqkeeper-token
+//
+// Parsing is strict: an unknown or repeated key, a value of the wrong type,
+// a nested mapping or a second document is an error naming the file, the
+// line and the key; nothing of c is changed then. An empty file sets
+// nothing. Every error wraps ErrInvalid.
+func (c *Config) Parse(name string, data []byte) error {
+	errorf := func(line int, format string, args ...any) error {
+		where := "config file " + name
+		if line > 0 {
+			where += fmt.Sprintf(": line %d", line)
+		}
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, args...))
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty, or only comments
+		}
+		return errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return errorf(extra.Line, "a second YAML document ('---'): put every setting in one mapping")
+	case !errors.Is(err, io.EOF):
+		return errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return errorf(root.Line, "want 'key: value' lines (a mapping), found %s", kindName(root))
+	}
+
+	next := *c // applied to c only if the whole file is good
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+			return errorf(k.Line, "keys must be plain setting names, found %s", kindName(k))
+		}
+		key := k.Value
+		s, ok := lookup(key)
+		if !ok {
+			return errorf(k.Line, "unknown key %q%s", key, suggest(key))
+		}
+		if prev, dup := seen[key]; dup {
+			return errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev)
+		}
+		seen[key] = k.Line
+		text, err := scalarText(s, v)
+		if err != nil {
+			return errorf(v.Line, "%s: %v", key, err)
+		}
+		if err := s.set(&next, text); err != nil {
+			return errorf(v.Line, "%s: %v", key, err)
+		}
+	}
+	*c = next
+	return nil
+}
+
+// scalarText returns the text of value v for setting s: a scalar, or for a
+// list setting also a sequence of scalars (joined with commas).
+func scalarText(s setting, v *yaml.Node) (string, error) {
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	switch v.Kind {
+	case yaml.ScalarNode:
+		if v.Tag == "!!null" {
+			if s.typ == "string" || s.typ == "secret" || s.typ == "list" {
+				return "", nil
+			}
+			return "", fmt.Errorf("no value; give one or remove the line")
+		}
+		return v.Value, nil
+	case yaml.SequenceNode:
+		if s.typ != "list" {
+			return "", fmt.Errorf("want a single value, found a list")
+		}
+		parts := make([]string, 0, len(v.Content))
+		for _, e := range v.Content {
+			if e.Kind == yaml.AliasNode && e.Alias != nil {
+				e = e.Alias
+			}
+			if e.Kind != yaml.ScalarNode {
+				return "", fmt.Errorf("list elements must be single values, found %s", kindName(e))
+			}
+			if strings.Contains(e.Value, ",") {
+				return "", fmt.Errorf("list element %q contains a comma", e.Value)
+			}
+			parts = append(parts, e.Value)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", fmt.Errorf("want a value, found %s", kindName(v))
+}
+
+// suggest points at the setting the user probably meant.
+func suggest(key string) string {
+	norm := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(key))
+	if _, ok := lookup(norm); ok {
+		return fmt.Sprintf(": did you mean %q?", norm)
+	}
+	return fmt.Sprintf(": known keys are %s", strings.Join(Keys(), ", "))
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("the value %q", n.Value)
+	}
+	return "something else"
+}

@@ -1,0 +1,362 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+)
+
+// Candidate node names: _c_<guid>-n_<sequence>. The GUID is what makes a
+// create whose reply was lost findable again; the sequence, appended by the
+// server, is the place in the queue.
+const (
+	nodePrefix = "_c_"
+	seqMarker  = "-n_"
+)
+
+// candidate is one candidacy: one node, in one session.
+type candidate struct {
+	guid    string
+	node    string // full path; empty until created or found
+	seq     int64
+	session int64 // the session that owns node
+	// created is set once a create was sent under guid, so that leave looks
+	// for a node even when join never learned the create's outcome;
+	// inflight delivers the result of a create that was still running when
+	// join gave up waiting.
+	created  bool
+	inflight <-chan createResult
+}
+
+type createResult struct {
+	path string
+	err  error
+}
+
+// entry is a parsed child of the candidate directory.
+type entry struct {
+	name string
+	guid string
+	seq  int64
+}
+
+// parseNode parses a candidate node name. Names that are not candidates (an
+// operator's stray node) are ignored by every reader.
+func parseNode(name string) (entry, bool) {
+	rest, ok := strings.CutPrefix(name, nodePrefix)
+	if !ok {
+		return entry{}, false
+	}
+	i := strings.LastIndex(rest, seqMarker)
+	if i <= 0 {
+		return entry{}, false
+	}
+	seq, err := strconv.ParseInt(rest[i+len(seqMarker):], 10, 64)
+	if err != nil {
+		return entry{}, false
+	}
+	return entry{name: name, guid: rest[:i], seq: seq}, true
+}
+
+// sortedCandidates returns the candidates among children, in queue order:
+// by the sequence the server appended, never by the whole name, whose GUID
+// prefix is random.
+func sortedCandidates(children []string) []entry {
+	out := make([]entry, 0, len(children))
+	for _, name := range children {
+		if c, ok := parseNode(name); ok {
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int { return compareInt(a.seq, b.seq) })
+	return out
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// join gives c a node: the one a previous attempt with the same GUID made in
+// this session if there is one, else a new one. go-zookeeper's
+// CreateProtectedEphemeralSequential does not do for us: it makes up its own
+// GUID that the caller never sees, gives up after three attempts or when
+// its lookup itself fails (orphaning a node it may have made), and its
+// lookup can index past the end of a short foreign name. Looking first also
+// makes adoption the ordinary path rather than a rare recovery.
+func (e *Election) join(ctx context.Context, c *candidate) error {
+	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		found, owner, err := e.find(ctx, c.guid)
+		// Read after find: a node is ours only if the session we have now
+		// owns it. One owned by an earlier session of ours goes with that
+		// session.
+		sid := e.client.SessionID()
+		switch {
+		case err != nil:
+			if errors.Is(err, zk.ErrNoNode) || isFatal(err) {
+				return err
+			}
+			if !sleep(ctx, pause.next()) {
+				return ctx.Err()
+			}
+			continue
+		case found != "" && owner == sid:
+			c.node, c.session = found, sid
+			c.seq = mustSeq(found)
+			e.logc(zerolog.InfoLevel, c).Msg("election: adopted candidate node from an earlier create")
+			return nil
+		case found != "":
+			// Another session owns a node with our GUID (an earlier one of
+			// ours, whose node dies with it): not ours to take. Start over
+			// under a new GUID.
+			c.guid, c.created = e.newGUID(), false
+			continue
+		}
+
+		if err := e.ready(ctx); err != nil {
+			return err
+		}
+		sid = e.client.SessionID()
+		if e.beforeCreate != nil {
+			e.beforeCreate()
+		}
+		c.created = true
+		done := make(chan createResult, 1)
+		conn := e.client.Conn()
+		go func() {
+			p, err := conn.Create(e.path+"/"+nodePrefix+c.guid+seqMarker, e.data, zk.FlagEphemeral|zk.FlagSequence, e.acl)
+			done <- createResult{p, err}
+		}()
+		var r createResult
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			c.inflight = done
+			return ctx.Err()
+		}
+		switch {
+		case r.err == nil && e.client.SessionID() == sid:
+			c.node, c.session = r.path, sid
+			c.seq = mustSeq(r.path)
+			return nil
+		case r.err == nil:
+			// The session changed around the create (a request queued
+			// while disconnected is sent on the next connection): find out
+			// which session owns the node.
+		case errors.Is(r.err, zk.ErrNoNode), isFatal(r.err):
+			return r.err
+		default:
+			// Connection loss or session expiry: the node may or may not
+			// exist. Look for it before creating another.
+			e.log.Debug().Err(r.err).Str("guid", c.guid).Msg("election: create failed; looking for the node by GUID")
+			if !sleep(ctx, pause.next()) {
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// isFatal tells errors that retrying cannot fix.
+func isFatal(err error) bool {
+	return errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrInvalidACL) || errors.Is(err, zk.ErrBadArguments)
+}
+
+func mustSeq(path string) int64 {
+	c, _ := parseNode(path[strings.LastIndexByte(path, '/')+1:])
+	return c.seq
+}
+
+// find returns the candidate node with this GUID and its owner session, or
+// "" when there is none.
+func (e *Election) find(ctx context.Context, guid string) (node string, owner int64, err error) {
+	children, err := call(ctx, e, func(conn *zk.Conn) ([]string, error) {
+		ch, _, err := conn.Children(e.path)
+		return ch, err
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	for _, name := range children {
+		if c, ok := parseNode(name); !ok || c.guid != guid {
+			continue
+		}
+		p := e.path + "/" + name
+		st, err := call(ctx, e, func(conn *zk.Conn) (*zk.Stat, error) {
+			ok, st, err := conn.Exists(p)
+			if err == nil && !ok {
+				return nil, nil
+			}
+			return st, err
+		})
+		if err != nil {
+			return "", 0, err
+		}
+		if st != nil {
+			return p, st.EphemeralOwner, nil
+		}
+	}
+	return "", 0, nil
+}
+
+// waitTurn returns nil once c is the lowest candidate, or why it never will
+// be: its node or session is gone, or ctx is done. Between checks it
+// watches only the nearest lower candidate.
+func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
+	changes, stop := e.client.Changes()
+	defer stop()
+	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	for {
+		if e.client.SessionID() != c.session {
+			return ErrSessionLost
+		}
+		children, err := call(ctx, e, func(conn *zk.Conn) ([]string, error) {
+			ch, _, err := conn.Children(e.path)
+			return ch, err
+		})
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, zk.ErrNoNode) || isFatal(err) {
+				return err
+			}
+			if !sleep(ctx, pause.next()) {
+				return ctx.Err()
+			}
+			continue
+		}
+		pause.reset()
+		queue := sortedCandidates(children)
+		i := slices.IndexFunc(queue, func(x entry) bool { return e.path+"/"+x.name == c.node })
+		switch {
+		case i < 0:
+			return ErrNodeLost
+		case i == 0:
+			return nil
+		}
+		pred := e.path + "/" + queue[i-1].name
+		// A data watch, not an exists watch: on a node that is already gone
+		// go-zookeeper would keep an exists watch registered for ever.
+		type watched struct{ ch <-chan zk.Event }
+		w, err := call(ctx, e, func(conn *zk.Conn) (watched, error) {
+			_, _, ch, err := conn.GetW(pred)
+			return watched{ch}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // gone already: look again
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			if !sleep(ctx, pause.next()) {
+				return ctx.Err()
+			}
+			continue
+		}
+		e.logc(zerolog.DebugLevel, c).Str("predecessor", pred).Int("position", i).Msg("election: waiting for predecessor")
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-w.ch:
+				// Deleted, or the session ended (EventNotWatching): either
+				// way the queue must be read again; the predecessor's
+				// departure does not make us the lowest.
+				e.wakeups.Add(1)
+				break wait
+			case <-changes:
+				if e.client.SessionID() != c.session {
+					return ErrSessionLost
+				}
+			}
+		}
+	}
+}
+
+// leave deletes c's node, if it has one and its session still has it. While
+// Run goes on it keeps trying, because a node left behind in a live session
+// would sit ahead of every other candidate with nobody leading; once ctx is
+// done it gives up after one session timeout (the node then goes when the
+// session ends).
+func (e *Election) leave(ctx context.Context, c *candidate) {
+	limit := e.client.SessionTimeout()
+	if c.node == "" && c.created {
+		// join stopped before it knew whether its create made a node: wait
+		// for the create still in flight, then look the node up by GUID.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		defer cancel()
+		if c.inflight != nil {
+			select {
+			case r := <-c.inflight:
+				if r.err == nil {
+					c.node = r.path
+				}
+			case <-wctx.Done():
+			}
+		}
+		if c.node == "" {
+			node, owner, err := e.find(wctx, c.guid)
+			if err != nil || node == "" {
+				return
+			}
+			c.node, c.session = node, owner
+		}
+	}
+	if c.node == "" {
+		return
+	}
+
+	changes, stop := e.client.Changes()
+	defer stop()
+	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	var expire <-chan time.Time
+	for {
+		if c.session != 0 && e.client.SessionID() != c.session {
+			e.logc(zerolog.InfoLevel, c).Msg("election: left; the node went with its session")
+			return
+		}
+		if expire == nil && ctx.Err() != nil {
+			t := time.NewTimer(limit)
+			defer t.Stop()
+			expire = t.C
+		}
+		err := e.deleteNode(c.node, limit)
+		if err == nil || errors.Is(err, zk.ErrNoNode) {
+			e.logc(zerolog.InfoLevel, c).Msg("election: left; candidate node deleted")
+			return
+		}
+		if isFatal(err) {
+			e.logc(zerolog.ErrorLevel, c).Err(err).Msg("election: cannot delete candidate node; it stays until the session ends")
+			return
+		}
+		select {
+		case <-changes:
+		case <-time.After(pause.next()):
+		case <-expire:
+			e.logc(zerolog.WarnLevel, c).Err(err).Msg("election: gave up deleting candidate node; it goes when the session ends")
+			return
+		}
+	}
+}
+
+// deleteNode deletes p, waiting at most limit for a session and the reply.
+func (e *Election) deleteNode(p string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	_, err := call(ctx, e, func(conn *zk.Conn) (struct{}, error) { return struct{}{}, conn.Delete(p, -1) })
+	return err
+}

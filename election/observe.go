@@ -1,0 +1,161 @@
+package election
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Leader returns the identity of the current primary as ZooKeeper sees it:
+// the lowest candidate (see the package doc for what that does not
+// promise). It returns ErrNoLeader when there is no candidate. It does not
+// need Run and works from any replica or tool sharing Path. Cancelling ctx
+// stops waiting for ZooKeeper.
+func (e *Election) Leader(ctx context.Context) (Identity, error) {
+	id, _, err := e.current(ctx, false)
+	return id, err
+}
+
+// Observe returns a channel that receives the current primary's identity at
+// once and again every time it changes, the zero Identity while there is
+// none. Values are not buffered: a slow reader gets the state current when
+// it reads, not every intermediate one. The channel is closed when ctx is
+// done. Observers watch only the lowest candidate (or, when there is none,
+// the directory), so they are woken only when the primary changes.
+func (e *Election) Observe(ctx context.Context) <-chan Identity {
+	out := make(chan Identity)
+	go func() {
+		defer close(out)
+		changes, stop := e.client.Changes()
+		defer stop()
+		pause := backoff{min: 50 * time.Millisecond, max: max(e.lossAfter, 100*time.Millisecond)}
+		var last *Identity
+		for ctx.Err() == nil {
+			id, changed, err := e.current(ctx, true)
+			if errors.Is(err, ErrNoLeader) {
+				err = nil // changed watches the directory
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				e.log.Debug().Err(err).Msg("election: observe: cannot read the leader; retrying")
+				select {
+				case <-time.After(pause.next()):
+				case <-changes:
+				case <-ctx.Done():
+					return
+				}
+				continue
+			}
+			pause.reset()
+			if last == nil || *last != id {
+				select {
+				case out <- id:
+					last = &id
+				case <-ctx.Done():
+					return
+				}
+			}
+			// Session expiry ends every watch with EventNotWatching, so
+			// the watch alone covers every change.
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// current reads the lowest candidate's identity. With watch, it also
+// returns a channel that fires when the answer may have changed: a data
+// watch on the lowest candidate (nobody can queue ahead of it, so only its
+// departure changes the leader), or a child watch on the directory when
+// there is no candidate.
+func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zk.Event, error) {
+	type listing struct {
+		children []string
+		ch       <-chan zk.Event
+	}
+	type read struct {
+		data []byte
+		ch   <-chan zk.Event
+	}
+	for {
+		l, err := call(ctx, e, func(conn *zk.Conn) (listing, error) {
+			ch, _, err := conn.Children(e.path)
+			return listing{children: ch}, err
+		})
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return Identity{}, nil, err
+		}
+		queue := sortedCandidates(l.children)
+		if len(queue) == 0 {
+			if !watch {
+				return Identity{}, nil, ErrNoLeader
+			}
+			// Watch the directory, and look again in case a candidate
+			// arrived between the two reads.
+			l, err = call(ctx, e, func(conn *zk.Conn) (listing, error) {
+				children, _, ch, err := conn.ChildrenW(e.path)
+				return listing{children, ch}, err
+			})
+			if errors.Is(err, zk.ErrNoNode) {
+				// No directory yet: wait for it (an exists watch fires on
+				// its creation).
+				l, err = call(ctx, e, func(conn *zk.Conn) (listing, error) {
+					ok, _, ch, err := conn.ExistsW(e.path)
+					if ok {
+						ch = closedEvents
+					}
+					return listing{ch: ch}, err
+				})
+				if err != nil {
+					return Identity{}, nil, err
+				}
+				return Identity{}, l.ch, ErrNoLeader
+			}
+			if err != nil {
+				return Identity{}, nil, err
+			}
+			if len(sortedCandidates(l.children)) == 0 {
+				return Identity{}, l.ch, ErrNoLeader
+			}
+			continue
+		}
+		p := e.path + "/" + queue[0].name
+		r, err := call(ctx, e, func(conn *zk.Conn) (read, error) {
+			if watch {
+				data, _, ch, err := conn.GetW(p)
+				return read{data, ch}, err
+			}
+			data, _, err := conn.Get(p)
+			return read{data: data}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // it just left
+		}
+		if err != nil {
+			return Identity{}, nil, err
+		}
+		var id Identity
+		if err := json.Unmarshal(r.data, &id); err != nil {
+			return Identity{}, r.ch, fmt.Errorf("election: leader node %s: identity %q: %w", p, r.data, err)
+		}
+		return id, r.ch, nil
+	}
+}
+
+// closedEvents is a channel that is always ready, for a watch that would
+// fire at once.
+var closedEvents = func() <-chan zk.Event {
+	ch := make(chan zk.Event)
+	close(ch)
+	return ch
+}()

@@ -1,0 +1,292 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// IDRanges is a list of inclusive ID ranges in the JSON form of the API and
+// the CLI: [[start,end],...], a single ID as [id,id]. Unmarshalling also
+// accepts [id] for a single ID.
+type IDRanges sequence.Ranges
+
+// MarshalJSON writes [[start,end],...]; an empty list is [].
+func (rs IDRanges) MarshalJSON() ([]byte, error) {
+	out := make([][2]int64, len(rs))
+	for i, r := range rs {
+		out[i] = [2]int64{r.Start, r.End}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads [[start,end] or [id], ...]. It checks the shape
+// only; sequence.Client.Push checks the ranges themselves.
+func (rs *IDRanges) UnmarshalJSON(data []byte) error {
+	var raw [][]int64
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("ranges: want [[start,end],...] of whole numbers: %v", err)
+	}
+	out := make(IDRanges, 0, len(raw))
+	for i, r := range raw {
+		switch len(r) {
+		case 1:
+			out = append(out, sequence.Range{Start: r[0], End: r[0]})
+		case 2:
+			out = append(out, sequence.Range{Start: r[0], End: r[1]})
+		default:
+			return fmt.Errorf("ranges[%d]: want [start,end] or [id], found %d numbers", i, len(r))
+		}
+	}
+	*rs = out
+	return nil
+}
+
+// IDsResponse is the answer of POST /v1/sequences/{name}/ids and the JSON
+// output of "seqkeeper take"; it is also the body of POST
+// /v1/sequences/{name}/recycle (where sequence may be omitted).
+type IDsResponse struct {
+	Sequence string   `json:"sequence"`
+	Ranges   IDRanges `json:"ranges"`
+}
+
+// RecycleResponse is the answer of POST /v1/sequences/{name}/recycle.
+type RecycleResponse struct {
+	Sequence string `json:"sequence"`
+	// Recycled is the number of IDs returned to the sequence.
+	Recycled int64 `json:"recycled"`
+}
+
+// Kinds of sequence znode, as SequenceSummary.Kind reports them.
+const (
+	KindSequence      = "sequence"      // initialised, with a ceiling
+	KindLegacy        = "legacy"        // a bare 8-byte counter: no ceiling
+	KindUninitialised = "uninitialised" // registered; waits for the primary
+	KindCorrupt       = "corrupt"       // unreadable data: see Error
+	KindInvalid       = "invalid"       // a child of the root that is not a valid name
+)
+
+// Health values of SequenceSummary.Health.
+const (
+	HealthOK        = "ok"         // IDs available below the ceiling
+	HealthAtCeiling = "at_ceiling" // takes wait for the primary to raise it
+	HealthWaiting   = "waiting"    // uninitialised: takes wait for the primary
+	HealthExhausted = "exhausted"  // the ID space is used up
+	HealthLegacy    = "legacy"     // no ceiling: weaker guarantee, see docs
+	HealthBroken    = "broken"     // corrupt or invalid: an operator must act
+)
+
+// SequenceSummary is one sequence as GET /v1/sequences and "seqkeeper list"
+// show it, read from ZooKeeper.
+type SequenceSummary struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Next is the lowest ID never issued (for a legacy counter: counter+1).
+	Next int64 `json:"next"`
+	// Ceiling is the reserved ceiling in ZooKeeper; 0 when there is none
+	// (legacy, uninitialised).
+	Ceiling int64 `json:"ceiling"`
+	// End is the last ID of the space.
+	End int64 `json:"end"`
+	// Available counts the IDs takes could hand out now: recycled IDs,
+	// fresh IDs below the ceiling, and what open windows still hold.
+	Available int64 `json:"available"`
+	// RecycledIDs counts the IDs pushed back and not yet reissued.
+	RecycledIDs int64 `json:"recycled_ids"`
+	// Windows is the configured number of windows; OpenWindows the number
+	// of window znodes that exist now.
+	Windows     int    `json:"windows"`
+	OpenWindows int    `json:"open_windows"`
+	Leaked      int64  `json:"leaked"`
+	Health      string `json:"health"`
+	// Error says what is wrong with a corrupt or invalid entry.
+	Error string `json:"error,omitempty"`
+}
+
+// WindowDetail is one open window of a sequence.
+type WindowDetail struct {
+	Name      string `json:"name"`
+	Next      int64  `json:"next"`
+	End       int64  `json:"end"`
+	Available int64  `json:"available"`
+}
+
+// SequenceDetail is one sequence as GET /v1/sequences/{name} and
+// "seqkeeper describe -o json" show it.
+type SequenceDetail struct {
+	SequenceSummary
+	Start         int64          `json:"start"`
+	Recycled      IDRanges       `json:"recycled"`
+	WindowDetails []WindowDetail `json:"window_details"`
+}
+
+// DescribeSequence reads sequence name and its windows from ZooKeeper.
+// It sets no watches (repeated calls from a long-running server must not
+// pile up go-zookeeper watch channels, as sequence.Client.Describe would).
+// It returns an error wrapping sequence.ErrUnknownSequence when the
+// sequence does not exist, and sequence.ErrCorrupt when its data cannot be
+// read.
+func DescribeSequence(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client, name string) (SequenceDetail, error) {
+	if err := sequence.ValidateName(name); err != nil {
+		return SequenceDetail{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return SequenceDetail{}, err
+	}
+	conn := zkc.Conn()
+	p := seqs.Path(name)
+	children, _, err := conn.Children(p)
+	if err == nil {
+		var data []byte
+		if data, _, err = conn.Get(p); err == nil {
+			var st sequence.State
+			if st, err = sequence.ParseState(name, data); err != nil {
+				return SequenceDetail{}, err
+			}
+			return detail(ctx, conn, p, st, children)
+		}
+	}
+	if errors.Is(err, zk.ErrNoNode) {
+		return SequenceDetail{}, fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, sequence.ErrUnknownSequence, p, name)
+	}
+	return SequenceDetail{}, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
+}
+
+// detail builds the view of state st of the sequence znode at p, reading
+// the windows among its children.
+func detail(ctx context.Context, conn *zk.Conn, p string, st sequence.State, children []string) (SequenceDetail, error) {
+	d := SequenceDetail{
+		SequenceSummary: SequenceSummary{
+			Name: st.Name, Kind: KindSequence, Next: st.Next, Ceiling: st.Ceiling, End: st.End,
+			Available: st.Available(), RecycledIDs: st.Recycled.Count(), Windows: st.Windows, Leaked: st.Leaked,
+			Health: HealthOK,
+		},
+		Start:         st.Start,
+		Recycled:      IDRanges(st.Recycled),
+		WindowDetails: []WindowDetail{},
+	}
+	if d.Recycled == nil {
+		d.Recycled = IDRanges{}
+	}
+	switch {
+	case st.Legacy:
+		d.Kind, d.Health, d.Ceiling, d.Next = KindLegacy, HealthLegacy, 0, st.Next+1
+	case st.Registered:
+		d.Kind, d.Health, d.Ceiling, d.Next = KindUninitialised, HealthWaiting, 0, st.Start
+	}
+	slices.Sort(children)
+	for _, w := range children {
+		if !strings.HasPrefix(w, sequence.WindowPrefix) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return SequenceDetail{}, err
+		}
+		data, _, err := conn.Get(p + "/" + w)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return SequenceDetail{}, fmt.Errorf("sequence %q: read window %s: %w", st.Name, w, err)
+		}
+		ws, err := sequence.ParseState(st.Name+"/"+w, data)
+		if err != nil {
+			return SequenceDetail{}, err
+		}
+		d.WindowDetails = append(d.WindowDetails, WindowDetail{Name: w, Next: ws.Next, End: ws.End, Available: ws.Available()})
+		d.Available = addSat(d.Available, ws.Available())
+	}
+	d.OpenWindows = len(d.WindowDetails)
+	if d.Kind == KindSequence && d.Available == 0 {
+		d.Health = HealthAtCeiling
+		if st.Next > min(st.End, math.MaxInt64-1) {
+			d.Health = HealthExhausted
+		}
+	}
+	return d, nil
+}
+
+// listWorkers bounds the sequences read at once by ListSequences.
+const listWorkers = 16
+
+// ListSequences summarises every child of the sequences root, sorted by
+// name. Children that are not valid names, and sequences whose data is
+// corrupt, are listed with Kind KindInvalid or KindCorrupt and an Error
+// rather than failing the list; a ZooKeeper error fails it. A root that
+// does not exist is an error naming it.
+func ListSequences(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client) ([]SequenceSummary, error) {
+	names, _, err := zkc.Conn().Children(seqs.Root())
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
+			sequence.ErrUnknownSequence, seqs.Root())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
+	}
+	slices.Sort(names)
+	out := make([]SequenceSummary, len(names))
+	keep := make([]bool, len(names))
+	errs := make([]error, len(names))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(listWorkers, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i], keep[i], errs[i] = summarise(ctx, zkc, seqs, names[i])
+			}
+		}()
+	}
+	for i := range names {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for i, s := range out {
+		if keep[i] {
+			kept = append(kept, s)
+		}
+	}
+	return kept, nil
+}
+
+// summarise reads one child of the root for ListSequences; keep is false
+// when it vanished meanwhile.
+func summarise(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client, name string) (s SequenceSummary, keep bool, err error) {
+	if err := sequence.ValidateName(name); err != nil {
+		return SequenceSummary{Name: name, Kind: KindInvalid, Health: HealthBroken, Error: err.Error()}, true, nil
+	}
+	d, err := DescribeSequence(ctx, zkc, seqs, name)
+	switch {
+	case errors.Is(err, sequence.ErrUnknownSequence):
+		return SequenceSummary{}, false, nil
+	case errors.Is(err, sequence.ErrCorrupt):
+		return SequenceSummary{Name: name, Kind: KindCorrupt, Health: HealthBroken, Error: err.Error()}, true, nil
+	case err != nil:
+		return SequenceSummary{}, false, err
+	}
+	return d.SequenceSummary, true, nil
+}
+
+// addSat adds two non-negative counts, saturating at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
