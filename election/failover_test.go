@@ -94,7 +94,9 @@ func TestPartitionedLeaderStepsDownBeforeSessionExpires(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			const timeout = 2 * time.Second
+			// 4s: the leader stops at 2s, leaving 2s before the server can
+			// expire its session, which absorbs stalls of a loaded machine.
+			const timeout = 4 * time.Second
 			c := newCluster(t, clusterOpts{proxied: true, timeout: timeout})
 			rs := five(t, c)
 			first := c.waitTerm(0, time.Second)
@@ -144,9 +146,10 @@ func TestBriefOutageKeepsLeadership(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			// 4s: go-zookeeper waits 1s before redialling a single server,
-			// so reconnecting takes more than a second whatever the outage.
-			c := newCluster(t, clusterOpts{proxied: true, timeout: 4 * time.Second})
+			// go-zookeeper waits 1s before redialling a single server, so
+			// reconnecting takes more than a second whatever the outage; a
+			// 5s loss budget keeps a loaded machine's stalls from counting.
+			c := newCluster(t, clusterOpts{proxied: true, timeout: 10 * time.Second})
 			rs := five(t, c)
 			first := c.waitTerm(0, time.Second)
 			tc.fault(rs[0].proxy)
@@ -167,7 +170,7 @@ func TestBriefOutageKeepsLeadership(t *testing.T) {
 // over at once instead of waiting for an expiry that never comes.
 func TestStepDownWithLiveSessionReleasesNode(t *testing.T) {
 	t.Parallel()
-	const timeout = 4 * time.Second
+	const timeout = 6 * time.Second // steps down at 1.8s; expiry not before ~4s
 	c := newCluster(t, clusterOpts{proxied: true, timeout: timeout, lossFraction: 0.3})
 	rs := five(t, c)
 	first := c.waitTerm(0, time.Second)

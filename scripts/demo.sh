@@ -67,8 +67,12 @@ zk_serving() {
 
 bash scripts/images.sh
 
-has_serve=1
-docker run --rm seqkeeper:dev serve --help >/dev/null 2>&1 || has_serve=0
+# An unknown command's --help may print the root help and exit 0, so look
+# for serve's own usage line.
+has_serve=0
+if docker run --rm seqkeeper:dev serve --help 2>&1 | grep -q 'seqkeeper serve'; then
+	has_serve=1
+fi
 
 if ((has_serve)); then
 	log "${compose[*]} up -d"
@@ -101,28 +105,42 @@ EOF
 	exit 0
 fi
 
-replica_ok() { curl -fsS "http://127.0.0.1:$1/v1/status"; }
+replica_ready() { curl -fsS "http://127.0.0.1:$1/readyz"; }
 for port in 7071 7072 7073; do
-	wait_for "replica on 127.0.0.1:$port (/v1/status)" 60 replica_ok "$port"
+	wait_for "replica on 127.0.0.1:$port (GET /readyz)" 90 replica_ready "$port"
 done
 
+# Runs the operator CLI inside replica 1, which has the cluster's settings
+# in its environment.
+cli() { "${compose[@]}" exec -T seqkeeper1 /seqkeeper "$@"; }
+
 echo
+echo "\$ seqkeeper leader"
+cli leader || log "seqkeeper leader failed"
 for port in 7071 7072 7073; do
-	echo "== http://127.0.0.1:$port/v1/status"
-	curl -fsS "http://127.0.0.1:$port/v1/status"
+	echo "\$ curl http://127.0.0.1:$port/v1/status"
+	curl -fsS "http://127.0.0.1:$port/v1/status" || log "status of 127.0.0.1:$port failed"
 	echo
 done
 echo
-echo "== three batches of IDs from sequence 'demo', one per replica"
+if ! cli describe demo >/dev/null 2>&1; then
+	echo "\$ seqkeeper create demo"
+	cli create demo
+fi
+echo "== five IDs from sequence 'demo' through each replica (the first take waits for the primary to initialise it)"
 for port in 7071 7072 7073; do
-	echo "\$ curl -X POST 'http://127.0.0.1:$port/v1/sequences/demo/ids?n=5'"
-	curl -fsS -X POST "http://127.0.0.1:$port/v1/sequences/demo/ids?n=5" || log "taking IDs via 127.0.0.1:$port failed"
+	echo "\$ curl -X POST 'http://127.0.0.1:$port/v1/sequences/demo/ids?count=5'"
+	curl -fsS --max-time 60 -X POST "http://127.0.0.1:$port/v1/sequences/demo/ids?count=5" || log "taking IDs via 127.0.0.1:$port failed"
 	echo
 done
+echo
+echo "\$ seqkeeper describe demo"
+cli describe demo || true
 cat <<EOF
 
 The stack keeps running:
-  Replicas' HTTP API   http://127.0.0.1:7071, :7072, :7073 (GET /v1/status)
+  Replicas' HTTP API   http://127.0.0.1:7071, :7072, :7073 (docs/http-api.md)
+  Operator CLI         ${compose[*]} exec seqkeeper1 /seqkeeper list   (docs/cli.md)
   ZooKeeper ensemble   127.0.0.1:2181-2183   (${compose[*]} exec zoo1 zkCli.sh -server localhost:2181)
   MinIO console        http://127.0.0.1:9001 (minioadmin / minioadmin)
   Logs                 ${compose[*]} logs -f seqkeeper1

@@ -201,7 +201,7 @@ func (c *Client) onEvent(conn *zk.Conn, ev zk.Event) {
 			}
 		}
 	case zk.StateDisconnected, zk.StateExpired, zk.StateConnecting:
-		if c.disconnectedAt.CompareAndSwap(0, time.Now().UnixNano()) {
+		if c.disconnectedAt.CompareAndSwap(0, time.Now().UnixNano()) && !c.isClosed() {
 			c.log.Warn().Str("state", ev.State.String()).Msg("zookeeper connection lost")
 		}
 	case zk.StateAuthFailed:
@@ -265,6 +265,15 @@ func (c *Client) DisconnectedFor() time.Duration {
 		return 0
 	}
 	return time.Since(time.Unix(0, at))
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close ends the session: its ephemeral nodes go at once.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
 )
 
 // replicaProc is `seqkeeper serve` running in-process.
@@ -189,5 +191,49 @@ func TestServeNeedsAStore(t *testing.T) {
 	_, errOut, code := c.run("", "serve")
 	if code != 2 || !strings.Contains(errOut, "--store") {
 		t.Fatalf("serve without a store: exit %d, %q; want 2 naming --store", code, errOut)
+	}
+}
+
+func TestVerifyAndRestore(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
+	c.env["SEQKEEPER_MIN_RESERVE"] = "100"
+	c.storeCeiling, c.tombstone = storeCeiling, tombstone
+	if _, err := openStore(context.Background(), &config.Config{Store: c.env["SEQKEEPER_STORE"]}, true); err != nil {
+		t.Fatal(err)
+	}
+	c.ok("create", "v")
+	c.initialise("v", 500) // a ceiling in ZooKeeper the store never saw
+	out, _, code := c.run("", "verify")
+	if code != 1 || !strings.Contains(out, "unsafe   v: no record in the store") {
+		t.Fatalf("verify with an uncovered ceiling: exit %d\n%s", code, out)
+	}
+	if out, _, code := c.run("", "restore", "--dry-run"); code != 0 || !strings.Contains(out, "raise the stored ceiling to 500") {
+		t.Fatalf("restore --dry-run: exit %d\n%s", code, out)
+	}
+	if _, _, code := c.run("", "verify"); code != 1 {
+		t.Fatal("--dry-run changed something")
+	}
+	c.ok("restore")
+	if out, _, code := c.run("", "verify"); code != 0 {
+		t.Fatalf("verify after restore: exit %d\n%s", code, out)
+	}
+
+	// ZooKeeper loses the znode: restore re-creates it above the store.
+	if err := c.conn.Delete(c.root+"/v", -1); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok("verify"); !strings.Contains(out, "pending  v: in the store but not in ZooKeeper") {
+		t.Fatalf("verify after the loss:\n%s", out)
+	}
+	if out := c.ok("restore"); !strings.Contains(out, "re-create at 501") {
+		t.Fatalf("restore:\n%s", out)
+	}
+	if out := c.ok("take", "v", "-n", "3"); strings.TrimSpace(out) != "501:503" {
+		t.Fatalf("take after restore = %q; want 501:503", out)
+	}
+	if out, _, code := c.run("", "verify"); code != 0 {
+		t.Fatalf("verify at the end: exit %d\n%s", code, out)
 	}
 }
