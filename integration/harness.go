@@ -6,7 +6,10 @@
 // The images are built locally by scripts/images.sh (no registry is needed
 // or used); NewCluster fails the test, naming the missing image, when one is
 // absent. Set TESTCONTAINERS_RYUK_DISABLED=true (TestMain does) since the
-// Ryuk reaper image cannot be pulled either. Containers and networks carry
+// Ryuk reaper image cannot be pulled either. Published ports are reached at
+// 127.0.0.1 when the Docker daemon shares this network namespace, even in a
+// container (see publishedHost); TESTCONTAINERS_HOST_OVERRIDE overrides
+// that. Containers and networks carry
 // the label org.seqkeeper.integration, so anything a killed test run leaves
 // behind can be removed with
 //
@@ -34,6 +37,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
@@ -87,8 +91,9 @@ type Options struct {
 	// defaults (SEQKEEPER_ZK, SEQKEEPER_STORE, SEQKEEPER_HTTP, AWS_*) that
 	// point it at this cluster's servers.
 	ReplicaEnv map[string]string
-	// ReplicaWait tells when a replica is ready. Default: GET /v1/status
-	// answers 200 for "serve", the container has exited for other commands.
+	// ReplicaWait tells when a replica is ready. Default: GET /readyz
+	// answers 200 for "serve" (ZooKeeper session and store are up), the
+	// container has exited for any other command.
 	ReplicaWait wait.Strategy
 	// StartTimeout bounds the start of each container and the ensemble's
 	// quorum; default 2 minutes.
@@ -113,6 +118,7 @@ type Cluster struct {
 
 	mu       sync.Mutex
 	replicas []*Node
+	started  int     // replicas started or starting, for their names
 	all      []*Node // every container created, removed by close
 }
 
@@ -272,11 +278,16 @@ func (c *Cluster) WaitZooKeeperServing(ctx context.Context, servers ...*Node) er
 	return nil
 }
 
-// AddReplica starts one more seqkeeper container with the cluster's replica
-// options and returns once it is ready (see Options.ReplicaWait).
-func (c *Cluster) AddReplica(ctx context.Context) (*Node, error) {
+// AddReplica starts one more seqkeeper container, seqkeeper<N>, running
+// args (Options.ReplicaArgs when none are given) with the cluster's replica
+// environment, and returns once it is ready (see Options.ReplicaWait).
+func (c *Cluster) AddReplica(ctx context.Context, args ...string) (*Node, error) {
+	if len(args) == 0 {
+		args = c.opts.ReplicaArgs
+	}
 	c.mu.Lock()
-	name := fmt.Sprintf("seqkeeper%d", len(c.replicas)+1)
+	c.started++
+	name := fmt.Sprintf("seqkeeper%d", c.started)
 	c.mu.Unlock()
 
 	env := map[string]string{
@@ -295,14 +306,14 @@ func (c *Cluster) AddReplica(ctx context.Context) (*Node, error) {
 	}
 	ready := c.opts.ReplicaWait
 	if ready == nil {
-		if c.opts.ReplicaArgs[0] == "serve" {
-			ready = wait.ForHTTP("/v1/status").WithPort(ReplicaPort)
+		if args[0] == "serve" {
+			ready = wait.ForHTTP("/readyz").WithPort(ReplicaPort)
 		} else {
 			ready = wait.ForExit()
 		}
 	}
 	n, err := c.start(ctx, name, SeqkeeperImage, []string{ReplicaPort},
-		testcontainers.WithCmd(c.opts.ReplicaArgs...),
+		testcontainers.WithCmd(args...),
 		testcontainers.WithEnv(env),
 		testcontainers.WithWaitStrategyAndDeadline(c.opts.StartTimeout, ready),
 	)
@@ -364,6 +375,8 @@ func (c *Cluster) start(ctx context.Context, name, image string, ports []string,
 		testcontainers.WithName(c.Network + "-" + name),
 		testcontainers.WithExposedPorts(ports...),
 		testcontainers.WithLabels(map[string]string{labelKey: c.t.Name()}),
+		// The host name is what a node calls itself (seqkeeper's replica id).
+		testcontainers.WithConfigModifier(func(cfg *container.Config) { cfg.Hostname = name }),
 		testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
 			req.Networks = []string{c.Network}
 			req.NetworkAliases = map[string][]string{c.Network: {name}}

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/go-zookeeper/zk"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
 )
 
 func TestMain(m *testing.M) {
@@ -32,7 +35,8 @@ func TestMain(m *testing.M) {
 // TestSmoke checks that the harness and the images do what the other suites
 // rely on: a ZooKeeper ensemble that replicates, keeps a quorum through one
 // crash and loses it in a partition; MinIO answering S3 conditional writes
-// with 412 through pause and restart; a seqkeeper container that runs.
+// with 412 through pause and restart; seqkeeper containers that run a
+// command and serve IDs.
 func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -61,6 +65,30 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("seqkeeper version printed %q, want one version word", out)
 		}
 		t.Logf("seqkeeper version: %s", strings.TrimSpace(out))
+	})
+
+	t.Run("seqkeeper serve hands out IDs", func(t *testing.T) {
+		r, err := c.AddReplica(ctx, "serve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The operator CLI runs in the replica's container, with its settings.
+		code, out, err := r.Container.Exec(ctx, []string{"/seqkeeper", "create", "smoke"}, tcexec.Multiplexed())
+		if err != nil || code != 0 {
+			b, _ := io.ReadAll(out)
+			t.Fatalf("seqkeeper create smoke: exit %d, %v: %s", code, err, b)
+		}
+		resp, err := http.Post("http://"+r.Addr(ReplicaPort)+"/v1/sequences/smoke/ids?count=5", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		var ids struct{ Ranges [][2]int64 }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ids) != nil || len(ids.Ranges) == 0 {
+			t.Fatalf("take 5 IDs: %s %s", resp.Status, body)
+		}
+		t.Logf("took IDs %v from %s", ids.Ranges, r.Name)
 	})
 
 	t.Run("write through one server, read through another", func(t *testing.T) {
