@@ -74,6 +74,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// Parallelism bounds concurrent ZooKeeper operations.
 	Parallelism int
+	// StoreTimeout bounds one store write, so an unreachable store stalls
+	// nothing else; the ceilings it held back are retried at the next
+	// event or sweep.
+	StoreTimeout time.Duration
 	// ACL is set on the znodes the primary creates (the root, the marker).
 	// Default zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
@@ -91,6 +95,7 @@ func DefaultConfig() Config {
 		MaxReserve:    1 << 40,
 		SweepInterval: 10 * time.Second,
 		Parallelism:   16,
+		StoreTimeout:  10 * time.Second,
 		Logger:        zerolog.Nop(),
 	}
 }
@@ -112,6 +117,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("primary: SweepInterval %s must be positive", c.SweepInterval)
 	case c.Parallelism < 1:
 		return fmt.Errorf("primary: Parallelism %d must be positive", c.Parallelism)
+	case c.StoreTimeout <= 0:
+		return fmt.Errorf("primary: StoreTimeout %s must be positive", c.StoreTimeout)
 	}
 	if err := zkclient.ValidateRoot(c.MarkerPath); err != nil {
 		return fmt.Errorf("primary: MarkerPath: %w", err)
@@ -137,8 +144,12 @@ type Primary struct {
 	epoch   int64 // the store's leader epoch of this term
 	zkEpoch int64
 	records map[string]persist.Record
-	seqs    map[string]*tracked
-	watch   *watcher.Watcher
+	// broken is the error of the store buckets that could not be read at
+	// start (corrupt, or written by a newer format): their sequences are
+	// left alone, reported unhealthy, until a new term reads them again.
+	broken error
+	seqs   map[string]*tracked
+	watch  *watcher.Watcher
 
 	mu     sync.Mutex
 	status Status
@@ -147,11 +158,12 @@ type Primary struct {
 
 // tracked is what the primary knows of one sequence.
 type tracked struct {
-	state   sequence.State
-	czxid   int64
-	mzxid   int64
-	version int32
-	corrupt error
+	state    sequence.State
+	czxid    int64
+	mzxid    int64
+	version  int32
+	corrupt  error
+	storeErr error // the last store write for this sequence failed
 
 	rate     float64 // IDs per second, smoothed
 	lastNext int64
@@ -310,8 +322,15 @@ func (p *Primary) Run(ctx context.Context) error {
 // whatever ZooKeeper lost.
 func (p *Primary) start(ctx context.Context) error {
 	recs, err := p.cfg.Store.Load(ctx)
+	p.broken = nil
 	if err != nil {
-		return fmt.Errorf("primary: load %s: %w", p.cfg.Store, err)
+		if !errors.Is(err, persist.ErrCorrupt) && !errors.Is(err, persist.ErrNewerFormat) {
+			return fmt.Errorf("primary: load %s: %w", p.cfg.Store, err)
+		}
+		// Carry on with what could be read: only the sequences of the
+		// broken buckets are left alone.
+		p.broken = err
+		p.log.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until repaired")
 	}
 	p.records = make(map[string]persist.Record, len(recs))
 	for _, r := range recs {
@@ -409,7 +428,7 @@ const (
 
 // decide returns what a sequence needs, if anything.
 func (p *Primary) decide(name string, t *tracked) (plan, bool) {
-	if t.corrupt != nil {
+	if t.corrupt != nil || (p.broken != nil && persist.Affects(p.broken, name)) {
 		return plan{}, false
 	}
 	st := t.state
@@ -555,19 +574,41 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		r.Ceiling = pl.ceiling
 		recs = append(recs, r)
 	}
-	if err := p.cfg.Store.Put(ctx, p.epoch, recs...); err != nil {
+	putErr := p.put(ctx, recs)
+	if errors.Is(putErr, persist.ErrFenced) {
 		p.count(func(s *Stats) { s.StoreErrors++ })
-		return fmt.Errorf("persist %d ceilings: %w", len(recs), err)
+		return putErr
 	}
-	p.count(func(s *Stats) { s.StorePuts++ })
-	for _, r := range recs {
-		old := p.records[r.Name]
-		r.Ceiling = max(r.Ceiling, old.Ceiling)
+	if putErr != nil {
+		p.count(func(s *Stats) { s.StoreErrors++ })
+		p.log.Warn().Err(putErr).Int("ceilings", len(recs)).Msg("primary: store write failed; those ceilings stay where they are")
+	} else {
+		p.count(func(s *Stats) { s.StorePuts++ })
+	}
+	// Only what the store accepted may reach ZooKeeper: buckets are
+	// written independently, so a failed bucket holds back only its own
+	// sequences.
+	written := plans[:0:0]
+	for i, pl := range plans {
+		t := p.seqs[pl.name]
+		if putErr != nil && persist.Affects(putErr, pl.name) {
+			if t != nil {
+				t.storeErr = putErr
+			}
+			continue
+		}
+		if t != nil {
+			t.storeErr = nil
+		}
+		r := recs[i]
+		r.Ceiling = max(r.Ceiling, p.records[r.Name].Ceiling)
 		p.records[r.Name] = r
+		written = append(written, pl)
 	}
-
+	plans = written
 	var mu sync.Mutex
 	var errs []error
+	done := make(map[string]sequence.State, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, pl := range plans {
@@ -578,20 +619,40 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			if err := p.carryOut(ctx, pl); err != nil {
-				mu.Lock()
+			st, err := p.carryOut(ctx, pl)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
 				errs = append(errs, err)
-				mu.Unlock()
+			} else if st.Name != "" {
+				done[pl.name] = st
 			}
 		}()
 	}
 	wg.Wait()
+	// What we wrote is the state now: deciding again from the events of
+	// our own writes, or from a sweep before they arrive, must not redo it.
+	for name, st := range done {
+		if t := p.seqs[name]; t != nil {
+			t.state = st
+		}
+	}
+	if putErr != nil {
+		errs = append(errs, fmt.Errorf("persist ceilings: %w", putErr))
+	}
 	return errors.Join(errs...)
+}
+
+// put writes records to the store within StoreTimeout.
+func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	return p.cfg.Store.Put(ctx, p.epoch, recs...)
 }
 
 // carryOut makes one plan's ZooKeeper change, after the store holds its
 // ceiling.
-func (p *Primary) carryOut(ctx context.Context, pl plan) error {
+func (p *Primary) carryOut(ctx context.Context, pl plan) (sequence.State, error) {
 	var (
 		st  sequence.State
 		err error
@@ -611,17 +672,17 @@ func (p *Primary) carryOut(ctx context.Context, pl plan) error {
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	if errors.Is(err, sequence.ErrUnknownSequence) {
-		return nil // deleted meanwhile; the watcher reports it
+		return sequence.State{}, nil // deleted meanwhile; the watcher reports it
 	}
 	if err != nil {
-		return err
+		return sequence.State{}, err
 	}
 	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
 		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
 	if st.Windows > 0 {
-		return p.topUpWindows(ctx, pl.name, st)
+		return st, p.topUpWindows(ctx, pl.name, st)
 	}
-	return nil
+	return st, nil
 }
 
 // topUpWindows keeps a windowed sequence's open windows at the configured
@@ -706,7 +767,7 @@ func (p *Primary) restore(ctx context.Context) error {
 		states = append(states, st)
 		recs = append(recs, r)
 	}
-	if err := p.cfg.Store.Put(ctx, p.epoch, recs...); err != nil {
+	if err := p.put(ctx, recs); err != nil {
 		p.count(func(s *Stats) { s.StoreErrors++ })
 		return fmt.Errorf("restore: persist %d ceilings: %w", len(recs), err)
 	}
@@ -744,6 +805,10 @@ func (p *Primary) publish() {
 		switch {
 		case t.corrupt != nil:
 			s.Healthy, s.Problem = false, t.corrupt.Error()
+		case p.broken != nil && persist.Affects(p.broken, name):
+			s.Healthy, s.Problem = false, "its store object is unreadable: "+p.broken.Error()
+		case t.storeErr != nil:
+			s.Healthy, s.Problem = false, "the last store write failed: "+t.storeErr.Error()
 		case st.Registered:
 			s.Healthy, s.Problem = false, "registered, not initialised yet"
 		case !st.Legacy && st.ZKEpoch != p.zkEpoch:

@@ -129,6 +129,10 @@ type node struct {
 	// it (deletion, a change of windows, a lost session) voids the cache.
 	deleted <-chan zk.Event
 	windows []string
+	// preferred is, on a sequence node, 1 + the index in windows of the
+	// window this client last took from without a conflict (0: none yet).
+	// See takeOnce.
+	preferred atomic.Int64
 	// seen is set once the znode was read: if it vanishes later, Take
 	// waits for the primary to restore it instead of failing at once.
 	seen bool
@@ -419,13 +423,32 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 	seq.mu.Unlock()
 
 	if useWindows {
-		// Start at a random window so that clients spread over them.
+		// Performance: start at the window this client last took from
+		// without a conflict, and move to a random one after a conflict.
+		// Clients then settle on distinct windows (one compare-and-set per
+		// take) instead of colliding at random on every take (with 8
+		// clients on 8 windows, random starts cost 3.5 requests per take).
+		// A window busy with another goroutine of this client is skipped
+		// the same way, so one client still uses several windows at once.
 		off := rand.N(len(windows))
+		if p := int(seq.preferred.Load()) - 1; p >= 0 && p < len(windows) {
+			wn := c.node(c.Path(name) + "/" + windows[p])
+			if wn.mu.TryLock() {
+				wn.mu.Unlock()
+				off = p
+			}
+		}
 		for i := range windows {
-			w := windows[(off+i)%len(windows)]
-			got, err := c.takeNode(ctx, name, c.node(c.Path(name)+"/"+w), n)
+			k := (off + i) % len(windows)
+			w := windows[k]
+			got, conflicts, err := c.takeNode(ctx, name, c.node(c.Path(name)+"/"+w), n)
 			switch {
 			case err == nil:
+				if conflicts == 0 {
+					seq.preferred.Store(int64(k) + 1)
+				} else {
+					seq.preferred.Store(0)
+				}
 				return got, nil
 			case errors.Is(err, ErrExhausted), errors.Is(err, errAtCeiling), errors.Is(err, ErrUnknownSequence):
 				continue // this window is used up or gone; try the next
@@ -436,31 +459,33 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 			}
 		}
 	}
-	return c.takeNode(ctx, name, seq, n)
+	got, _, err := c.takeNode(ctx, name, seq, n)
+	return got, err
 }
 
 // takeNode takes up to n IDs from one znode (a sequence or a window) by
-// compare-and-set, re-reading only after a conflict.
-func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (Ranges, error) {
+// compare-and-set, re-reading only after a conflict. It also returns how
+// many compare-and-sets lost to another writer.
+func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (_ Ranges, conflicts int, _ error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	conn := c.zk.Conn()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, conflicts, err
 		}
 		if !nd.usable(c.zk.SessionID()) {
 			if _, err := c.load(name, nd, false); err != nil {
-				return nil, err
+				return nil, conflicts, err
 			}
 		}
 		st := nd.state
 		got, err := st.Take(n)
 		if err != nil {
-			return nil, err
+			return nil, conflicts, err
 		}
 		if len(got) == 0 {
-			return nil, errAtCeiling
+			return nil, conflicts, errAtCeiling
 		}
 		stat, err := conn.Set(nd.path, st.Encode(), nd.version)
 		c.stats.requests.Add(1)
@@ -468,18 +493,19 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 		case err == nil:
 			epoch := c.observe(stat)
 			if stat.Czxid != nd.czxid {
-				return nil, c.fence(name, nd, st, stat)
+				return nil, conflicts, c.fence(name, nd, st, stat)
 			}
 			nd.state, nd.version = st, stat.Version
 			if !st.Legacy && st.ZKEpoch != epoch {
 				// ZooKeeper may have lost writes since the primary
 				// validated this state: these IDs may have been issued.
 				c.stats.unvalidated.Add(1)
-				return nil, &unvalidatedError{stamp: st.ZKEpoch, epoch: epoch}
+				return nil, conflicts, &unvalidatedError{stamp: st.ZKEpoch, epoch: epoch}
 			}
-			return got, nil
+			return got, conflicts, nil
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
+			conflicts++
 			nd.valid = false
 		case errors.Is(err, zk.ErrNoNode):
 			nd.valid, nd.deleted = false, nil
@@ -487,7 +513,7 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 			// The write may have been applied: its IDs are lost, never
 			// reused, because the retry starts from a fresh read.
 			nd.valid = false
-			return nil, c.zkError(name, err)
+			return nil, conflicts, c.zkError(name, err)
 		}
 	}
 }

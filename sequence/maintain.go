@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -152,6 +154,9 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			drop = nd.windows
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
+		if st.Equal(nd.state) {
+			return st, nil // already valid in this epoch and high enough
+		}
 		if err := st.Validate(); err != nil {
 			return State{}, err
 		}
@@ -391,6 +396,8 @@ func (c *Client) PruneWindows(ctx context.Context, name string) (int, error) {
 const (
 	restoreBatchBytes = 512 << 10
 	restoreBatchOps   = 1000
+	// restoreParallelism bounds the restore transactions in flight.
+	restoreParallelism = 4
 )
 
 // Restore creates the znodes of states that do not exist, in batched
@@ -402,72 +409,112 @@ const (
 // whose stamp turned out wrong (ZooKeeper changed leaders meanwhile), for the
 // caller to Revalidate. Existing znodes are left alone.
 func (c *Client) Restore(ctx context.Context, states []State, epoch int64) (created int, stale []string, err error) {
-	conn := c.zk.Conn
+	// Validate everything and cut it into transactions first, so that an
+	// invalid state fails the restore before anything is written.
+	var batches [][]State
 	var batch []State
 	size := 0
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		ops := make([]any, 0, len(batch)+1)
-		for _, st := range batch {
-			ops = append(ops, &zk.CreateRequest{Path: c.Path(st.Name), Data: st.Encode(), Acl: c.opts.ACL})
-		}
-		ops = append(ops, &zk.SetDataRequest{Path: c.opts.Root, Version: -1})
-		res, err := multi(conn(), ops...)
-		c.stats.requests.Add(1)
-		switch {
-		case err == nil:
-			created += len(batch)
-			if c.observe(res[len(res)-1].Stat) != epoch {
-				for _, st := range batch {
-					stale = append(stale, st.Name)
-				}
-			}
-		case errors.Is(err, zk.ErrNodeExists):
-			// Some exist already: create the rest one by one.
-			for _, st := range batch {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				_, err := conn().Create(c.Path(st.Name), st.Encode(), 0, c.opts.ACL)
-				c.stats.requests.Add(1)
-				switch {
-				case err == nil:
-					created++
-					stale = append(stale, st.Name) // epoch not verified
-				case errors.Is(err, zk.ErrNodeExists):
-				default:
-					return c.zkError(st.Name, err)
-				}
-			}
-		default:
-			return fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
-		}
-		batch, size = batch[:0], 0
-		return nil
-	}
 	for _, st := range states {
 		if err := ctx.Err(); err != nil {
-			return created, stale, err
+			return 0, nil, err
 		}
 		if err := ValidateName(st.Name); err != nil {
-			return created, stale, err
+			return 0, nil, err
 		}
 		if !st.Legacy {
 			st.ZKEpoch = epoch
 		}
 		if err := st.Validate(); err != nil {
-			return created, stale, err
+			return 0, nil, err
 		}
 		n := len(st.Encode()) + len(c.Path(st.Name)) + 64
 		if len(batch) > 0 && (size+n > restoreBatchBytes || len(batch) >= restoreBatchOps) {
-			if err := flush(); err != nil {
-				return created, stale, err
-			}
+			batches = append(batches, batch)
+			batch, size = nil, 0
 		}
 		batch = append(batch, st)
 		size += n
 	}
-	return created, stale, flush()
+	if len(batch) > 0 {
+		batches = append(batches, batch)
+	}
+
+	// Performance: the transactions are independent, so up to
+	// restoreParallelism of them are in flight at once. go-zookeeper
+	// pipelines them on the one connection and the server commits them
+	// with shared fsyncs, instead of one round trip (and one fsync) after
+	// another. The first failure stops new transactions from starting.
+	var (
+		mu     sync.Mutex
+		errs   []error
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	sem := make(chan struct{}, restoreParallelism)
+	for _, b := range batches {
+		if failed.Load() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n, st, err := c.restoreBatch(ctx, b, epoch)
+			mu.Lock()
+			defer mu.Unlock()
+			created += n
+			stale = append(stale, st...)
+			if err != nil {
+				failed.Store(true)
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) == 0 && ctx.Err() != nil {
+		return created, stale, ctx.Err()
+	}
+	return created, stale, errors.Join(errs...)
+}
+
+// restoreBatch creates the znodes of one batch of Restore in one multi()
+// transaction, or one by one when some exist already.
+func (c *Client) restoreBatch(ctx context.Context, batch []State, epoch int64) (created int, stale []string, err error) {
+	conn := c.zk.Conn
+	ops := make([]any, 0, len(batch)+1)
+	for _, st := range batch {
+		ops = append(ops, &zk.CreateRequest{Path: c.Path(st.Name), Data: st.Encode(), Acl: c.opts.ACL})
+	}
+	ops = append(ops, &zk.SetDataRequest{Path: c.opts.Root, Version: -1})
+	res, err := multi(conn(), ops...)
+	c.stats.requests.Add(1)
+	switch {
+	case err == nil:
+		if c.observe(res[len(res)-1].Stat) != epoch {
+			for _, st := range batch {
+				stale = append(stale, st.Name)
+			}
+		}
+		return len(batch), stale, nil
+	case errors.Is(err, zk.ErrNodeExists):
+		// Some exist already: create the rest one by one.
+		for _, st := range batch {
+			if err := ctx.Err(); err != nil {
+				return created, stale, err
+			}
+			_, err := conn().Create(c.Path(st.Name), st.Encode(), 0, c.opts.ACL)
+			c.stats.requests.Add(1)
+			switch {
+			case err == nil:
+				created++
+				stale = append(stale, st.Name) // epoch not verified
+			case errors.Is(err, zk.ErrNodeExists):
+			default:
+				return created, stale, c.zkError(st.Name, err)
+			}
+		}
+		return created, stale, nil
+	default:
+		return 0, nil, fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
+	}
 }

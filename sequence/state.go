@@ -410,6 +410,21 @@ func (s State) Encode() []byte {
 	return b
 }
 
+// Equal reports whether s and o encode the same znode data.
+func (s State) Equal(o State) bool {
+	if s.Legacy != o.Legacy || s.Registered != o.Registered || s.Start != o.Start || s.Next != o.Next ||
+		s.Ceiling != o.Ceiling || s.End != o.End || s.Windows != o.Windows || s.Leaked != o.Leaked ||
+		s.ZKEpoch != o.ZKEpoch || len(s.Recycled) != len(o.Recycled) {
+		return false
+	}
+	for i := range s.Recycled {
+		if s.Recycled[i] != o.Recycled[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // Validate checks every invariant of s; each one guards against handing out
 // an ID twice or above the durable ceiling. The error wraps ErrCorrupt and
 // names the sequence and the broken invariant.

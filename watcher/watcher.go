@@ -227,12 +227,14 @@ func (w *Watcher) handle(ctx context.Context, evs []zk.Event) error {
 			return err
 		}
 	}
+	names := make([]string, 0, len(reread))
 	for name := range reread {
-		if err := w.read(ctx, name); err != nil {
-			return err
-		}
+		names = append(names, name)
 	}
-	return nil
+	slices.Sort(names)
+	// In parallel: a burst of notifications (the primary initialising
+	// thousands of sequences) must not queue up behind serial reads.
+	return w.readAll(ctx, names)
 }
 
 // fullSync re-reads the children and every sequence, reporting differences,
@@ -334,12 +336,6 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 		}
 	}
 	return nil
-}
-
-// read reads one sequence after a notification and reports a difference.
-func (w *Watcher) read(ctx context.Context, name string) error {
-	data, stat, _, err := w.zk.Conn().GetW(w.root + "/" + name)
-	return w.report(ctx, name, data, stat, err)
 }
 
 func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk.Stat, err error) error {
