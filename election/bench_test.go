@@ -76,6 +76,7 @@ func report(b *testing.B, gaps []time.Duration, timeout time.Duration) {
 	}
 	n := len(gaps)
 	b.ReportMetric(float64(sum)/float64(n), "ns/op")
+	b.ReportMetric(ms(gaps[0]), "min-ms")
 	b.ReportMetric(ms(gaps[n/2]), "median-ms")
 	b.ReportMetric(ms(percentile(gaps, 0.9)), "p90-ms")
 	b.ReportMetric(ms(gaps[n-1]), "max-ms")

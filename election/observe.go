@@ -22,9 +22,9 @@ func (e *Election) Leader(ctx context.Context) (Identity, error) {
 
 // Observe returns a channel that receives the current primary's identity at
 // once and again every time it changes, the zero Identity while there is
-// none. Values are not buffered: a slow reader gets the state current when
-// it reads, not every intermediate one. The channel is closed when ctx is
-// done. Observers watch only the lowest candidate (or, when there is none,
+// none. Values are not buffered: a slow reader may skip intermediate
+// leaders, or get one that was already replaced, but the last value it gets
+// is always the current one. The channel is closed when ctx is done. Observers watch only the lowest candidate (or, when there is none,
 // the directory), so they are woken only when the primary changes.
 func (e *Election) Observe(ctx context.Context) <-chan Identity {
 	out := make(chan Identity)

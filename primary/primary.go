@@ -643,6 +643,31 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	return errors.Join(errs...)
 }
 
+// refresh re-reads recs from the store into p.records: one by one for a
+// few, a full load for many.
+func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	if len(recs) > 64 {
+		all, err := p.cfg.Store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range all {
+			p.records[r.Name] = r
+		}
+		return nil
+	}
+	for _, r := range recs {
+		got, err := p.cfg.Store.Get(ctx, r.Name)
+		if err != nil {
+			return err
+		}
+		p.records[r.Name] = got
+	}
+	return nil
+}
+
 // put writes records to the store within StoreTimeout.
 func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
@@ -737,6 +762,20 @@ func (p *Primary) restore(ctx context.Context) error {
 		present[c] = true
 	}
 	var really []persist.Record
+	for name, r := range p.records {
+		if !r.Deleted && !present[name] {
+			really = append(really, r)
+		}
+	}
+	if len(really) == 0 {
+		return nil
+	}
+	// Read those records again: an operator's tombstone ('seqkeeper
+	// delete' writes it, then deletes the znode) is newer than our copy.
+	if err := p.refresh(ctx, really); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	really = really[:0]
 	for name, r := range p.records {
 		if !r.Deleted && !present[name] {
 			really = append(really, r)

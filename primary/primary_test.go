@@ -170,7 +170,12 @@ func (r *rig) workers(ctx context.Context, n int, name string, l *ledger) *sync.
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	waitForUpTo(t, 30*time.Second, what, cond)
+}
+
+func waitForUpTo(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -22,9 +22,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,14 +60,38 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
+// Server ports come from below Linux's ephemeral range (32768-60999), so
+// the outgoing connections of other processes cannot take them between
+// freePort and the server's bind, and a port is never handed out twice by
+// one test binary.
+const portLow, portHigh = 20000, 32000
+
+var ports struct {
+	mu   sync.Mutex
+	used map[int]bool
+}
+
 // freePort returns a loopback TCP port that was free a moment ago.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.used == nil {
+		ports.used = map[int]bool{}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for i := 0; i < 1000; i++ {
+		p := portLow + mrand.IntN(portHigh-portLow)
+		if ports.used[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		ports.used[p] = true
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free port in %d-%d", portLow, portHigh)
 }
 
 // uniqueName turns a test name into a short, path- and bucket-safe name with
