@@ -136,6 +136,30 @@ done
 echo
 echo "\$ seqkeeper describe demo"
 cli describe demo || true
+
+# Leader failover, live: stop the primary's container and watch another
+# replica take over while the worker keeps getting IDs.
+leader_id() { "${compose[@]}" exec -T "$1" /seqkeeper leader 2>/dev/null | awk '/^leader:/ {print $2; exit}'; }
+primary=$(leader_id seqkeeper1)
+if [[ "$primary" =~ ^seqkeeper[123]$ ]]; then
+	echo
+	echo "== leader failover: the primary is $primary; stopping its container"
+	echo "\$ ${compose[*]} logs --tail 3 worker"
+	"${compose[@]}" logs --no-color --tail 3 worker || true
+	"${compose[@]}" stop -t 10 "$primary"
+	other=seqkeeper1
+	[[ $primary == seqkeeper1 ]] && other=seqkeeper2
+	new_leader() { local l; l=$(leader_id "$other"); [[ -n "$l" && "$l" != "$primary" ]]; }
+	wait_for "another replica to lead" 60 new_leader
+	echo "new primary: $(leader_id "$other")"
+	sleep 3
+	echo "\$ ${compose[*]} logs --tail 5 worker      (IDs kept flowing)"
+	"${compose[@]}" logs --no-color --tail 5 worker || true
+	"${compose[@]}" start "$primary"
+	echo "$primary restarted; it rejoins as a standby."
+else
+	log "could not read the leader (got '$primary'); skipping the failover"
+fi
 cat <<EOF
 
 The stack keeps running:
@@ -143,7 +167,7 @@ The stack keeps running:
   Operator CLI         ${compose[*]} exec seqkeeper1 /seqkeeper list   (docs/cli.md)
   ZooKeeper ensemble   127.0.0.1:2181-2183   (${compose[*]} exec zoo1 zkCli.sh -server localhost:2181)
   MinIO console        http://127.0.0.1:9001 (minioadmin / minioadmin)
-  Logs                 ${compose[*]} logs -f seqkeeper1
+  Logs                 ${compose[*]} logs -f seqkeeper1    (the worker: ${compose[*]} logs -f worker)
 
 Stop and delete everything:  bash scripts/demo.sh down   (runs: ${compose[*]} down -v)
 EOF
