@@ -154,6 +154,7 @@ if [[ "$primary" =~ ^seqkeeper[123]$ ]]; then
 	echo "new primary: $(leader_id "$other")"
 	sleep 3
 	echo "\$ ${compose[*]} logs --tail 5 worker      (IDs kept flowing)"
+	echo "(the stopped replica pushed its unused buffer back on SIGTERM; takes hand out recycled IDs first, oldest holes first, so the worker's IDs may go down: still never twice)"
 	"${compose[@]}" logs --no-color --tail 5 worker || true
 	"${compose[@]}" start "$primary"
 	echo "$primary restarted; it rejoins as a standby."
