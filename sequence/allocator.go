@@ -126,11 +126,16 @@ func newBatch(rs Ranges, prefetch float64) *batch {
 	return b
 }
 
-// id maps a claimed index to its ID.
+// id maps a claimed index to its ID. Performance: the common one-range
+// case is kept small enough to be inlined into Next; idSlow searches.
 func (b *batch) id(k int64) int64 {
 	if len(b.ranges) == 1 {
 		return b.ranges[0].Start + k
 	}
+	return b.idSlow(k)
+}
+
+func (b *batch) idSlow(k int64) int64 {
 	i := sort.Search(len(b.ranges), func(i int) bool { return b.prefix[i+1] > k })
 	return b.ranges[i].Start + (k - b.prefix[i])
 }

@@ -424,18 +424,19 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 
 	if useWindows {
 		// Performance: start at the window this client last took from
-		// without a conflict, and move to a random one after a conflict.
+		// without contention, and move to a random one after contention.
 		// Clients then settle on distinct windows (one compare-and-set per
 		// take) instead of colliding at random on every take (with 8
 		// clients on 8 windows, random starts cost 3.5 requests per take).
 		// A window busy with another goroutine of this client is skipped
 		// the same way, so one client still uses several windows at once.
 		off := rand.N(len(windows))
-		if p := int(seq.preferred.Load()) - 1; p >= 0 && p < len(windows) {
-			wn := c.node(c.Path(name) + "/" + windows[p])
+		preferred := int(seq.preferred.Load()) - 1
+		if preferred >= 0 && preferred < len(windows) {
+			wn := c.node(c.Path(name) + "/" + windows[preferred])
 			if wn.mu.TryLock() {
 				wn.mu.Unlock()
-				off = p
+				off = preferred
 			}
 		}
 		for i := range windows {
@@ -444,7 +445,11 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 			got, conflicts, err := c.takeNode(ctx, name, c.node(c.Path(name)+"/"+w), n)
 			switch {
 			case err == nil:
-				if conflicts == 0 {
+				// The first write to a window this client has just moved
+				// to fails on its stale cached version whether or not
+				// anyone else uses it: only conflicts beyond that one are
+				// contention.
+				if conflicts == 0 || conflicts == 1 && k != preferred {
 					seq.preferred.Store(int64(k) + 1)
 				} else {
 					seq.preferred.Store(0)

@@ -244,8 +244,9 @@ func (w *Watcher) fullSync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	present := setOf(names)
 	for name := range w.known {
-		if !slices.Contains(names, name) {
+		if !present[name] {
 			if err := w.emit(ctx, Event{Kind: Removed, Name: name}); err != nil {
 				return err
 			}
@@ -276,8 +277,9 @@ func (w *Watcher) syncChildren(ctx context.Context) error {
 			added = append(added, name)
 		}
 	}
+	present := setOf(names)
 	for name := range w.known {
-		if !slices.Contains(names, name) {
+		if !present[name] {
 			if err := w.emit(ctx, Event{Kind: Removed, Name: name}); err != nil {
 				return err
 			}
@@ -285,6 +287,14 @@ func (w *Watcher) syncChildren(ctx context.Context) error {
 		}
 	}
 	return w.readAll(ctx, added)
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 // listChildren lists the root and sets the children watch; if the root is

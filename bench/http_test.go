@@ -1,0 +1,100 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// BenchmarkHTTP is the sidecar row: POST /v1/sequences/{name}/ids with
+// count=1 and count=100 from 8 concurrent callers (a Go load generator on
+// keep-alive connections) against one replica on loopback, for
+// -bench.dur each. The replica's allocator runs with its defaults.
+//
+//	go test -run '^$' -bench 'HTTP' ./bench/ -bench.dur=5s
+func BenchmarkHTTP(b *testing.B) {
+	const callers = 8
+	for _, count := range []int{1, 100} {
+		b.Run(fmt.Sprintf("count=%d/callers=%d", count, callers), func(b *testing.B) {
+			e := newEnv(b)
+			e.create(e.client(), "bench", sequence.Registration{})
+			zc := e.session()
+			seqs, err := sequence.NewClient(zc, sequence.Options{Root: e.root})
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := httpapi.New(httpapi.Options{Sequences: seqs, ZooKeeper: zc, Registry: prometheus.NewRegistry()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(srv)
+			b.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+			url := fmt.Sprintf("%s/v1/sequences/bench/ids?count=%d", ts.URL, count)
+			call := func() error {
+				resp, err := client.Post(url, "", nil)
+				if err != nil {
+					return err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("status %d", resp.StatusCode)
+				}
+				return nil
+			}
+			// Warm up: connections, the allocator's first batches.
+			for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+				if err := call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			lat := make([]durations, callers)
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			b.ResetTimer()
+			start := time.Now()
+			deadline := start.Add(*runFor)
+			for c := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(deadline) {
+						t0 := time.Now()
+						if err := call(); err != nil {
+							errs <- err
+							return
+						}
+						lat[c] = append(lat[c], time.Since(t0))
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			select {
+			case err := <-errs:
+				b.Fatal(err)
+			default:
+			}
+			var all durations
+			for _, l := range lat {
+				all = append(all, l...)
+			}
+			b.ReportMetric(float64(len(all)*count)/elapsed.Seconds(), "IDs/s")
+			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
+			b.ReportMetric(micros(all.quantile(0.5)), "p50-µs")
+			b.ReportMetric(micros(all.quantile(0.99)), "p99-µs")
+		})
+	}
+}

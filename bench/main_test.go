@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// The flags below belong to the test binary: with 'go test' they go after
+// the package, e.g. go test -bench Contention ./bench/ -bench.dur=5s.
+var (
+	// runFor bounds the benchmarks that run for a fixed time against
+	// ZooKeeper instead of b.N times (a ZooKeeper write takes
+	// milliseconds, so b.N would be tiny and noisy).
+	runFor = flag.Duration("bench.dur", 3*time.Second, "how long each ZooKeeper-bound benchmark runs")
+	// large enables the restore of 100,000 sequences (about a minute).
+	large = flag.Bool("bench.large", false, "also restore 100,000 sequences in BenchmarkRestore")
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// env is one benchmark's sequences root on the shared real ZooKeeper.
+type env struct {
+	b       *testing.B
+	servers []string
+	root    string
+}
+
+func newEnv(b *testing.B) *env {
+	b.Helper()
+	z := testenv.ZooKeeper(b)
+	e := &env{b: b, servers: z.Servers, root: z.Root + "/all-sequences"}
+	if err := zkclient.EnsurePath(e.session().Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+		b.Fatal(err)
+	}
+	return e
+}
+
+// session opens a ZooKeeper session of its own, closed when the
+// benchmark ends.
+func (e *env) session() *zkclient.Client {
+	e.b.Helper()
+	c, err := zkclient.Dial(context.Background(), e.servers, zkclient.Options{SessionTimeout: 10 * time.Second})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	e.b.Cleanup(c.Close)
+	return c
+}
+
+// client returns a sequence client on a session of its own.
+func (e *env) client() *sequence.Client {
+	e.b.Helper()
+	c, err := sequence.NewClient(e.session(), sequence.Options{Root: e.root})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	return c
+}
+
+// create registers name and sets its ceiling, standing in for the primary
+// (a ceiling of 1<<50 never needs raising during a benchmark).
+func (e *env) create(c *sequence.Client, name string, r sequence.Registration) {
+	e.b.Helper()
+	ctx := context.Background()
+	if err := c.Register(ctx, name, r); err != nil {
+		e.b.Fatal(err)
+	}
+	if _, err := c.Revalidate(ctx, name, 0, 1<<50); err != nil {
+		e.b.Fatal(err)
+	}
+}
+
+// hist is a latency histogram with 1 ns buckets up to histLinear and the
+// rest kept exactly; recording costs an index and an increment, so timing
+// every call of a 20 ns operation stays cheap.
+type hist struct {
+	counts []uint32
+	slow   []time.Duration
+	n      int64
+}
+
+const histLinear = 1 << 14 // 16.4 µs
+
+func newHist() *hist { return &hist{counts: make([]uint32, histLinear)} }
+
+func (h *hist) add(d time.Duration) {
+	h.n++
+	if d < histLinear {
+		h.counts[max(d, 0)]++
+		return
+	}
+	h.slow = append(h.slow, d)
+}
+
+func (h *hist) merge(o *hist) {
+	h.n += o.n
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.slow = append(h.slow, o.slow...)
+}
+
+// quantile returns the q-quantile (nearest rank).
+func (h *hist) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	rank := int64(math.Ceil(q * float64(h.n)))
+	var seen int64
+	for i, c := range h.counts {
+		seen += int64(c)
+		if seen >= rank {
+			return time.Duration(i)
+		}
+	}
+	slices.Sort(h.slow)
+	return h.slow[min(int(rank-seen-1), len(h.slow)-1)]
+}
+
+func (h *hist) max() time.Duration {
+	if len(h.slow) > 0 {
+		return slices.Max(h.slow)
+	}
+	for i := len(h.counts) - 1; i >= 0; i-- {
+		if h.counts[i] > 0 {
+			return time.Duration(i)
+		}
+	}
+	return 0
+}
+
+// durations is an exact sample of slower operations (ZooKeeper and HTTP
+// round trips), reported as quantiles.
+type durations []time.Duration
+
+func (ds durations) quantile(q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}
+
+func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

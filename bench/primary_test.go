@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// openStore returns a Store on a fresh MinIO bucket with the default
+// options; call it again with the same s3 for a second Store on the same
+// objects (a primary starting cold).
+func openStore(b *testing.B, s3 *testenv.S3) *persist.Store {
+	b.Helper()
+	be, err := persist.NewS3(context.Background(), persist.S3Config{Bucket: s3.Bucket, Endpoint: s3.Endpoint,
+		Region: s3.Region, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := persist.NewStore(be, persist.StoreOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// startPrimary runs a primary on e's root until the benchmark ends.
+func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*primary.Config)) *primary.Primary {
+	b.Helper()
+	cfg := primary.DefaultConfig()
+	seqs, err := sequence.NewClient(e.session(), sequence.Options{Root: e.root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Sequences, cfg.Store, cfg.Holder = seqs, store, "bench"
+	cfg.MarkerPath = e.root + "-cluster"
+	if tune != nil {
+		tune(&cfg)
+	}
+	p, err := primary.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
+	return p
+}
+
+// waitUntil polls cond every 5 ms for up to limit.
+func waitUntil(b *testing.B, limit time.Duration, what string, cond func() bool) {
+	b.Helper()
+	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not done after %s", what, limit)
+		}
+	}
+}
+
+func heapAfterGC() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkRestore is the restore and memory row: the store holds N
+// sequences that ZooKeeper lacks (a wiped ensemble); a primary starts
+// cold, loads the store, persists the new ceilings and re-creates every
+// znode. restore-s is from Run to Stats().Restored == N; tracked-s until
+// the primary follows all N through its watcher. B/sequence is the heap
+// the primary holds per maintained sequence (runtime.MemStats after GC,
+// before the primary starts and once it tracks all N; the store's cache,
+// the watcher's state and the status snapshot included). 100,000
+// sequences only with -bench.large:
+//
+//	go test -run '^$' -bench 'Restore' -benchtime 1x ./bench/ -bench.large
+func BenchmarkRestore(b *testing.B) {
+	sizes := []int{1000, 10_000}
+	if *large {
+		sizes = append(sizes, 100_000)
+	}
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("sequences=%d", n), func(b *testing.B) {
+			for range b.N {
+				restoreOnce(b, n)
+			}
+		})
+	}
+}
+
+func restoreOnce(b *testing.B, n int) {
+	b.StopTimer()
+	ctx := context.Background()
+	e := newEnv(b)
+	s3 := testenv.ObjectStore(b)
+	seed := openStore(b, s3)
+	epoch, err := seed.AdvanceEpoch(ctx, "seed")
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]persist.Record, n)
+	for i := range recs {
+		recs[i] = persist.Record{Name: fmt.Sprintf("s%06d", i), Ceiling: int64(1000 + i), Start: 1, End: sequence.MaxID}
+	}
+	if err := seed.Put(ctx, epoch, recs...); err != nil {
+		b.Fatal(err)
+	}
+	store := openStore(b, s3)
+	before := heapAfterGC()
+	b.StartTimer()
+	start := time.Now()
+	p := startPrimary(b, e, store, nil)
+	limit := time.Duration(n)*10*time.Millisecond + time.Minute
+	waitUntil(b, limit, "restore", func() bool { return p.Stats().Restored >= int64(n) })
+	restored := time.Since(start)
+	waitUntil(b, limit, "track", func() bool { return len(p.Status().Sequences) >= n })
+	tracked := time.Since(start)
+	b.StopTimer()
+	after := heapAfterGC()
+	b.ReportMetric(restored.Seconds(), "restore-s")
+	b.ReportMetric(tracked.Seconds(), "tracked-s")
+	b.ReportMetric(float64(n)/restored.Seconds(), "sequences/s")
+	b.ReportMetric((float64(after)-float64(before))/float64(n), "B/sequence")
+	runtime.KeepAlive(p)
+}
+
+// BenchmarkRaises is the raise-throughput row: how many sequences one
+// primary keeps topped up per second. 200 sequences (MinReserve 100, a
+// Runway so short the smoothed rate adds little) are drained by 8 clients,
+// each take emptying a sequence's whole reserve, so every take calls for a
+// raise and the next take of that sequence waits for it. Each raise is a
+// store write (batched with others) and then a ZooKeeper compare-and-set.
+// The primary sizes reserves to cover recent bursts, so reserves grow
+// during the run and IDs/s is not a measure of the primary; raises/s is:
+//
+//	go test -run '^$' -bench 'Raises' ./bench/ -bench.dur=5s
+func BenchmarkRaises(b *testing.B) {
+	const sequences, clients = 200, 8
+	ctx := context.Background()
+	e := newEnv(b)
+	admin := e.client()
+	names := make([]string, sequences)
+	for i := range names {
+		names[i] = fmt.Sprintf("r%03d", i)
+		if err := admin.Register(ctx, names[i], sequence.Registration{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := startPrimary(b, e, openStore(b, testenv.ObjectStore(b)), func(c *primary.Config) {
+		c.MinReserve, c.Runway = 100, time.Nanosecond
+	})
+	waitUntil(b, time.Minute, "initialise", func() bool { return p.Stats().Initialised >= sequences })
+	cs := make([]*sequence.Client, clients)
+	for i := range cs {
+		cs[i] = e.client()
+	}
+	before := p.Stats()
+	var ids [clients]int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	b.ResetTimer()
+	start := time.Now()
+	deadline := start.Add(*runFor)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; time.Now().Before(deadline); k++ {
+				name := names[i+clients*(k%(sequences/clients))]
+				got, err := cs[i].Take(ctx, name, 1_000_000)
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids[i] += got.Count()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	after := p.Stats()
+	var total int64
+	for _, n := range ids {
+		total += n
+	}
+	raises := after.Raises - before.Raises
+	puts := after.StorePuts - before.StorePuts
+	b.ReportMetric(float64(raises)/elapsed.Seconds(), "raises/s")
+	b.ReportMetric(float64(puts)/elapsed.Seconds(), "store-puts/s")
+	b.ReportMetric(float64(raises)/float64(max(puts, 1)), "raises/put")
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "IDs/s")
+}
