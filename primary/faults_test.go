@@ -248,3 +248,56 @@ func corruptBucketOf(t *testing.T, r *rig, name string) (string, func()) {
 	t.Fatalf("no store object holds %s", name)
 	return "", nil
 }
+
+// Every ZooKeeper leader election fast-forwards each sequence by its
+// reserve. The primary must not mistake its own jump for consumption, or
+// the reserve (and the IDs skipped at the next election) would grow
+// exponentially.
+func TestReserveStaysBoundedAcrossElections(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	r := newRig(t, ens.Servers(), "/test")
+	run := r.start("p1", nil) // MinReserve 100, Runway 1s
+	c := r.client(20 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	for _, name := range []string{"plain", "windowed"} {
+		reg := sequence.Registration{}
+		if name == "windowed" {
+			reg.Windows = 2
+		}
+		if err := c.Register(ctx, name, reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first, last sequence.State
+	for round := 0; round < 6; round++ {
+		for _, name := range []string{"plain", "windowed"} {
+			if _, err := c.Take(ctx, name, 5); err != nil {
+				t.Fatalf("round %d: %s: %v", round, name, err)
+			}
+		}
+		time.Sleep(1200 * time.Millisecond) // a full rate sample
+		st, _, err := c.Describe(ctx, "plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			first = st
+		}
+		last = st
+		ens.Stop(0) // a restart: a new ZooKeeper epoch, so a revalidation
+		if err := ens.Start(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := run.p.Stats().Revalidated; got < 5 {
+		t.Fatalf("%d revalidations; the test needs one per restart", got)
+	}
+	// Five fast-forwards by at most two reserves each, plus the takes.
+	skipped := last.Next - first.Next
+	if skipped > 10*2*1000 {
+		t.Fatalf("next moved %d over 5 elections (reserve now %d): the reserve grows with every fast-forward", skipped, last.Ceiling-last.Next)
+	}
+	t.Logf("next moved %d over 5 elections; reserve now %d", skipped, last.Ceiling-last.Next)
+}

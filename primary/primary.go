@@ -401,7 +401,15 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		return t
 	}
 	now := time.Now()
-	if !t.lastAt.IsZero() && st.Next >= t.lastNext && !st.Registered {
+	switch {
+	case st.Registered || t.lastAt.IsZero():
+		t.lastNext, t.lastAt = st.Next, now
+	case st.Next < t.lastNext:
+		// Older than what we know: an event read before our own write
+		// (a resync races it) or a rollback about to be revalidated. The
+		// baseline never moves back, or our own fast-forward would later
+		// count as consumption.
+	default:
 		// Sample over at least a second: a client's batch arrives in one
 		// write, and over a few milliseconds it would look like a huge
 		// rate (and a reserve that every ZooKeeper election then skips).
@@ -415,8 +423,6 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 			}
 			t.lastNext, t.lastAt = st.Next, now
 		}
-	} else {
-		t.lastNext, t.lastAt = st.Next, now
 	}
 	t.state = st
 	return t
@@ -623,7 +629,11 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	plans = written
 	var mu sync.Mutex
 	var errs []error
-	done := make(map[string]sequence.State, len(plans))
+	type result struct {
+		st    sequence.State
+		moved int64
+	}
+	done := make(map[string]result, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, pl := range plans {
@@ -634,22 +644,31 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st, err := p.carryOut(ctx, pl)
+			var before sequence.State
+			if t := p.seqs[pl.name]; t != nil {
+				before = t.state
+			}
+			st, moved, err := p.carryOut(ctx, pl, before)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 			} else if st.Name != "" {
-				done[pl.name] = st
+				done[pl.name] = result{st, moved}
 			}
 		}()
 	}
 	wg.Wait()
 	// What we wrote is the state now: deciding again from the events of
 	// our own writes, or from a sweep before they arrive, must not redo it.
-	for name, st := range done {
+	for name, r := range done {
 		if t := p.seqs[name]; t != nil {
-			t.state = st
+			t.state = r.st
+			// Our own move of next is not consumption: shift the rate's
+			// baseline by it, or every fast-forward would look like a
+			// burst, size a bigger reserve, and the next fast-forward skip
+			// more (the reserve would grow exponentially).
+			t.lastNext += r.moved
 		}
 	}
 	if putErr != nil {
@@ -692,7 +711,9 @@ func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
 
 // carryOut makes one plan's ZooKeeper change, after the store holds its
 // ceiling.
-func (p *Primary) carryOut(ctx context.Context, pl plan) (sequence.State, error) {
+// It also returns how far the primary itself moved next (a fast-forward,
+// windows carved): that is not consumption, and the rate must not count it.
+func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) (sequence.State, int64, error) {
 	var (
 		st  sequence.State
 		err error
@@ -712,34 +733,41 @@ func (p *Primary) carryOut(ctx context.Context, pl plan) (sequence.State, error)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	if errors.Is(err, sequence.ErrUnknownSequence) {
-		return sequence.State{}, nil // deleted meanwhile; the watcher reports it
+		return sequence.State{}, 0, nil // deleted meanwhile; the watcher reports it
 	}
 	if err != nil {
-		return sequence.State{}, err
+		return sequence.State{}, 0, err
 	}
 	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
 		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
-	if st.Windows > 0 {
-		return st, p.topUpWindows(ctx, pl.name, st)
+	var moved int64
+	if pl.kind != planRaise && st.Next > before.Next {
+		moved = st.Next - before.Next
 	}
-	return st, nil
+	if st.Windows > 0 {
+		carved, err := p.topUpWindows(ctx, pl.name, st)
+		return st, moved + carved, err
+	}
+	return st, moved, nil
 }
 
 // topUpWindows keeps a windowed sequence's open windows at the configured
 // count. Windows are carved below the ceiling, so they need no store write
 // of their own.
-func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) error {
+func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) (int64, error) {
 	open, err := p.seq.PruneWindows(ctx, name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	size := max(1, (st.Ceiling-st.Next+1)/int64(2*st.Windows))
+	var carved int64
 	for ; open < st.Windows; open++ {
 		if _, err := p.seq.OpenWindow(ctx, name, size); err != nil {
-			return err
+			return carved, err
 		}
+		carved += size
 	}
-	return nil
+	return carved, nil
 }
 
 // restore re-creates every live sequence the store knows and ZooKeeper
