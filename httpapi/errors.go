@@ -28,6 +28,7 @@ const (
 	CodeCeilingReached   = "ceiling_reached"       // 503: reservation exhausted; retry later
 	CodeZKUnavailable    = "zookeeper_unavailable" // 503: retry later
 	CodeRecreated        = "recreated"             // 503: sequence re-created under a write; retry later
+	CodeUnvalidated      = "unvalidated"           // 503: not yet revalidated after a ZooKeeper leader election; retry shortly
 	CodeShuttingDown     = "shutting_down"         // 503: this replica is stopping; use another
 	CodeUnavailable      = "unavailable"           // 503: timed out or cancelled
 	CodeNotReady         = "not_ready"             // 503: /readyz failed
@@ -67,6 +68,8 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, CodeCeilingReached
 	case errors.Is(err, sequence.ErrRecreated):
 		return http.StatusServiceUnavailable, CodeRecreated
+	case errors.Is(err, sequence.ErrUnvalidated):
+		return http.StatusServiceUnavailable, CodeUnvalidated
 	case errors.Is(err, sequence.ErrClosed), errors.Is(err, errShuttingDown):
 		return http.StatusServiceUnavailable, CodeShuttingDown
 	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired),

@@ -89,7 +89,7 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	pcfg := primary.DefaultConfig()
 	pcfg.Sequences, pcfg.Store, pcfg.Holder = seqs, r.store, cfg.ID
-	pcfg.Runway, pcfg.MinReserve, pcfg.SweepInterval = cfg.Runway, cfg.MinReserve, cfg.SweepInterval
+	pcfg.Runway, pcfg.MinReserve, pcfg.MaxReserve, pcfg.SweepInterval = cfg.Runway, cfg.MinReserve, cfg.MaxReserve, cfg.SweepInterval
 	pcfg.ACL = zkACL(cfg)
 	pcfg.Logger = log
 	if r.primary, err = primary.New(pcfg); err != nil {
