@@ -81,6 +81,25 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (State, 
 	})
 }
 
+// reload reads nd afresh for the primary's read-modify-write loops. It
+// reports retry after a connection error (having backed off), and an error
+// when the loop must stop (ctx done, the znode missing or corrupt).
+func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int) (retry bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if _, err := c.load(name, nd, false); err != nil {
+		if !retryable(err) {
+			return false, err
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
 // Revalidate makes sequence name usable in the current ZooKeeper epoch and
 // raises its ceiling; it is how the primary initialises, fast-forwards and
 // restores sequences. See State.ZKEpoch for why.
@@ -120,16 +139,9 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 	defer nd.mu.Unlock()
 	conn := c.zk.Conn
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return State{}, err
-		}
-		if _, err := c.load(name, nd, false); err != nil {
-			if retryable(err) {
-				if err := backoff(ctx, attempt); err != nil {
-					return State{}, err
-				}
-				continue
-			}
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
 			return State{}, err
 		}
 		st := nd.state
@@ -257,16 +269,9 @@ func (c *Client) update(ctx context.Context, name string, change func(*State) (b
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return State{}, err
-		}
-		if _, err := c.load(name, nd, false); err != nil {
-			if retryable(err) {
-				if err := backoff(ctx, attempt); err != nil {
-					return State{}, err
-				}
-				continue
-			}
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
 			return State{}, err
 		}
 		st := nd.state

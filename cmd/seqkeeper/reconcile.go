@@ -127,6 +127,32 @@ func (g *globals) reconcileSetup(ctx context.Context) (*zk.Conn, *sequence.Clien
 	return zc.Conn(), seqs, store, zc.Close, nil
 }
 
+// reconciliation is what verify and restore start from: the connections,
+// the current ZooKeeper epoch and the comparison.
+type reconciliation struct {
+	seqs     *sequence.Client
+	store    *persist.Store
+	epoch    int64
+	findings []finding
+	done     func()
+}
+
+func (g *globals) reconcileStart(ctx context.Context) (*reconciliation, error) {
+	conn, seqs, store, done, err := g.reconcileSetup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	epoch, err := seqs.CurrentEpoch(ctx)
+	if err == nil {
+		var fs []finding
+		if fs, err = compare(ctx, conn, seqs, store, epoch); err == nil {
+			return &reconciliation{seqs: seqs, store: store, epoch: epoch, findings: fs, done: done}, nil
+		}
+	}
+	done()
+	return nil, err
+}
+
 func newVerifyCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "verify",
@@ -139,19 +165,12 @@ in the current ZooKeeper epoch, registrations).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			conn, seqs, store, done, err := g.reconcileSetup(ctx)
+			r, err := g.reconcileStart(ctx)
 			if err != nil {
 				return err
 			}
-			defer done()
-			epoch, err := seqs.CurrentEpoch(ctx)
-			if err != nil {
-				return err
-			}
-			fs, err := compare(ctx, conn, seqs, store, epoch)
-			if err != nil {
-				return err
-			}
+			defer r.done()
+			fs := r.findings
 			unsafe := g.printFindings(fs, false)
 			if unsafe > 0 {
 				return fmt.Errorf("%d unsafe sequence(s): see above; is 'seqkeeper serve' running with this store? 'seqkeeper restore' covers ZooKeeper ceilings in the store", unsafe)
@@ -174,24 +193,17 @@ plan only.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			conn, seqs, store, done, err := g.reconcileSetup(ctx)
+			r, err := g.reconcileStart(ctx)
 			if err != nil {
 				return err
 			}
-			defer done()
-			epoch, err := seqs.CurrentEpoch(ctx)
-			if err != nil {
-				return err
-			}
-			fs, err := compare(ctx, conn, seqs, store, epoch)
-			if err != nil {
-				return err
-			}
+			defer r.done()
+			fs := r.findings
 			for i := range fs {
 				fs[i].Action = describeAction(fs[i])
 			}
 			if !dryRun {
-				if err := g.restore(ctx, seqs, store, epoch, fs); err != nil {
+				if err := g.restore(ctx, r.seqs, r.store, r.epoch, fs); err != nil {
 					return err
 				}
 			}
