@@ -110,6 +110,25 @@ type fault struct {
 	run  func(ch *chaos, ctx context.Context) error
 }
 
+// quarantine names, for a scenario, an open bug it exposes: the scenario
+// then runs only with SEQKEEPER_CHAOS_QUARANTINED=1, and says so when it
+// does not. Never a silent skip; remove the entry when the bug is fixed.
+var quarantine = map[string]string{
+	"rollback-zookeeper-before-raise": quarantineBeforeRaise,
+}
+
+// quarantineBeforeRaise is the open liveness bug of the
+// rollback-before-raise scenario (docs/guarantees.md).
+const quarantineBeforeRaise = "OPEN BUG: after the ensemble is rolled back to a copy taken before the last raise, " +
+	"the primary revalidates the sequences but then stops raising their ceilings, so clients wait at the ceiling " +
+	"(no duplicates; a liveness failure, seen 2026-11-22 with bounded reserves). " +
+	"Run it with SEQKEEPER_CHAOS_QUARANTINED=1"
+
+// quarantined reports whether f must not run here.
+func (f fault) quarantined() bool {
+	return quarantine[f.name] != "" && os.Getenv("SEQKEEPER_CHAOS_QUARANTINED") != "1"
+}
+
 // faults are the scenarios, cheapest first.
 var faults = []fault{
 	{"kill-workers-mid-batch", (*chaos).killWorkers},
@@ -203,7 +222,12 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	ch := newChaos(ctx, t, uint64(time.Now().UnixNano()))
 	for _, f := range faults {
-		t.Run(f.name, func(t *testing.T) { ch.run(t, f.name, f) })
+		t.Run(f.name, func(t *testing.T) {
+			if f.quarantined() {
+				t.Skip(quarantine[f.name])
+			}
+			ch.run(t, f.name, f)
+		})
 	}
 	ch.summary(t, start)
 }
@@ -230,6 +254,11 @@ func TestChaosMixed(t *testing.T) {
 		seed = v
 	}
 	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d SEQKEEPER_CHAOS_DURATION=%s", seed, duration)
+	for _, f := range faults {
+		if f.quarantined() {
+			t.Logf("not injected: %s: %s", f.name, quarantine[f.name])
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -238,6 +267,9 @@ func TestChaosMixed(t *testing.T) {
 	n := 0
 	for time.Now().Before(deadline) {
 		f := faults[ch.rng.IntN(len(faults))]
+		if f.quarantined() {
+			continue // logged at the start of the run
+		}
 		n++
 		name := fmt.Sprintf("mixed/%03d-%s", n, f.name)
 		ch.hist.SetScenario("mixed/quiet")
