@@ -382,6 +382,10 @@ func (p *Primary) reserve(t *tracked) int64 {
 	return max(p.cfg.MinReserve, int64(math.Ceil(want)))
 }
 
+// opTimeout bounds one planned ZooKeeper operation (a raise, a
+// revalidation, windows).
+const opTimeout = 30 * time.Second
+
 // rateWindow is the shortest interval over which a consumption rate is
 // measured.
 const rateWindow = time.Second
@@ -648,7 +652,13 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			if t := p.seqs[pl.name]; t != nil {
 				before = t.state
 			}
-			st, moved, err := p.carryOut(ctx, pl, before)
+			// Every operation is safe to abandon (the store already holds
+			// its ceiling) and is retried at the next event or sweep, so a
+			// compare-and-set loop that cannot win must not stall the
+			// primary's other work.
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			st, moved, err := p.carryOut(octx, pl, before)
+			cancel()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
