@@ -46,18 +46,27 @@ func BenchmarkNext(b *testing.B) {
 // goroutines and reports IDs/s.
 func runGoroutines(b *testing.B, goroutines int, f func() error) {
 	b.Helper()
+	elapsed := spread(b, goroutines, func(int) error { return f() })
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "IDs/s")
+}
+
+// spread calls op b.N times in total from n goroutines (op gets its
+// goroutine's index), stops the timer, fails the benchmark on the first
+// error, and returns the time the calls took.
+func spread(b *testing.B, n int, op func(i int) error) time.Duration {
+	b.Helper()
 	var left atomic.Int64
 	left.Store(int64(b.N))
 	var wg sync.WaitGroup
 	var failed atomic.Value
 	b.ResetTimer()
 	start := time.Now()
-	for g := 0; g < goroutines; g++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for left.Add(-1) >= 0 {
-				if err := f(); err != nil {
+				if err := op(i); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -70,7 +79,7 @@ func runGoroutines(b *testing.B, goroutines int, f func() error) {
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "IDs/s")
+	return elapsed
 }
 
 // BenchmarkTake measures single-ID takes on a real ZooKeeper by 1 and 8
@@ -150,30 +159,7 @@ func BenchmarkTake(b *testing.B) {
 func runClients(b *testing.B, clients int, op func(i int) error, requests func() int64) {
 	b.Helper()
 	before := requests()
-	var left atomic.Int64
-	left.Store(int64(b.N))
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < clients; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for left.Add(-1) >= 0 {
-				if err := op(i); err != nil {
-					failed.Store(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
+	elapsed := spread(b, clients, op)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "takes/s")
 	b.ReportMetric(float64(requests()-before)/float64(b.N), "requests/take")
 }
