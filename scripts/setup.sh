@@ -24,7 +24,7 @@ fi
 
 if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/staticcheck" ]]; then
 	log "installing staticcheck"
-	go install honnef.co/go/tools/cmd/staticcheck@2026.2.2
+	go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
 
 bash scripts/images.sh
