@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -26,13 +27,9 @@ import (
 
 // Replica settings that make the interesting cases happen within seconds:
 // a 5 s runway so that an S3 outage outlasts the reserve, a 6 s session so
-// that failover and pauses past the timeout fit a short scenario. The
-// reserve is meant to be capped at 50 000 IDs (about 10 s of the
-// workload's traffic per sequence): the primary's rate estimate counts its
-// own jumps of next (revalidations, windows) and batch spikes as
-// consumption, and without the cap the reserve grows to 2^40. serve does
-// not pass max_reserve to the primary yet, so the cap takes effect only
-// once that is fixed (see docs/guarantees.md, known problems).
+// that failover and pauses past the timeout fit a short scenario, and a
+// reserve capped at 50 000 IDs (about 10 s of the workload's traffic per
+// sequence) so the IDs skipped at each ZooKeeper election stay small.
 var chaosReplicaEnv = map[string]string{
 	"SEQKEEPER_RUNWAY":             "5s",
 	"SEQKEEPER_MIN_RESERVE":        "200",
@@ -64,7 +61,11 @@ type chaos struct {
 // sequences and starts the workload. On failure (or with
 // SEQKEEPER_CHAOS_DIR set) the history is written out when the test ends.
 func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
-	c := NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, Replicas: 3, ReplicaEnv: chaosReplicaEnv})
+	env := maps.Clone(chaosReplicaEnv)
+	if level := os.Getenv("SEQKEEPER_CHAOS_LOG_LEVEL"); level != "" {
+		env["SEQKEEPER_LOG_LEVEL"] = level // "debug" logs every ceiling the primary sets
+	}
+	c := NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, Replicas: 3, ReplicaEnv: env})
 	r := c.Replicas()[0]
 	for _, args := range [][]string{{"create", "chaos"}, {"create", "chaos-w", "--windows", "2"}} {
 		code, out, err := r.Container.Exec(ctx, append([]string{"/seqkeeper"}, args...), tcexec.Multiplexed())
@@ -91,7 +92,10 @@ func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
 		ch.w.Stop()
 		if t.Failed() || os.Getenv("SEQKEEPER_CHAOS_DIR") != "" {
 			dir, err := ch.hist.Dump("", t.Name())
-			t.Logf("chaos history written to %s (%v)", dir, err)
+			if err == nil {
+				err = c.WriteLogs(context.Background(), dir)
+			}
+			t.Logf("chaos history and container logs written to %s (%v)", dir, err)
 		}
 	})
 	// Every worker has IDs before the first fault.
@@ -168,6 +172,7 @@ func (ch *chaos) run(t *testing.T, name string, f fault) {
 	wcancel()
 	if err != nil {
 		t.Errorf("%s: no recovery within 2 minutes of healing (a hang): %v", name, err)
+		ch.dumpReplicas(t, ctx)
 	} else {
 		t.Logf("%s: every worker took IDs again %.1fs after healing", name, time.Since(healed).Seconds())
 	}
@@ -181,6 +186,17 @@ func (ch *chaos) run(t *testing.T, name string, f fault) {
 	ch.mu.Unlock()
 	t.Log(fig)
 	ch.verdict(t, v)
+}
+
+// dumpReplicas logs every replica's goroutines after a hang, for the
+// diagnosis, and starts the replicas again so later scenarios can run.
+func (ch *chaos) dumpReplicas(t *testing.T, ctx context.Context) {
+	for _, r := range ch.c.Replicas() {
+		t.Logf("%s goroutines after the hang:%s", r.Name, r.DumpGoroutines(ctx))
+		if err := r.Start(ctx); err != nil {
+			t.Logf("restart %s: %v", r.Name, err)
+		}
+	}
 }
 
 // verdict fails the test on duplicates or leadership overlaps, with the

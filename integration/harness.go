@@ -29,6 +29,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -529,6 +530,22 @@ func (c *Cluster) close() {
 	}
 }
 
+// WriteLogs writes every container's whole output to dir/<name>.log.
+func (c *Cluster) WriteLogs(ctx context.Context, dir string) error {
+	c.mu.Lock()
+	nodes := append([]*Node(nil), c.all...)
+	c.mu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		out, err := n.Logs(ctx)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, n.Name+".log"), []byte(out), 0o644)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // Addr returns the host address (127.0.0.1:port) that reaches the
 // container port (for example ZooKeeperPort), as of the node's last start
 // or reconnect; "" when the port is not mapped.
@@ -573,6 +590,24 @@ func (n *Node) Kill(ctx context.Context) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// DumpGoroutines makes a seqkeeper replica print every goroutine's stack
+// (SIGQUIT; the Go runtime then exits with status 2) and returns the tail of
+// its output: what a hang was blocked on. The container is stopped
+// afterwards; Start brings it back.
+func (n *Node) DumpGoroutines(ctx context.Context) string {
+	if _, err := n.cluster.docker.ContainerKill(ctx, n.Container.GetContainerID(), client.ContainerKillOptions{Signal: "QUIT"}); err != nil {
+		return fmt.Sprintf("(SIGQUIT %s: %v)", n.Name, err)
+	}
+	for range 100 {
+		state, err := n.Container.State(ctx)
+		if err != nil || !state.Running {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n.logTail(ctx, 2000)
 }
 
 // Start starts a stopped or killed container again, keeping its file
