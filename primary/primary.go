@@ -511,7 +511,8 @@ func epochOf(zxid int64) int64 { return zxid >> 32 }
 
 // handle processes a batch of watcher events.
 func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
-	var plans []plan
+	var changed []string // in order, once each
+	seen := make(map[string]bool)
 	missing, everything := false, false
 	for _, ev := range batch {
 		switch ev.Kind {
@@ -520,14 +521,15 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 			if t.corrupt == nil && !t.state.Legacy && !t.state.Registered && epochOf(t.mzxid) != p.zkEpoch {
 				// A write in an epoch we have not seen: ZooKeeper may
 				// have elected a leader. Probe; if so, revalidate all.
-				changed, err := p.newEpoch(ctx)
+				newEpoch, err := p.newEpoch(ctx)
 				if err != nil {
 					return err
 				}
-				everything = everything || changed
+				everything = everything || newEpoch
 			}
-			if pl, ok := p.decide(ev.Name, t); ok {
-				plans = append(plans, pl)
+			if !seen[ev.Name] {
+				seen[ev.Name] = true
+				changed = append(changed, ev.Name)
 			}
 		case watcher.Removed:
 			delete(p.seqs, ev.Name)
@@ -538,6 +540,17 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 	}
 	if everything {
 		return p.sweep(ctx)
+	}
+	// One decision per sequence, from its latest state: a busy sequence
+	// has many events in a batch, and one plan each would run several
+	// operations on it at once.
+	var plans []plan
+	for _, name := range changed {
+		if t := p.seqs[name]; t != nil {
+			if pl, ok := p.decide(name, t); ok {
+				plans = append(plans, pl)
+			}
+		}
 	}
 	if err := p.apply(ctx, plans); err != nil {
 		return err

@@ -163,7 +163,25 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			st.Ceiling = max(st.Ceiling, st.Next-1)
 			st.Recycled = nil
 			st.ZKEpoch = epoch
-			drop = nd.windows
+			// The windows to drop are listed afresh, not taken from the
+			// cache: after ZooKeeper is rolled back to an older copy, a
+			// session that survived it keeps its child watch, which does
+			// not fire (the old children look older than what the session
+			// saw), so the cached list can name windows that no longer
+			// exist, and deleting those fails the transaction every time.
+			children, _, err := conn().Children(nd.path)
+			c.stats.requests.Add(1)
+			if err != nil {
+				if errors.Is(err, zk.ErrNoNode) || !retryable(err) {
+					return State{}, c.zkError(name, err)
+				}
+				nd.valid = false
+				if err := backoff(ctx, attempt); err != nil {
+					return State{}, err
+				}
+				continue
+			}
+			drop = windowNames(children)
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
@@ -192,8 +210,16 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			// ZooKeeper changed epochs under us (or our guess was from
 			// before a restore): validate again in the epoch we now know.
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			// Lost to a client's take, or a window went meanwhile: read
+			// again. Back off once it keeps happening, so that a
+			// transaction that cannot succeed never spins hot.
 			c.stats.conflicts.Add(1)
 			nd.valid = false
+			if attempt >= 3 {
+				if err := backoff(ctx, attempt-3); err != nil {
+					return State{}, err
+				}
+			}
 		case retryable(err):
 			nd.valid = false
 			if err := backoff(ctx, attempt); err != nil {
