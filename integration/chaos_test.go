@@ -118,15 +118,9 @@ type fault struct {
 // then runs only with SEQKEEPER_CHAOS_QUARANTINED=1, and says so when it
 // does not. Never a silent skip; remove the entry when the bug is fixed.
 var quarantine = map[string]string{
-	"rollback-zookeeper-before-raise": quarantineBeforeRaise,
+	// Empty: rollback-zookeeper-before-raise was quarantined until its
+	// liveness bug was fixed (docs/guarantees.md).
 }
-
-// quarantineBeforeRaise is the open liveness bug of the
-// rollback-before-raise scenario (docs/guarantees.md).
-const quarantineBeforeRaise = "OPEN BUG: after the ensemble is rolled back to a copy taken before the last raise, " +
-	"the primary revalidates the sequences but then stops raising their ceilings, so clients wait at the ceiling " +
-	"(no duplicates; a liveness failure, seen 2026-11-22 with bounded reserves). " +
-	"Run it with SEQKEEPER_CHAOS_QUARANTINED=1"
 
 // quarantined reports whether f must not run here.
 func (f fault) quarantined() bool {
