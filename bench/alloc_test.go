@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -61,34 +60,14 @@ func newAllocator(b *testing.B, opts sequence.AllocatorOptions) *sequence.Alloca
 // IDs/s.
 func parallel(b *testing.B, g int, f func() error) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, g)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range g {
-		n := b.N / g
-		if i == 0 {
-			n += b.N % g
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range n {
-				if err := f(); err != nil {
-					errs <- err
-					return
-				}
+	elapsed := goroutines(b, g, func(i int) error {
+		for range share(b.N, g, i) {
+			if err := f(); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+		}
+		return nil
+	})
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "IDs/s")
 }
 
@@ -119,6 +98,14 @@ func BenchmarkNextLatency(b *testing.B) {
 	}
 }
 
+// share is goroutine i's part of n calls spread over g goroutines.
+func share(n, g, i int) int {
+	if i == 0 {
+		return n/g + n%g
+	}
+	return n / g
+}
+
 // timed is parallel with every call timed into a histogram.
 func timed(b *testing.B, g int, f func() error) {
 	b.Helper()
@@ -126,37 +113,16 @@ func timed(b *testing.B, g int, f func() error) {
 	for i := range hists {
 		hists[i] = newHist()
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, g)
-	b.ResetTimer()
-	start := time.Now()
-	for i := range g {
-		n := b.N / g
-		if i == 0 {
-			n += b.N % g
-		}
-		h := hists[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range n {
-				t0 := time.Now()
-				if err := f(); err != nil {
-					errs <- err
-					return
-				}
-				h.add(time.Since(t0))
+	elapsed := goroutines(b, g, func(i int) error {
+		for range share(b.N, g, i) {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+			hists[i].add(time.Since(t0))
+		}
+		return nil
+	})
 	all := newHist()
 	for _, h := range hists {
 		all.merge(h)

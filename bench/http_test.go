@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,38 +58,7 @@ func BenchmarkHTTP(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			lat := make([]durations, callers)
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			b.ResetTimer()
-			start := time.Now()
-			deadline := start.Add(*runFor)
-			for c := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for time.Now().Before(deadline) {
-						t0 := time.Now()
-						if err := call(); err != nil {
-							errs <- err
-							return
-						}
-						lat[c] = append(lat[c], time.Since(t0))
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			b.StopTimer()
-			select {
-			case err := <-errs:
-				b.Fatal(err)
-			default:
-			}
-			var all durations
-			for _, l := range lat {
-				all = append(all, l...)
-			}
+			all, elapsed := forTime(b, callers, func(int) error { return call() })
 			b.ReportMetric(float64(len(all)*count)/elapsed.Seconds(), "IDs/s")
 			b.ReportMetric(float64(len(all))/elapsed.Seconds(), "req/s")
 			b.ReportMetric(micros(all.quantile(0.5)), "p50-µs")

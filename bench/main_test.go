@@ -5,6 +5,7 @@ import (
 	"flag"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,3 +155,54 @@ func (ds durations) quantile(q float64) time.Duration {
 
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// goroutines runs body(0..g-1) in g goroutines with the benchmark timer
+// running only while they do, fails b with the first error, and returns
+// the time they took.
+func goroutines(b *testing.B, g int, body func(i int) error) time.Duration {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range g {
+		wg.Go(func() {
+			if err := body(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	return elapsed
+}
+
+// forTime calls op from g goroutines until -bench.dur has passed (b.N is
+// ignored: one run is long enough) and returns every call's latency and
+// the time taken.
+func forTime(b *testing.B, g int, op func(i int) error) (durations, time.Duration) {
+	b.Helper()
+	lat := make([]durations, g)
+	deadline := time.Now().Add(*runFor)
+	elapsed := goroutines(b, g, func(i int) error {
+		for time.Now().Before(deadline) {
+			t0 := time.Now()
+			if err := op(i); err != nil {
+				return err
+			}
+			lat[i] = append(lat[i], time.Since(t0))
+		}
+		return nil
+	})
+	var all durations
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return all, elapsed
+}

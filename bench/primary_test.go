@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
@@ -171,34 +170,18 @@ func BenchmarkRaises(b *testing.B) {
 	}
 	before := p.Stats()
 	var ids [clients]int64
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	b.ResetTimer()
-	start := time.Now()
-	deadline := start.Add(*runFor)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := 0; time.Now().Before(deadline); k++ {
-				name := names[i+clients*(k%(sequences/clients))]
-				got, err := cs[i].Take(ctx, name, 1_000_000)
-				if err != nil {
-					errs <- err
-					return
-				}
-				ids[i] += got.Count()
+	deadline := time.Now().Add(*runFor)
+	elapsed := goroutines(b, clients, func(i int) error {
+		for k := 0; time.Now().Before(deadline); k++ {
+			name := names[i+clients*(k%(sequences/clients))]
+			got, err := cs[i].Take(ctx, name, 1_000_000)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+			ids[i] += got.Count()
+		}
+		return nil
+	})
 	after := p.Stats()
 	var total int64
 	for _, n := range ids {

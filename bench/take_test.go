@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -88,47 +86,13 @@ func BenchmarkContention(b *testing.B) {
 	}
 }
 
-// forDuration runs op from clients goroutines for -bench.dur (b.N is
-// ignored: one run is long enough) and reports takes/s, requests per take
-// and the take latency quantiles.
+// forDuration runs op from clients goroutines for -bench.dur and reports
+// takes/s, requests per take and the take latency quantiles.
 func forDuration(b *testing.B, clients int, op func(i int) error, requests func() int64) {
 	b.Helper()
 	before := requests()
-	lat := make([]durations, clients)
-	var takes atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	b.ResetTimer()
-	start := time.Now()
-	deadline := start.Add(*runFor)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				t0 := time.Now()
-				if err := op(i); err != nil {
-					errs <- err
-					return
-				}
-				lat[i] = append(lat[i], time.Since(t0))
-				takes.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-	var all durations
-	for _, l := range lat {
-		all = append(all, l...)
-	}
-	n := takes.Load()
+	all, elapsed := forTime(b, clients, op)
+	n := int64(len(all))
 	b.ReportMetric(float64(n)/elapsed.Seconds(), "takes/s")
 	b.ReportMetric(float64(requests()-before)/float64(max(n, 1)), "requests/take")
 	b.ReportMetric(millis(all.quantile(0.5)), "p50-ms")
