@@ -853,22 +853,9 @@ func (p *Primary) restore(ctx context.Context) error {
 	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })
 	states := make([]sequence.State, 0, len(really))
 	recs := make([]persist.Record, 0, len(really))
+	reserve := 2 * p.reserve(&tracked{}) // no traffic seen yet: the minimum
 	for _, r := range really {
-		t := &tracked{}
-		reserve := p.reserve(t)
-		st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
-		if st.End == 0 {
-			st.End = sequence.MaxID
-		}
-		if r.Legacy {
-			st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
-			r.Ceiling += reserve
-		} else {
-			st.Next = min(r.Ceiling+1, st.End)
-			st.Ceiling = ceil(st.Next, 2*reserve, st.End)
-			r.Ceiling = st.Ceiling
-		}
-		r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
+		st, r := Recreate(r, reserve)
 		states = append(states, st)
 		recs = append(recs, r)
 	}
@@ -884,6 +871,28 @@ func (p *Primary) restore(ctx context.Context) error {
 	p.log.Warn().Int("restored", created).Int("stale_epoch", len(stale)).
 		Msg("primary: restored sequences missing from ZooKeeper at their stored ceiling + 1")
 	return err
+}
+
+// Recreate returns the state that re-creates in ZooKeeper the sequence of
+// record r, lost there, above everything r covers and with reserve IDs
+// usable at once, and r with its ceiling moved to cover them. The record
+// must reach the store before the state reaches ZooKeeper. A legacy
+// counter comes back at its mark, and the mark moves up by reserve.
+func Recreate(r persist.Record, reserve int64) (sequence.State, persist.Record) {
+	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
+	if st.End == 0 {
+		st.End = sequence.MaxID
+	}
+	if r.Legacy {
+		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
+		r.Ceiling += reserve
+	} else {
+		st.Next = min(r.Ceiling+1, st.End)
+		st.Ceiling = ceil(st.Next, reserve, st.End)
+		r.Ceiling = st.Ceiling
+	}
+	r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
+	return st, r
 }
 
 // sortedNames returns the names in p.seqs in order. Performance: publish

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -246,18 +247,8 @@ func (g *globals) restore(ctx context.Context, seqs *sequence.Client, store *per
 		r.Name = f.Sequence
 		switch f.kind {
 		case actRecreate:
-			st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
-			if st.End == 0 {
-				st.End = sequence.MaxID
-			}
-			if r.Legacy {
-				st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
-				r.Ceiling += reserve
-			} else {
-				st.Next = min(r.Ceiling+1, st.End)
-				st.Ceiling = min(st.Next+reserve-1, st.End)
-				r.Ceiling = st.Ceiling
-			}
+			var st sequence.State
+			st, r = primary.Recreate(r, reserve)
 			recreate = append(recreate, st)
 		case actCoverInStore:
 			r.Ceiling = max(r.Ceiling, f.state.Ceiling, f.state.Next)
