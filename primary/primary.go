@@ -782,6 +782,9 @@ func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.Sta
 	if err != nil {
 		return 0, err
 	}
+	if st.Next > st.Ceiling {
+		return 0, nil // nothing fresh to carve: the next raise tops them up
+	}
 	size := max(1, (st.Ceiling-st.Next+1)/int64(2*st.Windows))
 	var carved int64
 	for ; open < st.Windows; open++ {
