@@ -459,12 +459,14 @@ func (ch *chaos) s3Down(ctx context.Context) error {
 		return err
 	}
 	// Invariant 2: nothing handed out while the store was down lies above
-	// the ceiling it held.
+	// the ceiling it held. Only calls that returned before the restart
+	// certainly got their IDs during the outage: a take blocked at the
+	// ceiling returns as soon as the store is back and the primary raises.
 	snap := ch.hist.Snapshot()
 	var above []string
 	maxID := map[string]int64{}
 	for _, r := range snap.Records {
-		if r.T1.Before(down) || r.T0.After(up) {
+		if r.T1.Before(down) || !r.T1.Before(up) {
 			continue
 		}
 		maxID[r.Seq] = max(maxID[r.Seq], r.End)
