@@ -31,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // The images a cluster runs; scripts/images.sh builds all three.
@@ -370,8 +373,28 @@ func (c *Cluster) startMinIO(ctx context.Context) (*Node, error) {
 }
 
 // start runs one container on the cluster network under the alias name.
+//
+// Its ports are published on host ports chosen here, below the ephemeral
+// range, and kept across restarts. Docker's own choice would come from the
+// ephemeral range, and a restarted container asks for its old port again:
+// once one of this process's outgoing connections holds that port (the
+// workers open many), the container could not start again ("address
+// already in use", seen in a mixed chaos run).
 func (c *Cluster) start(ctx context.Context, name, image string, ports []string, opts ...testcontainers.ContainerCustomizer) (*Node, error) {
+	bindings := make(network.PortMap, len(ports))
+	for _, p := range ports {
+		hostPort, err := testenv.FreePort()
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		port, err := network.ParsePort(p)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		bindings[port] = []network.PortBinding{{HostPort: strconv.Itoa(hostPort)}}
+	}
 	opts = append([]testcontainers.ContainerCustomizer{
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.PortBindings = bindings }),
 		testcontainers.WithLogger(tclog.TestLogger(c.t)),
 		testcontainers.WithName(c.Network + "-" + name),
 		testcontainers.WithExposedPorts(ports...),

@@ -131,11 +131,11 @@ func NewMinIO(dir string) (*MinIO, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	console, err := freePort()
+	console, err := FreePort()
 	if err != nil {
 		return nil, err
 	}

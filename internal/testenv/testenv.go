@@ -71,8 +71,10 @@ var ports struct {
 	used map[int]bool
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
+// FreePort returns a TCP port, free on every address a moment ago, below
+// the ephemeral range: for a server, or a container's published port, to
+// bind next.
+func FreePort() (int, error) {
 	ports.mu.Lock()
 	defer ports.mu.Unlock()
 	if ports.used == nil {
@@ -83,7 +85,7 @@ func freePort() (int, error) {
 		if ports.used[p] {
 			continue
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
 		if err != nil {
 			continue
 		}

@@ -75,7 +75,7 @@ func NewEnsemble(dir string, n int) (*Ensemble, error) {
 	for i := 0; i < n; i++ {
 		s := &zkServer{id: i + 1, dataDir: filepath.Join(dir, fmt.Sprintf("zk%d", i+1), "data")}
 		for _, p := range []*int{&s.clientPort, &s.peer, &s.elector} {
-			if *p, err = freePort(); err != nil {
+			if *p, err = FreePort(); err != nil {
 				return nil, err
 			}
 		}
