@@ -120,7 +120,10 @@ type Cluster struct {
 	networkID string
 	host      string // where published ports are reached from this process
 
+	subnet netip.Prefix // the network's; every node has a fixed address in it
+
 	mu       sync.Mutex
+	lastIP   netip.Addr // the address given last (the gateway before any)
 	replicas []*Node
 	started  int     // replicas started or starting, for their names
 	all      []*Node // every container created, removed by close
@@ -393,6 +396,10 @@ func (c *Cluster) start(ctx context.Context, name, image string, ports []string,
 		}
 		bindings[port] = []network.PortBinding{{HostPort: strconv.Itoa(hostPort)}}
 	}
+	ip, err := c.nextIP()
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	opts = append([]testcontainers.ContainerCustomizer{
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) { hc.PortBindings = bindings }),
 		testcontainers.WithLogger(tclog.TestLogger(c.t)),
@@ -404,6 +411,11 @@ func (c *Cluster) start(ctx context.Context, name, image string, ports []string,
 		testcontainers.CustomizeRequestOption(func(req *testcontainers.GenericContainerRequest) error {
 			req.Networks = []string{c.Network}
 			req.NetworkAliases = map[string][]string{c.Network: {name}}
+			req.EndpointSettingsModifier = func(eps map[string]*network.EndpointSettings) {
+				if ep := eps[c.Network]; ep != nil {
+					ep.IPAMConfig = &network.EndpointIPAMConfig{IPv4Address: ip}
+				}
+			}
 			return nil
 		}),
 	}, opts...)
@@ -421,6 +433,18 @@ func (c *Cluster) start(ctx context.Context, name, image string, ports []string,
 		return nil, err
 	}
 	return n, nil
+}
+
+// nextIP returns the next address of the cluster network for a new node.
+func (c *Cluster) nextIP() (netip.Addr, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ip := c.lastIP.Next()
+	if !ip.IsValid() || !c.subnet.Contains(ip) {
+		return netip.Addr{}, fmt.Errorf("no address left in %s", c.subnet)
+	}
+	c.lastIP = ip
+	return ip, nil
 }
 
 // checkImages fails unless all three images exist locally: nothing is
@@ -445,10 +469,14 @@ func (c *Cluster) checkImages(ctx context.Context) error {
 
 // createNetwork creates the cluster network and returns its gateway.
 //
-// The network gets an explicit subnet, the one Docker picks for it: only
-// then may Reconnect give a node its old IP address back. It must: a
-// ZooKeeper server resolves its peers' names once and keeps dialling the
-// old address of a peer that came back with a new one.
+// The network gets an explicit subnet, the one Docker picks for it, and
+// every node a fixed address in it (nextIP): a node keeps its address
+// across restarts and partitions. It must: a ZooKeeper server resolves its
+// peers' names once and keeps dialling the old address of a peer that came
+// back with a new one. And no address is ever handed out dynamically,
+// which could give a stopped node's address to another node, so that the
+// stopped one could not start again ("address already in use", seen in a
+// mixed chaos run after a partition and a restart of every replica).
 func (c *Cluster) createNetwork(ctx context.Context) (netip.Addr, error) {
 	opts := client.NetworkCreateOptions{
 		Driver: "bridge",
@@ -476,7 +504,7 @@ func (c *Cluster) createNetwork(ctx context.Context) (netip.Addr, error) {
 		fixed := opts
 		fixed.IPAM = &network.IPAM{Config: []network.IPAMConfig{{Subnet: cfg.Subnet, Gateway: cfg.Gateway}}}
 		if res, err = c.docker.NetworkCreate(ctx, c.Network, fixed); err == nil {
-			c.networkID = res.ID
+			c.networkID, c.subnet, c.lastIP = res.ID, cfg.Subnet, cfg.Gateway
 			return cfg.Gateway, nil
 		}
 		// Another network took the subnet in between: start over.
