@@ -662,23 +662,10 @@ func (n *Node) DumpGoroutines(ctx context.Context) string {
 }
 
 // Start starts a stopped or killed container again, keeping its file
-// system, and returns once it passes its readiness check again. Host ports
-// may change: read them again with Addr.
-//
-// Docker picks a free host port for each published port at every start,
-// and can lose the race for it to another program's new connection
-// ("address already in use"): that start is tried again, a few times.
+// system, its address and its host ports, and returns once it passes its
+// readiness check again.
 func (n *Node) Start(ctx context.Context) error {
-	for attempt := 1; ; attempt++ {
-		err := n.Container.Start(ctx)
-		if err == nil {
-			break
-		}
-		if attempt < 5 && strings.Contains(strings.ToLower(err.Error()), "address already in use") {
-			n.cluster.t.Logf("integration: start %s: %v; trying again", n.Name, err)
-			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
-			continue
-		}
+	if err := n.Container.Start(ctx); err != nil {
 		return fmt.Errorf("start %s: %w%s", n.Name, err, n.logTail(ctx, 30))
 	}
 	return n.refreshAddrs(ctx)
