@@ -360,7 +360,9 @@ func TestFencedPrimaryStops(t *testing.T) {
 	r := newRig(t, z.Servers, z.Root)
 	run := r.start("old", nil)
 	c := r.client(10 * time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	// Leading: it has taken its store epoch, so the one taken next is
+	// newer. (The root alone could exist before that.)
+	waitFor(t, "the primary leading", func() bool { return run.p.Status().Leading })
 	// A newer primary takes the epoch.
 	if _, err := r.store().AdvanceEpoch(context.Background(), "new"); err != nil {
 		t.Fatal(err)
