@@ -830,12 +830,16 @@ func (p *Primary) restore(ctx context.Context) error {
 	for _, c := range children {
 		present[c] = true
 	}
-	var really []persist.Record
-	for name, r := range p.records {
-		if !r.Deleted && !present[name] {
-			really = append(really, r)
+	lost := func() []persist.Record {
+		var out []persist.Record
+		for name, r := range p.records {
+			if !r.Deleted && !present[name] {
+				out = append(out, r)
+			}
 		}
+		return out
 	}
+	really := lost()
 	if len(really) == 0 {
 		return nil
 	}
@@ -844,19 +848,13 @@ func (p *Primary) restore(ctx context.Context) error {
 	if err := p.refresh(ctx, really); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	really = really[:0]
-	for name, r := range p.records {
-		if !r.Deleted && !present[name] {
-			really = append(really, r)
-		}
-	}
-	if len(really) == 0 {
+	if really = lost(); len(really) == 0 {
 		return nil
 	}
 	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })
 	states := make([]sequence.State, 0, len(really))
 	recs := make([]persist.Record, 0, len(really))
-	reserve := 2 * p.reserve(&tracked{}) // no traffic seen yet: the minimum
+	reserve := 2 * p.cfg.MinReserve // no traffic seen yet
 	for _, r := range really {
 		st, r := Recreate(r, reserve)
 		states = append(states, st)
