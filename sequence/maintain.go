@@ -169,19 +169,22 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			// not fire (the old children look older than what the session
 			// saw), so the cached list can name windows that no longer
 			// exist, and deleting those fails the transaction every time.
-			children, _, err := conn().Children(nd.path)
-			c.stats.requests.Add(1)
-			if err != nil {
-				if errors.Is(err, zk.ErrNoNode) || !retryable(err) {
-					return State{}, c.zkError(name, err)
+			// Only a sequence with windows configured (or cached) has any.
+			if st.Windows > 0 || len(nd.windows) > 0 {
+				children, _, err := conn().Children(nd.path)
+				c.stats.requests.Add(1)
+				if err != nil {
+					if errors.Is(err, zk.ErrNoNode) || !retryable(err) {
+						return State{}, c.zkError(name, err)
+					}
+					nd.valid = false
+					if err := backoff(ctx, attempt); err != nil {
+						return State{}, err
+					}
+					continue
 				}
-				nd.valid = false
-				if err := backoff(ctx, attempt); err != nil {
-					return State{}, err
-				}
-				continue
+				drop = windowNames(children)
 			}
-			drop = windowNames(children)
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
