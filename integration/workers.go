@@ -339,22 +339,35 @@ func RunWorkerProcess(ctx context.Context, out io.Writer) error {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
 	for ctx.Err() == nil {
 		seq := seqs[rng.IntN(len(seqs))]
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		t0 := time.Now()
-		rs, err := client.Take(cctx, seq, 1+rng.Int64N(100))
-		t1 := time.Now()
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				sink.fail(errorKind(err))
-				sleep(ctx, 100*time.Millisecond)
-			}
-			continue
+		ok := sink.call(ctx, seq, func(cctx context.Context) ([][2]int64, error) {
+			rs, err := client.Take(cctx, seq, 1+rng.Int64N(100))
+			return toPairs(rs), err
+		})
+		if ok {
+			sleep(ctx, 20*time.Millisecond)
 		}
-		sink.add(seq, t0, t1, toPairs(rs))
-		sleep(ctx, 20*time.Millisecond)
 	}
 	return nil
+}
+
+// call makes one call of a worker, bounded by 10 s, and reports the IDs
+// it got with its start and end times, or its failure (and then pauses a
+// little). It reports whether the call succeeded.
+func (s *workerSink) call(ctx context.Context, seq string, take func(context.Context) ([][2]int64, error)) bool {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	t0 := time.Now()
+	ranges, err := take(cctx)
+	t1 := time.Now()
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.fail(errorKind(err))
+			sleep(ctx, 100*time.Millisecond)
+		}
+		return false
+	}
+	s.add(seq, t0, t1, ranges)
+	return true
 }
 
 // runAllocator takes single IDs from an Allocator and reports each one
@@ -374,20 +387,13 @@ func runAllocator(ctx context.Context, client *sequence.Client, seq string, sink
 		cancel()
 	}()
 	for ctx.Err() == nil {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		t0 := time.Now()
-		id, err := a.Next(cctx)
-		t1 := time.Now()
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				sink.fail(errorKind(err))
-				sleep(ctx, 100*time.Millisecond)
-			}
-			continue
+		ok := sink.call(ctx, seq, func(cctx context.Context) ([][2]int64, error) {
+			id, err := a.Next(cctx)
+			return [][2]int64{{id, id}}, err
+		})
+		if ok {
+			time.Sleep(time.Millisecond)
 		}
-		sink.add(seq, t0, t1, [][2]int64{{id, id}})
-		time.Sleep(time.Millisecond)
 	}
 	return nil
 }
