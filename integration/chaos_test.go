@@ -114,19 +114,6 @@ type fault struct {
 	run  func(ch *chaos, ctx context.Context) error
 }
 
-// quarantine names, for a scenario, an open bug it exposes: the scenario
-// then runs only with SEQKEEPER_CHAOS_QUARANTINED=1, and says so when it
-// does not. Never a silent skip; remove the entry when the bug is fixed.
-var quarantine = map[string]string{
-	// Empty: rollback-zookeeper-before-raise was quarantined until its
-	// liveness bug was fixed (docs/guarantees.md).
-}
-
-// quarantined reports whether f must not run here.
-func (f fault) quarantined() bool {
-	return quarantine[f.name] != "" && os.Getenv("SEQKEEPER_CHAOS_QUARANTINED") != "1"
-}
-
 // faults are the scenarios, cheapest first.
 var faults = []fault{
 	{"kill-workers-mid-batch", (*chaos).killWorkers},
@@ -232,12 +219,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	ch := newChaos(ctx, t, uint64(time.Now().UnixNano()))
 	for _, f := range faults {
-		t.Run(f.name, func(t *testing.T) {
-			if f.quarantined() {
-				t.Skip(quarantine[f.name])
-			}
-			ch.run(t, f.name, f)
-		})
+		t.Run(f.name, func(t *testing.T) { ch.run(t, f.name, f) })
 	}
 	ch.summary(t, start)
 }
@@ -264,11 +246,6 @@ func TestChaosMixed(t *testing.T) {
 		seed = v
 	}
 	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d SEQKEEPER_CHAOS_DURATION=%s", seed, duration)
-	for _, f := range faults {
-		if f.quarantined() {
-			t.Logf("not injected: %s: %s", f.name, quarantine[f.name])
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -277,9 +254,6 @@ func TestChaosMixed(t *testing.T) {
 	n := 0
 	for time.Now().Before(deadline) {
 		f := faults[ch.rng.IntN(len(faults))]
-		if f.quarantined() {
-			continue // logged at the start of the run
-		}
 		n++
 		name := fmt.Sprintf("mixed/%03d-%s", n, f.name)
 		ch.hist.SetScenario("mixed/quiet")
@@ -327,58 +301,44 @@ func (ch *chaos) killWorkers(ctx context.Context) error {
 // killPrimary sends SIGKILL to the primary; a successor must take over once
 // its session expires. The old primary starts again after 12 s.
 func (ch *chaos) killPrimary(ctx context.Context) error {
-	p, err := ch.w.Primary(ctx)
-	if err != nil {
-		return err
-	}
-	if err := p.Kill(ctx); err != nil {
-		return err
-	}
-	ch.hist.Event("crash", p.Name, "SIGKILL")
-	sleep(ctx, 12*time.Second)
-	return p.Start(ctx)
+	return ch.disturbPrimary(ctx, (*Node).Kill, "SIGKILL", 12*time.Second, (*Node).Start)
 }
 
 // termPrimary stops the primary gracefully (it resigns, pushes back its
 // buffers) and starts it again after 5 s.
 func (ch *chaos) termPrimary(ctx context.Context) error {
-	p, err := ch.w.Primary(ctx)
-	if err != nil {
-		return err
-	}
-	if err := p.Stop(ctx); err != nil {
-		return err
-	}
-	sleep(ctx, 5*time.Second)
-	return p.Start(ctx)
+	return ch.disturbPrimary(ctx, (*Node).Stop, "", 5*time.Second, (*Node).Start)
 }
 
 // partitionPrimary cuts the primary off the network for 20 s while it
 // believes it leads; a successor takes over; then the partition heals.
 func (ch *chaos) partitionPrimary(ctx context.Context) error {
-	p, err := ch.w.Primary(ctx)
-	if err != nil {
-		return err
-	}
-	if err := p.Disconnect(ctx); err != nil {
-		return err
-	}
-	sleep(ctx, 20*time.Second)
-	return p.Reconnect(ctx)
+	return ch.disturbPrimary(ctx, (*Node).Disconnect, "", 20*time.Second, (*Node).Reconnect)
 }
 
 // pausePrimary freezes the primary for 15 s, well past its session
 // timeout (the GC pause case): when it thaws it must not act as primary.
 func (ch *chaos) pausePrimary(ctx context.Context) error {
+	return ch.disturbPrimary(ctx, (*Node).Pause, "", 15*time.Second, (*Node).Unpause)
+}
+
+// disturbPrimary applies fault to the current primary, records it as a
+// crash when crash is set (the checker explains IDs buffered at a crash),
+// waits for d, and heals it.
+func (ch *chaos) disturbPrimary(ctx context.Context, fault func(*Node, context.Context) error, crash string,
+	d time.Duration, heal func(*Node, context.Context) error) error {
 	p, err := ch.w.Primary(ctx)
 	if err != nil {
 		return err
 	}
-	if err := p.Pause(ctx); err != nil {
+	if err := fault(p, ctx); err != nil {
 		return err
 	}
-	sleep(ctx, 15*time.Second)
-	return p.Unpause(ctx)
+	if crash != "" {
+		ch.hist.Event("crash", p.Name, crash)
+	}
+	sleep(ctx, d)
+	return heal(p, ctx)
 }
 
 // restartReplicas stops every replica at once (gracefully) and starts them

@@ -713,8 +713,7 @@ func (n *Node) Disconnect(ctx context.Context) error {
 }
 
 // Reconnect joins a disconnected node to the cluster network again under
-// its name and its old IP address, as a healed partition would. Its host
-// ports may change: read them again with Addr.
+// its name and its old IP address, as a healed partition would.
 func (n *Node) Reconnect(ctx context.Context) error {
 	n.mu.Lock()
 	ip := n.ip

@@ -229,7 +229,7 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("HeadBucket after unpause: %v", err)
 		}
 
-		// The object outlives a graceful restart (host port may change).
+		// The object outlives a graceful restart.
 		if err := c.MinIO.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
