@@ -60,6 +60,12 @@ const (
 	DefaultSweepInterval    = 10 * time.Second
 )
 
+// MaxReserveLimit is the largest min_reserve and max_reserve accepted:
+// 2^50 (1125899906842624, about 1.1e15). The primary computes 2*reserve
+// and next+reserve in int64; the cap keeps that arithmetic far from
+// overflow, and no sequence needs a runway of more than 10^15 IDs.
+const MaxReserveLimit = 1 << 50
+
 // Log formats accepted by Config.LogFormat.
 const (
 	// LogFormatAuto writes human-readable lines when standard error is a
@@ -90,7 +96,7 @@ var ErrInvalid = errors.New("invalid configuration")
 // Invariants checked by Validate, beyond each field's own form:
 //   - Root, ElectionPath and MarkerPath do not contain one another: a
 //     candidate node or the marker under Root would look like a sequence.
-//   - MinReserve <= MaxReserve.
+//   - 1 <= MinReserve <= MaxReserve <= MaxReserveLimit.
 //   - SweepInterval <= Runway: the sweep backs up missed watches, and a
 //     sequence must not be able to burn through its runway between sweeps.
 //   - HTTPToken and HTTPTokenFile are not both set.
@@ -151,6 +157,12 @@ type Config struct {
 	// SweepInterval is how often the primary checks every sequence, backing
 	// up the one-shot watches that can be missed.
 	SweepInterval time.Duration
+	// AllowStandaloneZooKeeper lets serve run against a ZooKeeper in
+	// standalone mode, where a rollback of ZooKeeper's data (a restore
+	// from an older copy) goes unseen and can hand IDs out twice. Without
+	// it serve refuses to start on a standalone server; see
+	// docs/guarantees.md.
+	AllowStandaloneZooKeeper bool
 	// ID names this replica in the election; unique per replica. Default:
 	// the host name.
 	ID string
@@ -266,11 +278,11 @@ func (c *Config) Validate() error {
 	positive("ceiling_wait", c.CeilingWait, time.Hour)
 	positive("runway", c.Runway, 30*24*time.Hour)
 	positive("sweep_interval", c.SweepInterval, time.Hour)
-	if c.MinReserve < 1 {
-		bad("min_reserve", "%d must be at least 1", c.MinReserve)
+	if c.MinReserve < 1 || c.MinReserve > MaxReserveLimit {
+		bad("min_reserve", "%d must be at least 1 and at most %d (2^50)", c.MinReserve, int64(MaxReserveLimit))
 	}
-	if c.MaxReserve < max(c.MinReserve, 1) {
-		bad("max_reserve", "%d must be at least min_reserve (%d)", c.MaxReserve, c.MinReserve)
+	if c.MaxReserve < max(c.MinReserve, 1) || c.MaxReserve > MaxReserveLimit {
+		bad("max_reserve", "%d must be at least min_reserve (%d) and at most %d (2^50)", c.MaxReserve, c.MinReserve, int64(MaxReserveLimit))
 	}
 	if c.Runway > 0 && c.SweepInterval > c.Runway {
 		bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,15 @@ func TestValidate(t *testing.T) {
 		{"ceiling wait zero", func(c *Config) { c.CeilingWait = 0 }, "ceiling_wait"},
 		{"runway zero", func(c *Config) { c.Runway = 0 }, "runway: 0s must be positive"},
 		{"min reserve zero", func(c *Config) { c.MinReserve = 0 }, "min_reserve: 0 must be at least 1"},
+		{"min reserve negative", func(c *Config) { c.MinReserve = -5 }, "min_reserve: -5 must be at least 1 and at most 1125899906842624 (2^50)"},
+		{"min reserve at limit", func(c *Config) { c.MinReserve, c.MaxReserve = MaxReserveLimit, MaxReserveLimit }, ""},
+		{"min reserve above limit", func(c *Config) { c.MinReserve, c.MaxReserve = MaxReserveLimit+1, MaxReserveLimit }, "min_reserve: 1125899906842625 must be at least 1 and at most 1125899906842624 (2^50) (set it with --min-reserve"},
+		{"min reserve max int64", func(c *Config) { c.MinReserve, c.MaxReserve = math.MaxInt64, math.MaxInt64 }, "min_reserve: 9223372036854775807 must be at least 1 and at most 1125899906842624"},
+		{"max reserve at limit", func(c *Config) { c.MaxReserve = MaxReserveLimit }, ""},
+		{"max reserve above limit", func(c *Config) { c.MaxReserve = MaxReserveLimit + 1 }, "max_reserve: 1125899906842625 must be at least min_reserve (1000) and at most 1125899906842624 (2^50) (set it with --max-reserve, SEQKEEPER_MAX_RESERVE or 'max_reserve:' in the config file)"},
+		{"max reserve max int64", func(c *Config) { c.MaxReserve = math.MaxInt64 }, "max_reserve: 9223372036854775807 must be at least min_reserve (1000) and at most 1125899906842624 (2^50)"},
+		{"max reserve negative", func(c *Config) { c.MaxReserve = -1 }, "max_reserve: -1 must be at least min_reserve (1000)"},
+		{"allow standalone zookeeper", func(c *Config) { c.AllowStandaloneZooKeeper = true }, ""},
 		{"sweep longer than runway", func(c *Config) { c.SweepInterval = 2 * c.Runway }, "longer than the runway"},
 		{"sweep equal to runway", func(c *Config) { c.SweepInterval = c.Runway }, ""},
 		{"id empty", func(c *Config) { c.ID = "" }, "id: empty"},
@@ -247,7 +257,7 @@ func exampleConfig() *Config {
 		ZKDigest: "user:pw", Root: "/r", ElectionPath: "/e/lection", Store: "file:///s", HTTP: "127.0.0.1:9",
 		HTTPToken: "tok", LogLevel: "warn", LogFormat: "json", CeilingWait: time.Second,
 		Runway: time.Minute, MinReserve: 9, MaxReserve: 99, SweepInterval: time.Second, ID: "r1", Advertise: "r1:9",
-		MarkerPath: "/m/arker",
+		MarkerPath: "/m/arker", AllowStandaloneZooKeeper: true,
 	}
 }
 
@@ -519,4 +529,103 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip of %q:\n%s\nwant\n%s", data, d, c)
 		}
 	})
+}
+
+// The reserve cap holds whichever source sets the value, and the error
+// says the allowed range.
+func TestReserveLimitFromEverySource(t *testing.T) {
+	over := fmt.Sprint(int64(MaxReserveLimit) + 1)
+	_, err := Resolve("", env(map[string]string{"SEQKEEPER_ZK": "a:1", "SEQKEEPER_MAX_RESERVE": over}), nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "max_reserve: "+over+" must be at least min_reserve (1000) and at most 1125899906842624 (2^50)") {
+		t.Fatalf("Resolve with SEQKEEPER_MAX_RESERVE=%s = %v, want the range named", over, err)
+	}
+	file := writeFile(t, "zk: a:1\nmin_reserve: "+over+"\n")
+	_, err = Resolve(file, env(nil), nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "min_reserve: "+over+" must be at least 1 and at most 1125899906842624 (2^50)") {
+		t.Fatalf("Resolve with min_reserve %s in the file = %v, want the range named", over, err)
+	}
+	var flags Flags
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	flags.Add(fs, "max_reserve")
+	if err := fs.Parse([]string{"--max-reserve", fmt.Sprint(int64(MaxReserveLimit))}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Resolve("", env(map[string]string{"SEQKEEPER_ZK": "a:1"}), &flags)
+	if err != nil || c.MaxReserve != MaxReserveLimit {
+		t.Fatalf("--max-reserve 2^50: %v, %v; want it accepted", c, err)
+	}
+	if DefaultMinReserve > MaxReserveLimit || DefaultMaxReserve > MaxReserveLimit {
+		t.Fatal("a default reserve is above MaxReserveLimit")
+	}
+}
+
+func TestAllowStandaloneZooKeeperFromEverySource(t *testing.T) {
+	const key = "allow_standalone_zookeeper"
+	if DefaultConfig().AllowStandaloneZooKeeper {
+		t.Fatal("standalone ZooKeeper must be refused by default")
+	}
+	if EnvName(key) != "SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER" || FlagName(key) != "allow-standalone-zookeeper" {
+		t.Fatalf("names: %s, %s", EnvName(key), FlagName(key))
+	}
+	resolve := func(file string, environ map[string]string, args ...string) (*Config, error) {
+		t.Helper()
+		var flags Flags
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		fs.SetOutput(&bytes.Buffer{})
+		flags.Add(fs, key)
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if environ == nil {
+			environ = map[string]string{}
+		}
+		environ["SEQKEEPER_ZK"] = "a:1"
+		return Resolve(file, env(environ), &flags)
+	}
+	for _, tt := range []struct {
+		name    string
+		file    string // config file text, "" for none
+		environ map[string]string
+		args    []string
+		want    bool
+	}{
+		{"default", "", nil, nil, false},
+		{"bare flag", "", nil, []string{"--allow-standalone-zookeeper"}, true},
+		{"flag true", "", nil, []string{"--allow-standalone-zookeeper=true"}, true},
+		{"flag false over env", "", map[string]string{"SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER": "true"}, []string{"--allow-standalone-zookeeper=false"}, false},
+		{"env", "", map[string]string{"SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER": "true"}, nil, true},
+		{"empty env is unset", "allow_standalone_zookeeper: true\n", map[string]string{"SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER": ""}, nil, true},
+		{"env over file", "allow_standalone_zookeeper: true\n", map[string]string{"SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER": "false"}, nil, false},
+		{"file", "allow_standalone_zookeeper: true\n", nil, nil, true},
+		{"file false", "allow_standalone_zookeeper: false\n", nil, nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := ""
+			if tt.file != "" {
+				file = writeFile(t, tt.file)
+			}
+			c, err := resolve(file, tt.environ, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.AllowStandaloneZooKeeper != tt.want {
+				t.Fatalf("AllowStandaloneZooKeeper = %v, want %v", c.AllowStandaloneZooKeeper, tt.want)
+			}
+		})
+	}
+	// Bad values name the source and say what is accepted.
+	if _, err := resolve("", map[string]string{"SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER": "yes please"}); !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), `SEQKEEPER_ALLOW_STANDALONE_ZOOKEEPER: "yes please" is not true or false`) {
+		t.Fatalf("bad env value: %v", err)
+	}
+	if _, err := resolve(writeFile(t, "allow_standalone_zookeeper: maybe\n"), nil); !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), `line 1: allow_standalone_zookeeper: "maybe" is not true or false`) {
+		t.Fatalf("bad file value: %v", err)
+	}
+	if _, err := resolve(writeFile(t, "allow_standalone_zookeeper:\n"), nil); err == nil || !strings.Contains(err.Error(), "no value") {
+		t.Fatalf("empty file value: %v", err)
+	}
+	if _, err := resolve("", nil, "--allow-standalone-zookeeper=sure"); err == nil || !strings.Contains(err.Error(), `"sure" is not true or false`) {
+		t.Fatalf("bad flag value: %v", err)
+	}
 }

@@ -15,7 +15,7 @@ import (
 // ApplyEnv, Flags, String and the documentation tests all walk it.
 type setting struct {
 	key  string // YAML key; the flag and env names derive from it
-	typ  string // shown in flag help: string, duration, int, list, secret
+	typ  string // shown in flag help: string, duration, int, bool, list, secret
 	help string
 	// set parses text into the setting of c; get returns it as text that
 	// set accepts (secrets revealed: only tests and set's own checks use
@@ -73,6 +73,23 @@ func intSetting(key, help string, field func(*Config) *int64) setting {
 	}
 }
 
+// boolSetting is true or false (also 1/0, t/f, TRUE/FALSE, as
+// strconv.ParseBool reads them). As a flag it may be given bare
+// (--allow-standalone-zookeeper means true).
+func boolSetting(key, help string, field func(*Config) *bool) setting {
+	return setting{key: key, typ: "bool", help: help,
+		set: func(c *Config, v string) error {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				return fmt.Errorf("%q is not true or false", v)
+			}
+			*field(c) = b
+			return nil
+		},
+		get: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+	}
+}
+
 // listSetting is a comma-separated list; empty elements are dropped.
 func listSetting(key, help string, field func(*Config) *[]string) setting {
 	return setting{key: key, typ: "list", help: help,
@@ -122,12 +139,14 @@ var settings = []setting{
 		func(c *Config) *time.Duration { return &c.CeilingWait }),
 	durationSetting("runway", "how long each sequence's reserve should last at its recent rate",
 		func(c *Config) *time.Duration { return &c.Runway }),
-	intSetting("min_reserve", "smallest reserve of IDs the primary keeps for any sequence",
+	intSetting("min_reserve", "smallest reserve of IDs the primary keeps for any sequence, 1 to 2^50",
 		func(c *Config) *int64 { return &c.MinReserve }),
-	intSetting("max_reserve", "largest reserve of IDs the primary keeps for any sequence",
+	intSetting("max_reserve", "largest reserve of IDs the primary keeps for any sequence, min_reserve to 2^50",
 		func(c *Config) *int64 { return &c.MaxReserve }),
 	durationSetting("sweep_interval", "how often the primary checks every sequence",
 		func(c *Config) *time.Duration { return &c.SweepInterval }),
+	boolSetting("allow_standalone_zookeeper", "let serve run on a standalone ZooKeeper, where a rollback of its data goes unseen and IDs can be handed out twice (see docs/guarantees.md)",
+		func(c *Config) *bool { return &c.AllowStandaloneZooKeeper }),
 	stringSetting("id", "this replica's unique id in the election (default: the host name)",
 		func(c *Config) *string { return &c.ID }),
 	stringSetting("advertise", "host:port others reach this replica's HTTP API at (default: from http)",
@@ -224,7 +243,10 @@ func (f *Flags) Add(fs *pflag.FlagSet, keys ...string) {
 		// value given on the command line (set) is applied.
 		v := &flagValue{s: s, text: s.display(DefaultConfig())}
 		f.values = append(f.values, v)
-		fs.Var(v, FlagName(key), fmt.Sprintf("%s (env %s)", s.help, EnvName(key)))
+		fl := fs.VarPF(v, FlagName(key), "", fmt.Sprintf("%s (env %s)", s.help, EnvName(key)))
+		if s.typ == "bool" {
+			fl.NoOptDefVal = "true" // a bare --flag means true, as for any bool flag
+		}
 	}
 }
 

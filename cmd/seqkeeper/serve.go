@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -22,7 +24,16 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-func init() { extraCommands = append(extraCommands, newServeCmd) }
+func init() {
+	extraCommands = append(extraCommands, newServeCmd)
+	// serve's settings that root.go's serveSettings does not list yet;
+	// appended there so that TestDocsListEverySetting checks them too.
+	serveSettings = append(serveSettings, keyAllowStandalone)
+}
+
+// keyAllowStandalone is the setting that lets serve run on a standalone
+// ZooKeeper.
+const keyAllowStandalone = "allow_standalone_zookeeper"
 
 // shutdownTimeout bounds a graceful shutdown: draining HTTP, pushing back
 // buffered IDs, and handing leadership over.
@@ -36,7 +47,11 @@ func newServeCmd(g *globals) *cobra.Command {
 the HTTP ID API; the one elected primary keeps a reserved ceiling ahead of
 every sequence, writes each ceiling to the store before ZooKeeper may hold
 it, and restores sequences ZooKeeper lost. SIGTERM or SIGINT: stop serving,
-push buffered IDs back, hand leadership over at once, exit 0.`,
+push buffered IDs back, hand leadership over at once, exit 0.
+
+ZooKeeper must run in quorum mode (standaloneEnabled=false, even with one
+server): serve refuses a standalone server (exit 2), on which a rollback of
+ZooKeeper's data goes unseen, unless --allow-standalone-zookeeper is given.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context()) },
 	}
@@ -76,6 +91,9 @@ func (g *globals) serve(ctx context.Context) error {
 		return err
 	}
 	defer r.zk.Close()
+	if err := checkZooKeeperMode(ctx, r.zk, cfg.AllowStandaloneZooKeeper, log); err != nil {
+		return err
+	}
 	seqs, err := newSequenceClient(r.zk, cfg)
 	if err != nil {
 		return &usageError{err}
@@ -144,6 +162,43 @@ func (g *globals) serve(ctx context.Context) error {
 		log.Warn().Msg("leader election did not stop in time; the session close below ends it")
 	}
 	log.Info().Msg("stopped")
+	return nil
+}
+
+// checkZooKeeperMode refuses a standalone ZooKeeper unless allow is set.
+// seqkeeper detects a rollback of ZooKeeper's data (a restore from an older
+// copy) by the new epoch the leader election after it starts; a standalone
+// server never holds one, so there a rollback goes unseen and IDs handed
+// out since the copy would be handed out again. When the mode cannot be
+// told (the /zookeeper/config znode unreadable and srvr unanswered), serve
+// warns and runs: refusing would stop a quorum-mode ensemble that merely
+// hides its mode, and the operator is told what to check.
+func checkZooKeeperMode(ctx context.Context, zc *zkclient.Client, allow bool, log zerolog.Logger) error {
+	mode, why := zkclient.DetectMode(ctx, zc)
+	servers := strings.Join(zc.Servers(), ",")
+	log = log.With().Str("zookeeper_mode", mode.String()).Str("zookeeper_mode_evidence", why).Logger()
+	switch mode {
+	case zkclient.ModeQuorum:
+		log.Info().Msg("zookeeper runs in quorum mode: a rollback of its data starts a new epoch, which the primary detects")
+		return nil
+	case zkclient.ModeStandalone:
+		if !allow {
+			return usagef("ZooKeeper %s runs in standalone mode (%s). A standalone server never holds a leader election, "+
+				"so its epoch never changes: if its data is restored from an older copy, seqkeeper cannot see the rollback "+
+				"and IDs handed out since the copy will be handed out again. Run ZooKeeper in quorum mode "+
+				"(standaloneEnabled=false and a server.1= line in zoo.cfg; one server is enough), or accept that risk "+
+				"with --%s (%s=true, or '%s: true' in the config file)",
+				servers, why, config.FlagName(keyAllowStandalone), config.EnvName(keyAllowStandalone), keyAllowStandalone)
+		}
+		log.Warn().Msgf("zookeeper %s runs in standalone mode and %s is set: a rollback of ZooKeeper's data "+
+			"(a restore from an older copy) goes unseen, and IDs handed out since the copy will be handed out again; "+
+			"run ZooKeeper in quorum mode (standaloneEnabled=false and a server.1= line, even for one server) to close this",
+			servers, keyAllowStandalone)
+		return nil
+	}
+	log.Warn().Msgf("cannot tell whether zookeeper %s runs in quorum mode; serving anyway. If it runs standalone "+
+		"(standaloneEnabled=true with one server), a rollback of its data goes unseen and IDs can be handed out twice: "+
+		"check with 'echo srvr | nc HOST PORT' (want Mode: leader or follower, not standalone)", servers)
 	return nil
 }
 

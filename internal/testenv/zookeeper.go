@@ -32,6 +32,9 @@ const (
 type Ensemble struct {
 	dir     string
 	servers []*zkServer
+	// standalone: one server in standalone mode (NewStandalone), not
+	// quorum mode.
+	standalone bool
 }
 
 type zkServer struct {
@@ -108,6 +111,11 @@ func (e *Ensemble) config(s *zkServer) string {
 	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", zkMaxSessionMilli)
 	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
+	if e.standalone {
+		// No server.N= lines: ZooKeeper's classic standalone mode, as a
+		// zoo.cfg with only dataDir and clientPort gets it.
+		return b.String()
+	}
 	// Quorum mode even for one server: a standalone server never holds a
 	// leader election, so its zxid epoch never changes, and seqkeeper's
 	// rollback detection rests on epochs (see sequence.State.ZKEpoch).
@@ -116,6 +124,42 @@ func (e *Ensemble) config(s *zkServer) string {
 		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.id, o.peer, o.elector)
 	}
 	return b.String()
+}
+
+// StartStandalone starts one ZooKeeper server in standalone mode (no
+// server.N= lines, so no leader election ever, and a zxid epoch that never
+// changes) for this test alone, and stops it when the test ends. Use it to
+// test what seqkeeper does on such a server; everything else runs on
+// quorum mode (StartEnsemble, ZooKeeper). Mode(ctx, 0) reports
+// "standalone".
+func StartStandalone(t testing.TB) *Ensemble {
+	t.Helper()
+	e, err := NewStandalone(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.StopAll)
+	if err := e.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// NewStandalone lays out one standalone ZooKeeper server under dir
+// without starting it; otherwise it is NewEnsemble(dir, 1). The caller
+// must call StopAll.
+func NewStandalone(dir string) (*Ensemble, error) {
+	e, err := NewEnsemble(dir, 1)
+	if err != nil {
+		return nil, err
+	}
+	e.standalone = true
+	s := e.servers[0]
+	cfgPath := filepath.Join(dir, fmt.Sprintf("zk%d", s.id), "zoo.cfg")
+	if err := os.WriteFile(cfgPath, []byte(e.config(s)), 0o644); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 // zkClasspath finds the ZooKeeper jars of the Debian package.
