@@ -495,7 +495,10 @@ func (s *Store) AdvanceEpoch(ctx context.Context, holder string) (int64, error) 
 		if err != nil {
 			return 0, fmt.Errorf("store %s: advance epoch: %w", s.b, err)
 		}
-		next := epochState{epoch: cur.epoch + 1, holder: holder, updated: time.Now()}
+		// Past every epoch seen anywhere, not only the epoch object's: if
+		// that object was lost, buckets still carry their writers'
+		// epochs, and a new epoch below them would be fenced by them.
+		next := epochState{epoch: max(cur.epoch, s.maxEpoch.Load()) + 1, holder: holder, updated: time.Now()}
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
 		if errors.Is(err, ErrConflict) {
 			s.log.Debug().Int64("epoch", cur.epoch).Msg("store: lost a race to advance the epoch; retrying")
@@ -635,6 +638,100 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 	return nil
 }
 
+// Seal makes every bucket object carry leader epoch epoch, re-writing by
+// conditional write each bucket that carries a lower one (creating missing
+// ones), and returns every record, tombstones included, sorted by name. A
+// primary calls it after AdvanceEpoch, before acting on what the store
+// holds. Once Seal has returned nil, no writer of a lower epoch can change
+// any bucket (a bucket with a higher epoch is never written, and a write
+// that raced the seal fails on its ETag, so the seal read it), and the
+// records returned include every write of every earlier epoch: a new
+// primary's view of the store is complete, and a deposed primary's late
+// writes are refused rather than merely harmless.
+//
+// Transient read and write errors are retried a few times. Like Load, Seal
+// returns the records of the buckets it could read and a BucketError for
+// each it could not (see Affects); ErrFenced when a bucket carries a
+// higher epoch.
+func (s *Store) Seal(ctx context.Context, epoch int64) ([]Record, error) {
+	l, err := s.layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parts := make([][]Record, l.n)
+	errs := make([]error, l.n)
+	each(l.n, s.opts.Parallelism, func(b int) {
+		recs, err := s.sealBucket(ctx, l, b, epoch)
+		if err != nil {
+			errs[b] = s.bucketError(l, b, err)
+			return
+		}
+		parts[b] = recs
+	})
+	recs := slices.Concat(parts...)
+	slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.Name, b.Name) })
+	for _, err := range errs {
+		if errors.Is(err, ErrFenced) {
+			return recs, fmt.Errorf("store %s: seal: %w", s.b, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return recs, fmt.Errorf("store %s: seal: %w", s.b, err)
+	}
+	return recs, nil
+}
+
+// sealBucketAttempts bounds the retries of one bucket's seal after
+// transient errors.
+const sealBucketAttempts = 5
+
+func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) ([]Record, error) {
+	slot := &l.slots[b]
+	key := bucketKey(b)
+	if err := acquire(ctx, slot.sem); err != nil {
+		return nil, fmt.Errorf("%s: waiting for this store's other write: %w", key, err)
+	}
+	defer release(slot.sem)
+	var last error
+	for attempt := 0; attempt < sealBucketAttempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, fmt.Errorf("%s: %w (after %v)", key, err, last)
+			}
+		}
+		slot.cached = nil
+		st, err := s.readBucket(ctx, l, b)
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNewerFormat) {
+			return nil, err // waiting does not mend it
+		}
+		if err != nil {
+			last = err
+			continue
+		}
+		switch {
+		case st.obj.epoch > epoch:
+			return nil, fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
+		case st.obj.epoch == epoch && st.etag != "":
+			slot.cached = st
+			return st.obj.recs, nil
+		}
+		sealed := *st.obj
+		sealed.epoch = epoch
+		data, err := encodeBucket(&sealed)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode: %w", key, err)
+		}
+		etag, err := s.b.Put(ctx, key, data, st.etag)
+		if err != nil {
+			last = err // a conflict: someone wrote it; read again
+			continue
+		}
+		slot.cached = &bucketState{etag: etag, obj: &sealed}
+		return sealed.recs, nil
+	}
+	return nil, fmt.Errorf("%s: seal for leader epoch %d: %w", key, epoch, last)
+}
+
 // bucketGroup is the part of one Put that goes to one bucket: sorted by name,
 // each name once, normalised (Epoch set, Updated to the millisecond).
 type bucketGroup struct {
@@ -760,17 +857,62 @@ func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bo
 // mergeRecord is the merge rule of Put for one name.
 func mergeRecord(old, in Record) Record {
 	m := old
-	if in.Ceiling > old.Ceiling || (in.Ceiling == old.Ceiling && in.Mzxid >= old.Mzxid) {
+	switch {
+	case in.Deleted && !old.Deleted && sameZnode(old, in):
+		// A tombstone of the znode the record describes wins whatever its
+		// ceiling: the delete read the znode before a raise that the
+		// store has since seen (the raise's ceiling is kept below).
+		m = in
+	case in.Ceiling > old.Ceiling || (in.Ceiling == old.Ceiling && in.Mzxid >= old.Mzxid):
 		m = in
 		// A tombstone sticks to the znode it was written for: a primary
 		// still raising that znode (it races the delete) must not undo
 		// it. Only a re-created znode (another creation zxid) clears it.
-		if old.Deleted && (in.Czxid == old.Czxid || in.Ceiling == old.Ceiling && in.Mzxid == old.Mzxid) {
+		if old.Deleted && (sameZnode(old, in) || in.Ceiling == old.Ceiling && in.Mzxid == old.Mzxid) {
 			m.Deleted = true
 		}
 	}
 	m.Ceiling = max(old.Ceiling, in.Ceiling)
 	return m
+}
+
+// sameZnode reports whether two records describe one incarnation of a
+// sequence znode. A creation zxid of 0 is unknown (a znode restored from
+// the store and not yet seen by the primary) and matches any.
+func sameZnode(a, b Record) bool {
+	return a.Czxid == b.Czxid || a.Czxid == 0 || b.Czxid == 0
+}
+
+// Tombstone records that the sequence name, whose znode has creation zxid
+// czxid, is deleted, with at least ceiling: a sequence created later under
+// the name starts above it. It writes as the current leader epoch (a
+// tombstone merges by max like every record, so it can neither lower a
+// ceiling nor fence the primary) and returns nil only once the store holds
+// the tombstone. It fails, writing nothing that matters, when the store's
+// record describes another incarnation of the znode (the caller should read
+// the znode again).
+func (s *Store) Tombstone(ctx context.Context, name string, ceiling, czxid int64) (Record, error) {
+	for attempt := 0; ; attempt++ {
+		epoch, _, err := s.Epoch(ctx)
+		if err != nil {
+			return Record{}, err
+		}
+		err = s.Put(ctx, epoch, Record{Name: name, Ceiling: ceiling, Czxid: czxid, Deleted: true})
+		if errors.Is(err, ErrFenced) && attempt < 3 {
+			continue // a primary advanced the epoch meanwhile: write as the new one
+		}
+		if err != nil {
+			return Record{}, err
+		}
+		got, err := s.Get(ctx, name)
+		if err != nil {
+			return Record{}, err
+		}
+		if !got.Deleted || got.Ceiling < ceiling {
+			return got, fmt.Errorf("store %s: tombstone of %q (creation zxid %#x) did not take: the store describes creation zxid %#x", s.b, name, czxid, got.Czxid)
+		}
+		return got, nil
+	}
 }
 
 // sameRecord compares everything a write would change, except Epoch.

@@ -124,8 +124,15 @@ func TestMergeRule(t *testing.T) {
 			base, with(func(r *Record) { r.Mzxid, r.Version = 9, 1 }), base},
 		{"tombstone at the same observation",
 			base, with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Deleted = true })},
-		{"a tombstone with a lower ceiling keeps the ceiling and is stale",
-			base, with(func(r *Record) { r.Ceiling, r.Deleted = 0, true }), base},
+		// Review finding 5: delete reads the ceiling, a raise lands, then
+		// the tombstone: it must still take, keeping the higher ceiling.
+		{"a tombstone of the same znode with a lower ceiling takes, keeping the ceiling",
+			base, with(func(r *Record) { r.Ceiling, r.Deleted = 0, true }), with(func(r *Record) { r.Deleted = true })},
+		{"a tombstone of a znode restored from the store (czxid unknown) takes",
+			with(func(r *Record) { r.Czxid = 0 }), with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 0, 7, true }),
+			with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 100, 7, true })},
+		{"a tombstone of another znode with a lower ceiling is stale",
+			base, with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 0, 2, true }), base},
 		{"a tombstone stays one against a stale write of the same observation",
 			with(func(r *Record) { r.Deleted = true }), base, with(func(r *Record) { r.Deleted = true })},
 		{"a re-created sequence above the tombstone is live",

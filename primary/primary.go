@@ -80,6 +80,15 @@ type Config struct {
 	// nothing else; the ceilings it held back are retried at the next
 	// event or sweep.
 	StoreTimeout time.Duration
+	// FenceCheckInterval is how often the primary reads the store's leader
+	// epoch, so that a primary deposed while idle (nothing to write, so no
+	// write to be refused) stops within this long.
+	FenceCheckInterval time.Duration
+	// RotateVersion is the znode data version at which the primary moves a
+	// sequence onto a fresh znode (sequence.Client.Rotate), far below
+	// ZooKeeper's int32 wrap and sequence.VersionLimit, where clients stop
+	// writing. At 10,000 writes a second the default takes about 30 hours.
+	RotateVersion int32
 	// ACL is set on the znodes the primary creates (the root, the marker).
 	// Default zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
@@ -98,9 +107,16 @@ func DefaultConfig() Config {
 		SweepInterval: 10 * time.Second,
 		Parallelism:   16,
 		StoreTimeout:  10 * time.Second,
-		Logger:        zerolog.Nop(),
+
+		FenceCheckInterval: 2 * time.Second,
+		RotateVersion:      1 << 30,
+		Logger:             zerolog.Nop(),
 	}
 }
+
+// MaxReserve bounds Config.MaxReserve, so that reserve arithmetic (twice a
+// reserve, added to an ID) never overflows.
+const MaxReserve = 1 << 50
 
 // Validate checks the config; New calls it.
 func (c Config) Validate() error {
@@ -113,8 +129,12 @@ func (c Config) Validate() error {
 		return errors.New("primary: Config.Holder is required (the replica's id)")
 	case c.Runway <= 0:
 		return fmt.Errorf("primary: Runway %s must be positive", c.Runway)
-	case c.MinReserve < 1 || c.MaxReserve < c.MinReserve:
-		return fmt.Errorf("primary: need 1 <= MinReserve (%d) <= MaxReserve (%d)", c.MinReserve, c.MaxReserve)
+	case c.MinReserve < 1 || c.MaxReserve < c.MinReserve || c.MaxReserve > MaxReserve:
+		return fmt.Errorf("primary: need 1 <= MinReserve (%d) <= MaxReserve (%d) <= %d", c.MinReserve, c.MaxReserve, int64(MaxReserve))
+	case c.FenceCheckInterval <= 0:
+		return fmt.Errorf("primary: FenceCheckInterval %s must be positive", c.FenceCheckInterval)
+	case c.RotateVersion < 1 || c.RotateVersion >= sequence.VersionLimit:
+		return fmt.Errorf("primary: RotateVersion %d must lie in 1..%d", c.RotateVersion, sequence.VersionLimit-1)
 	case c.SweepInterval <= 0:
 		return fmt.Errorf("primary: SweepInterval %s must be positive", c.SweepInterval)
 	case c.Parallelism < 1:
@@ -191,6 +211,7 @@ type Stats struct {
 	Initialised   int64 // registrations initialised
 	Revalidated   int64 // sequences fast-forwarded (new epoch, re-created znode)
 	Restored      int64 // znodes re-created from the store
+	Rotated       int64 // sequences moved onto a fresh znode (version limit)
 	LegacyOverrun int64 // legacy counters seen above their stored mark
 }
 
@@ -247,12 +268,11 @@ func (p *Primary) count(f func(*Stats)) {
 // shows a newer leader epoch, and other errors when it cannot start; the
 // caller should then give up leadership.
 func (p *Primary) Run(ctx context.Context) error {
-	epoch, err := p.cfg.Store.AdvanceEpoch(ctx, p.cfg.Holder)
+	recs, err := p.takeStore(ctx)
 	if err != nil {
-		return fmt.Errorf("primary: advance the leader epoch in %s: %w", p.cfg.Store, err)
+		return err
 	}
-	p.epoch = epoch
-	p.log = p.cfg.Logger.With().Int64("epoch", epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.log = p.cfg.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
 	p.log.Info().Msg("primary: leading")
 	defer func() {
 		p.mu.Lock()
@@ -261,7 +281,7 @@ func (p *Primary) Run(ctx context.Context) error {
 		p.log.Info().Msg("primary: stopped leading")
 	}()
 
-	if err := p.start(ctx); err != nil {
+	if err := p.start(ctx, recs); err != nil {
 		return err
 	}
 	w, err := watcher.New(p.zk, p.seq.Root(), watcher.Options{Logger: &p.log})
@@ -281,11 +301,15 @@ func (p *Primary) Run(ctx context.Context) error {
 
 	sweep := time.NewTicker(p.cfg.SweepInterval)
 	defer sweep.Stop()
+	fence := time.NewTicker(p.cfg.FenceCheckInterval)
+	defer fence.Stop()
 	for {
 		var batch []watcher.Event
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-fence.C:
+			err = p.checkFence(ctx)
 		case <-sweep.C:
 			w.Resync()
 			err = p.sweep(ctx)
@@ -321,20 +345,81 @@ func (p *Primary) Run(ctx context.Context) error {
 	}
 }
 
-// start loads the store, makes sure the root and marker exist, and restores
-// whatever ZooKeeper lost.
-func (p *Primary) start(ctx context.Context) error {
-	recs, err := p.cfg.Store.Load(ctx)
-	p.broken = nil
-	if err != nil {
-		if !errors.Is(err, persist.ErrCorrupt) && !errors.Is(err, persist.ErrNewerFormat) {
-			return fmt.Errorf("primary: load %s: %w", p.cfg.Store, err)
+// takeStore takes a new leader epoch in the store and seals every bucket
+// with it (persist.Store.Seal): from then on no earlier primary can write,
+// and the records returned hold everything earlier primaries wrote. If the
+// buckets carry an epoch above the epoch object's (the object was lost), it
+// advances again past them at once instead of losing a term to each.
+func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
+	for attempt := 0; ; attempt++ {
+		epoch, err := p.cfg.Store.AdvanceEpoch(ctx, p.cfg.Holder)
+		if err != nil {
+			return nil, fmt.Errorf("primary: advance the leader epoch in %s: %w", p.cfg.Store, err)
+		}
+		p.epoch = epoch
+		recs, err := p.cfg.Store.Seal(ctx, epoch)
+		if errors.Is(err, persist.ErrFenced) && attempt < 3 {
+			if cur, holder, eerr := p.cfg.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.cfg.Holder {
+				p.cfg.Logger.Warn().Int64("epoch", epoch).Err(err).
+					Msg("primary: store buckets carry a newer epoch than the epoch object (was it lost?); advancing past them")
+				continue
+			}
+		}
+		if err != nil && !errors.Is(err, persist.ErrFenced) && !errors.Is(err, persist.ErrCorrupt) && !errors.Is(err, persist.ErrNewerFormat) {
+			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.cfg.Store, epoch, err)
+		}
+		if errors.Is(err, persist.ErrFenced) {
+			return nil, fmt.Errorf("primary: %w", err)
 		}
 		// Carry on with what could be read: only the sequences of the
 		// broken buckets are left alone.
 		p.broken = err
-		p.log.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until repaired")
+		if err != nil {
+			p.cfg.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until repaired")
+		}
+		return recs, nil
 	}
+}
+
+// reread reads the store objects that were unreadable (takeStore) again, so
+// that a transient failure, or an object repaired by an operator, does not
+// leave its sequences alone for the rest of the term.
+func (p *Primary) reread(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	recs, err := p.cfg.Store.Seal(ctx, p.epoch)
+	if errors.Is(err, persist.ErrFenced) {
+		return err
+	}
+	for _, r := range recs {
+		if old, ok := p.records[r.Name]; !ok || r.Ceiling >= old.Ceiling {
+			p.records[r.Name] = r
+		}
+	}
+	if err == nil {
+		p.log.Info().Msg("primary: the store objects that were unreadable are readable again")
+	}
+	p.broken = err
+	return nil
+}
+
+// checkFence reads the store's leader epoch and returns ErrFenced (wrapped)
+// if a newer primary has taken it. Read errors are left to the store
+// writes, which fence too.
+func (p *Primary) checkFence(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	epoch, holder, err := p.cfg.Store.Epoch(ctx)
+	if err != nil || epoch <= p.epoch {
+		return nil
+	}
+	return fmt.Errorf("%w: leader epoch %d, held by %q, has replaced this primary's epoch %d", persist.ErrFenced, epoch, holder, p.epoch)
+}
+
+// start makes sure the root and marker exist, and restores whatever
+// ZooKeeper lost, from the records takeStore read.
+func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
+	var err error
 	p.records = make(map[string]persist.Record, len(recs))
 	for _, r := range recs {
 		p.records[r.Name] = r
@@ -449,6 +534,7 @@ const (
 	planRevalidate
 	planFastForward
 	planLegacyMark
+	planRotate
 )
 
 // decide returns what a sequence needs, if anything.
@@ -473,15 +559,15 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		// above anything a previous sequence of this name handed out.
 		floor := st.Start
 		if stored {
-			floor = max(floor, rec.Ceiling+1)
+			floor = max(floor, after(rec.Ceiling))
 		}
 		return plan{name: name, kind: planInit, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
 	}
 	// The floor: above everything the store covers, and above the ceiling
 	// ZooKeeper shows (a store that lost the record must not lower it).
-	floor := st.Ceiling + 1
+	floor := after(st.Ceiling)
 	if stored {
-		floor = max(floor, rec.Ceiling+1)
+		floor = max(floor, after(rec.Ceiling))
 	}
 	switch {
 	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
@@ -490,11 +576,13 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
 	case st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
 		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	case t.version >= p.cfg.RotateVersion:
+		return plan{name: name, kind: planRotate, floor: floor, ceiling: st.Ceiling, rec: base}, true
 	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
-		return plan{name: name, kind: planRaise, ceiling: ceil(st.Next, 2*reserve, st.End), rec: base}, true
+		return plan{name: name, kind: planRaise, floor: floor, ceiling: ceil(st.Next, 2*reserve, st.End), rec: base}, true
 	case !stored || rec.Ceiling < st.Ceiling:
 		// The store must cover the ZooKeeper ceiling; persist it again.
-		return plan{name: name, kind: planRaise, ceiling: st.Ceiling, rec: base}, true
+		return plan{name: name, kind: planRaise, floor: floor, ceiling: st.Ceiling, rec: base}, true
 	}
 	return plan{}, false
 }
@@ -505,6 +593,16 @@ func ceil(from, n, end int64) int64 {
 		return end
 	}
 	return from + n - 1
+}
+
+// after returns id+1, or math.MaxInt64 for math.MaxInt64: the lowest ID
+// above id, saturated at the top of the space (where a sequence is
+// exhausted; see sequence.MaxID).
+func after(id int64) int64 {
+	if id == math.MaxInt64 {
+		return id
+	}
+	return id + 1
 }
 
 func epochOf(zxid int64) int64 { return zxid >> 32 }
@@ -584,6 +682,11 @@ func (p *Primary) sweep(ctx context.Context) error {
 	if _, err := p.newEpoch(ctx); err != nil {
 		return err
 	}
+	if p.broken != nil {
+		if err := p.reread(ctx); err != nil {
+			return err
+		}
+	}
 	var plans []plan
 	for name, t := range p.seqs {
 		if pl, ok := p.decide(name, t); ok {
@@ -649,6 +752,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	type result struct {
 		st    sequence.State
 		moved int64
+		czxid int64 // of a rotated sequence's new znode
 	}
 	done := make(map[string]result, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
@@ -670,14 +774,14 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			// compare-and-set loop that cannot win must not stall the
 			// primary's other work.
 			octx, cancel := context.WithTimeout(ctx, opTimeout)
-			st, moved, err := p.carryOut(octx, pl, before)
+			st, moved, czxid, err := p.carryOut(octx, pl, before)
 			cancel()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
 			} else if st.Name != "" {
-				done[pl.name] = result{st, moved}
+				done[pl.name] = result{st, moved, czxid}
 			}
 		}()
 	}
@@ -692,6 +796,17 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			// burst, size a bigger reserve, and the next fast-forward skip
 			// more (the reserve would grow exponentially).
 			t.lastNext += r.moved
+			if r.czxid != 0 {
+				// Rotated: recognise the new znode as ours, not as one
+				// re-created by someone else. The next store write of the
+				// sequence records it; a successor primary that reads the
+				// old one fast-forwards the sequence (one reserve).
+				t.czxid, t.version = r.czxid, 0
+				if rec, ok := p.records[name]; ok {
+					rec.Czxid = r.czxid
+					p.records[name] = rec
+				}
+			}
 		}
 	}
 	if putErr != nil {
@@ -736,15 +851,32 @@ func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
 // ceiling.
 // It also returns how far the primary itself moved next (a fast-forward,
 // windows carved): that is not consumption, and the rate must not count it.
-func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) (sequence.State, int64, error) {
+func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) (sequence.State, int64, int64, error) {
 	var (
-		st  sequence.State
-		err error
+		st    sequence.State
+		czxid int64
+		err   error
 	)
 	switch pl.kind {
 	case planRaise:
 		st, err = p.seq.Raise(ctx, pl.name, pl.ceiling)
 		p.count(func(s *Stats) { s.Raises++ })
+		if errors.Is(err, sequence.ErrMarkerGone) {
+			// The znode's state names a marker it does not have: written
+			// in another history, or re-created with old data. Stamp it
+			// again above everything stored.
+			p.log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
+			// Only up to the ceiling the store just accepted: the next
+			// raise follows from the next decision.
+			st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+			p.count(func(s *Stats) { s.Revalidated++ })
+		}
+	case planRotate:
+		st, czxid, err = p.seq.Rotate(ctx, pl.name)
+		p.count(func(s *Stats) { s.Rotated++ })
+		if err == nil {
+			p.log.Info().Str("sequence", pl.name).Msg("primary: rotated the sequence onto a fresh znode (its data version neared the limit)")
+		}
 	case planInit:
 		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
 		p.count(func(s *Stats) { s.Initialised++ })
@@ -756,10 +888,10 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	if errors.Is(err, sequence.ErrUnknownSequence) {
-		return sequence.State{}, 0, nil // deleted meanwhile; the watcher reports it
+		return sequence.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
 	}
 	if err != nil {
-		return sequence.State{}, 0, err
+		return sequence.State{}, 0, 0, err
 	}
 	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
 		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
@@ -769,9 +901,9 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 	}
 	if st.Windows > 0 {
 		carved, err := p.topUpWindows(ctx, pl.name, st)
-		return st, moved + carved, err
+		return st, moved + carved, czxid, err
 	}
-	return st, moved, nil
+	return st, moved, czxid, nil
 }
 
 // topUpWindows keeps a windowed sequence's open windows at the configured
@@ -886,11 +1018,19 @@ func Recreate(r persist.Record, reserve int64) (sequence.State, persist.Record) 
 	}
 	if r.Legacy {
 		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
-		r.Ceiling += reserve
+		r.Ceiling = min(r.Ceiling, sequence.MaxLegacyCounter-reserve) + reserve
 	} else {
-		st.Next = min(r.Ceiling+1, st.End)
-		st.Ceiling = ceil(st.Next, reserve, st.End)
-		r.Ceiling = st.Ceiling
+		// Above everything r covers. With every ID of the space covered,
+		// the sequence comes back exhausted (next one past the last ID
+		// it may issue), never at its last ID again.
+		last := min(st.End, math.MaxInt64-1) // see sequence.MaxID
+		st.Next = max(after(r.Ceiling), st.Start)
+		if st.Next > last {
+			st.Next, st.Ceiling = last+1, last
+		} else {
+			st.Ceiling = ceil(st.Next, reserve, st.End)
+		}
+		r.Ceiling = max(r.Ceiling, st.Ceiling)
 	}
 	r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
 	return st, r

@@ -353,7 +353,9 @@ func TestRollbackNeverReissues(t *testing.T) {
 	}
 }
 
-// A primary whose store epoch was overtaken stops at its next write.
+// A primary whose store epoch was overtaken by a newer primary (which
+// advances the epoch and seals every bucket with it) stops at its next
+// write, and that write is refused.
 func TestFencedPrimaryStops(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
@@ -363,8 +365,13 @@ func TestFencedPrimaryStops(t *testing.T) {
 	// Leading: it has taken its store epoch, so the one taken next is
 	// newer. (The root alone could exist before that.)
 	waitFor(t, "the primary leading", func() bool { return run.p.Status().Leading })
-	// A newer primary takes the epoch.
-	if _, err := r.store().AdvanceEpoch(context.Background(), "new"); err != nil {
+	// A newer primary takes the epoch and seals the store.
+	newer := r.store()
+	epoch, err := newer.AdvanceEpoch(context.Background(), "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newer.Seal(context.Background(), epoch); err != nil {
 		t.Fatal(err)
 	}
 	// The old one's next store write (initialising this) must fail.
@@ -404,20 +411,12 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := r.store()
+	if _, err := primary.Delete(ctx, c, store, "gone"); err != nil {
+		t.Fatal(err)
+	}
 	rec, err := store.Get(ctx, "gone")
-	if err != nil {
-		t.Fatal(err)
-	}
-	epoch, _, err := store.Epoch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Deleted, rec.Mzxid = true, rec.Mzxid+1
-	if err := store.Put(ctx, epoch, rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.ZK().Conn().Delete(r.root+"/gone", -1); err != nil {
-		t.Fatal(err)
+	if err != nil || !rec.Deleted {
+		t.Fatalf("tombstone: %+v, %v", rec, err)
 	}
 	time.Sleep(500 * time.Millisecond) // the primary must not restore it
 	if ok, _, _ := c.ZK().Conn().Exists(r.root + "/gone"); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"sort"
@@ -46,6 +47,12 @@ var (
 	// copy) and no primary has yet fast-forwarded the sequence past its
 	// stored ceiling. See State.ZKEpoch.
 	ErrUnvalidated = errors.New("sequence not validated in the current ZooKeeper epoch")
+
+	// ErrMarkerGone reports that a sequence's state names a marker znode
+	// (State.Marker) that does not exist: the state was written in another
+	// ZooKeeper history or incarnation. Nothing may be taken from it until
+	// the primary validates it again (FastForward).
+	ErrMarkerGone = errors.New("validation marker missing")
 
 	// ErrUncertain reports a push whose write may or may not have been
 	// applied (the connection was lost before the reply). Pushing the same
@@ -118,17 +125,24 @@ type Client struct {
 
 // node is the cached view of one znode (a sequence or one of its windows).
 type node struct {
-	mu      sync.Mutex
-	path    string
+	mu   sync.Mutex
+	path string
+	// seq is the path of the sequence znode: path itself, or a window's
+	// parent. Markers (State.Marker) are its children.
+	seq     string
 	valid   bool
 	state   State
 	version int32
 	czxid   int64
-	session int64
+	// conn is the zkclient connection (zkclient.Client.Connection) the
+	// cache was read on: any reconnect voids it.
+	conn int64
 	// deleted is the child watch set when the znode was read; any event on
-	// it (deletion, a change of windows, a lost session) voids the cache.
+	// it (deletion, a change of windows or markers, a lost session) voids
+	// the cache.
 	deleted <-chan zk.Event
 	windows []string
+	markers []string
 	// preferred is, on a sequence node, 1 + the index in windows of the
 	// window this client last took from without a conflict (0: none yet).
 	// See takeOnce.
@@ -198,21 +212,29 @@ func (c *Client) Path(name string) string { return c.opts.Root + "/" + name }
 // Root returns the znode under which the sequences live.
 func (c *Client) Root() string { return c.opts.Root }
 
-func (c *Client) node(path string) *node {
+func (c *Client) node(path string) *node { return c.nodeIn(path, path) }
+
+// window returns the node of window w of sequence name.
+func (c *Client) window(name, w string) *node {
+	return c.nodeIn(c.Path(name)+"/"+w, c.Path(name))
+}
+
+func (c *Client) nodeIn(path, seq string) *node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.nodes[path]
 	if n == nil {
-		n = &node{path: path}
+		n = &node{path: path, seq: seq}
 		c.nodes[path] = n
 	}
 	return n
 }
 
-// usable reports whether the cached state may be used. It consumes a fired
-// watch, so the next load re-arms it.
-func (n *node) usable(session int64) bool {
-	if !n.valid || n.deleted == nil || n.session != session {
+// usable reports whether the cached state may be used: read on the current
+// connection, and its child watch not fired. It consumes a fired watch, so
+// the next load re-arms it.
+func (n *node) usable(conn int64) bool {
+	if !n.valid || n.deleted == nil || n.conn != conn {
 		return false
 	}
 	select {
@@ -228,9 +250,9 @@ func (n *node) usable(session int64) bool {
 // watch that fires on the next change of the data (used to wait for a
 // raise). The caller holds n.mu.
 func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, error) {
-	conn := c.zk.Conn()
 	for attempt := 0; ; attempt++ {
-		session := c.zk.SessionID()
+		gen := c.zk.Connection()
+		conn := c.zk.Conn()
 		if n.deleted != nil {
 			select {
 			case <-n.deleted: // fired: one-shot, so it must be set again
@@ -238,7 +260,7 @@ func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, er
 			default:
 			}
 		}
-		if n.deleted == nil || n.session != session {
+		if n.deleted == nil || n.conn != gen {
 			// The deletion watch comes first: set before the read, it
 			// covers whatever incarnation the read then sees (checked by
 			// comparing creation zxids below).
@@ -248,8 +270,9 @@ func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, er
 				return nil, c.zkError(name, err)
 			}
 			sort.Strings(children)
-			n.deleted, n.czxid, n.session = ch, stat.Czxid, session
-			n.windows = windowNames(children)
+			n.deleted, n.czxid, n.conn = ch, stat.Czxid, gen
+			n.windows = childrenWith(children, WindowPrefix)
+			n.markers = childrenWith(children, MarkerPrefix)
 		}
 		var (
 			data  []byte
@@ -267,9 +290,9 @@ func (c *Client) load(name string, n *node, dataWatch bool) (<-chan zk.Event, er
 			n.valid = false
 			return nil, c.zkError(name, err)
 		}
-		if stat.Czxid != n.czxid || c.zk.SessionID() != session {
-			// Re-created (or the session replaced) between the two
-			// requests: the watch belongs to another incarnation.
+		if stat.Czxid != n.czxid || c.zk.Connection() != gen {
+			// Re-created (or reconnected) between the two requests: the
+			// watch may belong to another incarnation or history.
 			n.deleted, n.valid = nil, false
 			if attempt > 10 {
 				return nil, fmt.Errorf("sequence %q: znode keeps being re-created; is something deleting it?", name)
@@ -319,13 +342,65 @@ func backoff(ctx context.Context, attempt int) error {
 // ceiling; the caller decides whether to wait or try elsewhere.
 var errAtCeiling = errors.New("at ceiling")
 
-// unvalidatedError is returned by takeNode when its write landed in a
-// ZooKeeper epoch other than the one the state was validated in. The write
-// happened, so its IDs are lost; none are handed out.
-type unvalidatedError struct{ stamp, epoch int64 }
+// unvalidatedError is returned by takeNode when the state may not be used
+// until the primary acts on it: it is not validated, its marker is gone (it
+// belongs to another history or incarnation), its write landed in a
+// ZooKeeper epoch other than its stamp (the write happened, so its IDs are
+// lost), or its znode version is at the limit and must be rotated. No IDs
+// are handed out. marker is the state's marker, so that a waiter can tell
+// when the primary has stamped a new one.
+type unvalidatedError struct {
+	marker string
+	reason string
+}
 
-func (e *unvalidatedError) Error() string {
-	return fmt.Sprintf("state validated in zookeeper epoch %d, written in epoch %d", e.stamp, e.epoch)
+func (e *unvalidatedError) Error() string { return e.reason }
+
+// errMarkerGone reports a write refused because the marker of the state it
+// was prepared from no longer exists: nothing was written.
+var errMarkerGone = errors.New("marker znode gone")
+
+// VersionLimit is the highest znode data version a client writes at.
+// ZooKeeper keeps the version in an int32 that wraps, and an expected
+// version of -1 makes a write unconditional (ZOOKEEPER-4743), so a client
+// never writes at a version at or above this limit, or below 0: it waits
+// for the primary to rotate the sequence onto a fresh znode (see
+// primary.Config.RotateVersion, far below this limit).
+const VersionLimit int32 = math.MaxInt32 - 1<<20
+
+// cas writes st to nd at the cached version. A validated state is written
+// in a transaction that first checks that its marker exists (markers are
+// created at version 0 and never written), so the write cannot land in
+// another ZooKeeper history or on another incarnation of the znode; it
+// then fails with errMarkerGone and writes nothing.
+func (c *Client) cas(nd *node, st State) (*zk.Stat, error) {
+	if nd.version < 0 || nd.version >= VersionLimit {
+		return nil, &unvalidatedError{marker: st.Marker,
+			reason: fmt.Sprintf("znode %s is at data version %d, at the limit %d: the primary rotates it onto a fresh znode", nd.path, nd.version, VersionLimit)}
+	}
+	conn := c.zk.Conn()
+	c.stats.requests.Add(1)
+	if st.Legacy || !st.Validated() {
+		return conn.Set(nd.path, st.Encode(), nd.version)
+	}
+	res, failed, err := multiAt(conn,
+		&zk.CheckVersionRequest{Path: nd.seq + "/" + st.Marker, Version: 0},
+		&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version})
+	switch {
+	case failed == 0 && errors.Is(err, zk.ErrNoNode):
+		return nil, errMarkerGone
+	case err != nil:
+		return nil, err
+	}
+	return res[1].Stat, nil
+}
+
+// unvalidatedOf says why st cannot be taken from yet, or returns nil.
+func unvalidatedOf(st State) error {
+	if st.Legacy || st.Registered || st.Validated() {
+		return nil
+	}
+	return &unvalidatedError{reason: "state not validated by a primary in this ZooKeeper history"}
 }
 
 // epochOf is the ZooKeeper epoch of a zxid: its high 32 bits, incremented
@@ -412,7 +487,7 @@ func (c *Client) Next(ctx context.Context, name string) (int64, error) {
 func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, error) {
 	seq := c.node(c.Path(name))
 	seq.mu.Lock()
-	if !seq.usable(c.zk.SessionID()) {
+	if !seq.usable(c.zk.Connection()) {
 		if _, err := c.load(name, seq, false); err != nil {
 			seq.mu.Unlock()
 			return nil, err
@@ -433,7 +508,7 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 		off := rand.N(len(windows))
 		preferred := int(seq.preferred.Load()) - 1
 		if preferred >= 0 && preferred < len(windows) {
-			wn := c.node(c.Path(name) + "/" + windows[preferred])
+			wn := c.window(name, windows[preferred])
 			if wn.mu.TryLock() {
 				wn.mu.Unlock()
 				off = preferred
@@ -442,7 +517,7 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 		for i := range windows {
 			k := (off + i) % len(windows)
 			w := windows[k]
-			got, conflicts, err := c.takeNode(ctx, name, c.node(c.Path(name)+"/"+w), n)
+			got, conflicts, err := c.takeNode(ctx, name, c.window(name, w), n)
 			switch {
 			case err == nil:
 				// The first write to a window this client has just moved
@@ -458,7 +533,7 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 			case errors.Is(err, ErrExhausted), errors.Is(err, errAtCeiling), errors.Is(err, ErrUnknownSequence):
 				continue // this window is used up or gone; try the next
 			case errors.As(err, new(*unvalidatedError)):
-				continue // the primary will revalidate or drop it
+				continue // the primary will revalidate, rotate or drop it
 			default:
 				return nil, err
 			}
@@ -474,17 +549,20 @@ func (c *Client) takeOnce(ctx context.Context, name string, n int64) (Ranges, er
 func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (_ Ranges, conflicts int, _ error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	conn := c.zk.Conn()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, conflicts, err
 		}
-		if !nd.usable(c.zk.SessionID()) {
+		if !nd.usable(c.zk.Connection()) {
 			if _, err := c.load(name, nd, false); err != nil {
 				return nil, conflicts, err
 			}
 		}
 		st := nd.state
+		if err := unvalidatedOf(st); err != nil {
+			c.stats.unvalidated.Add(1)
+			return nil, conflicts, err
+		}
 		got, err := st.Take(n)
 		if err != nil {
 			return nil, conflicts, err
@@ -492,22 +570,33 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 		if len(got) == 0 {
 			return nil, conflicts, errAtCeiling
 		}
-		stat, err := conn.Set(nd.path, st.Encode(), nd.version)
-		c.stats.requests.Add(1)
+		stat, err := c.cas(nd, st)
 		switch {
 		case err == nil:
 			epoch := c.observe(stat)
 			if stat.Czxid != nd.czxid {
-				return nil, conflicts, c.fence(name, nd, st, stat)
+				return nil, conflicts, c.recreated(name, nd, stat)
 			}
 			nd.state, nd.version = st, stat.Version
 			if !st.Legacy && st.ZKEpoch != epoch {
-				// ZooKeeper may have lost writes since the primary
-				// validated this state: these IDs may have been issued.
+				// ZooKeeper elected a leader since the primary validated
+				// this state and may have lost writes: these IDs may have
+				// been issued. The write landed, so they are lost.
 				c.stats.unvalidated.Add(1)
-				return nil, conflicts, &unvalidatedError{stamp: st.ZKEpoch, epoch: epoch}
+				return nil, conflicts, &unvalidatedError{marker: st.Marker,
+					reason: fmt.Sprintf("state validated in zookeeper epoch %d, written in epoch %d", st.ZKEpoch, epoch)}
 			}
 			return got, conflicts, nil
+		case errors.Is(err, errMarkerGone):
+			// Prepared from a state of another history or incarnation:
+			// nothing was written. Read again; if ZooKeeper still shows
+			// that marker, wait for the primary.
+			nd.valid, nd.deleted = false, nil
+			c.stats.unvalidated.Add(1)
+			return nil, conflicts, &unvalidatedError{marker: st.Marker,
+				reason: "the state's marker znode is gone: it belongs to another ZooKeeper history or an earlier incarnation of the znode"}
+		case errors.As(err, new(*unvalidatedError)):
+			return nil, conflicts, err
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
 			conflicts++
@@ -523,21 +612,16 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 	}
 }
 
-// fence handles a write that landed on a re-created znode: it overwrote the
-// new incarnation with a state derived from the old one. It sets the fresh
-// range empty (next = ceiling + 1) so no client takes from the stale state,
-// and leaves it to the primary, which sees a creation zxid it did not record,
-// to fast-forward the sequence past everything the store covers.
-func (c *Client) fence(name string, nd *node, written State, stat *zk.Stat) error {
+// recreated handles a write that landed on a znode created after the one
+// that was read. A validated state cannot get here (its write checks a
+// marker that dies with the old incarnation), so this is a legacy counter
+// or an unvalidated state: nothing is handed out, and for a full state the
+// primary, seeing a creation zxid it did not record, fast-forwards the
+// sequence past everything the store covers. A legacy counter has no such
+// protection (docs/guarantees.md).
+func (c *Client) recreated(name string, nd *node, stat *zk.Stat) error {
 	nd.valid, nd.deleted = false, nil
-	if !written.Legacy && !written.Registered {
-		fenced := written
-		fenced.Next = min(fenced.Ceiling, MaxID-1) + 1
-		fenced.Recycled = nil
-		_, _ = c.zk.Conn().Set(nd.path, fenced.Encode(), stat.Version)
-		c.stats.requests.Add(1)
-	}
-	return fmt.Errorf("sequence %q: %w (creation zxid %#x, read %#x); no IDs were handed out and the sequence waits for the primary to fast-forward it",
+	return fmt.Errorf("sequence %q: %w (creation zxid %#x, read %#x); no IDs were handed out",
 		name, ErrRecreated, stat.Czxid, nd.czxid)
 }
 
@@ -558,8 +642,10 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 		return err
 	}
 	switch {
-	case unvalidated != nil && st.ZKEpoch != unvalidated.stamp:
-		return nil // validated again while we were not looking
+	case unvalidated != nil && st.Marker != unvalidated.marker:
+		// Validated again or rotated while we were not looking, or only
+		// our cache was stale.
+		return nil
 	case unvalidated == nil && st.Available() > 0:
 		return nil // raised while we were not looking
 	}
@@ -662,12 +748,12 @@ func (c *Client) Push(ctx context.Context, name string, ids Ranges) error {
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	conn := c.zk.Conn()
+	gone := 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !nd.usable(c.zk.SessionID()) {
+		if !nd.usable(c.zk.Connection()) {
 			if _, err := c.load(name, nd, false); err != nil {
 				if retryable(err) {
 					// Nothing was written yet: safe to retry.
@@ -684,16 +770,34 @@ func (c *Client) Push(ctx context.Context, name string, ids Ranges) error {
 		if err := st.Push(norm); err != nil {
 			return err
 		}
-		stat, err := conn.Set(nd.path, st.Encode(), nd.version)
-		c.stats.requests.Add(1)
+		if err := c.checkWindows(name, nd, norm); err != nil {
+			if retryable(err) {
+				c.stats.retries.Add(1)
+				if err := backoff(ctx, attempt); err != nil {
+					return err
+				}
+				continue
+			}
+			return err
+		}
+		stat, err := c.cas(nd, st)
 		switch {
 		case err == nil:
 			c.observe(stat)
 			if stat.Czxid != nd.czxid {
-				return c.fence(name, nd, st, stat)
+				return c.recreated(name, nd, stat)
 			}
 			nd.state, nd.version = st, stat.Version
 			return nil
+		case errors.Is(err, errMarkerGone):
+			// Nothing was written: the cached state was of another
+			// history or incarnation. Read again.
+			nd.valid, nd.deleted = false, nil
+			if gone++; gone > 3 {
+				return fmt.Errorf("sequence %q: push %s: the state's marker %s keeps being missing; the primary must revalidate the sequence first (nothing was pushed)", name, norm, st.Marker)
+			}
+		case errors.As(err, new(*unvalidatedError)):
+			return fmt.Errorf("sequence %q: push %s: %w (nothing was pushed; try again once the primary has rotated it)", name, norm, err)
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
 			nd.valid = false
@@ -705,6 +809,50 @@ func (c *Client) Push(ctx context.Context, name string, ids Ranges) error {
 				name, norm, ErrUncertain, err)
 		}
 	}
+}
+
+// checkWindows refuses a push of IDs that an open window of the sequence
+// holds and has not handed out: they lie below the sequence's next (they
+// were carved from it), yet were never issued. The caller holds nd.mu and
+// has just read nd; the windows are listed after that read, so every
+// window carved before it is seen (a window carved later changes the
+// sequence's version and fails the push's compare-and-set), and a window's
+// next only grows, so what passes here stays true.
+func (c *Client) checkWindows(name string, nd *node, rs Ranges) error {
+	if nd.state.Windows == 0 && len(nd.windows) == 0 {
+		return nil
+	}
+	conn := c.zk.Conn()
+	children, _, err := conn.Children(nd.path)
+	c.stats.requests.Add(1)
+	if err != nil {
+		return c.zkError(name, err)
+	}
+	for _, w := range childrenWith(children, WindowPrefix) {
+		data, _, err := conn.Get(nd.path + "/" + w)
+		c.stats.requests.Add(1)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // pruned: every ID handed out
+		}
+		if err != nil {
+			return c.zkError(name, err)
+		}
+		ws, err := ParseState(name+"/"+w, data)
+		if err != nil {
+			return err
+		}
+		if ws.Next > ws.End {
+			continue
+		}
+		held := Range{ws.Next, ws.End}
+		for _, r := range rs {
+			if r.Start <= held.End && held.Start <= r.End {
+				return fmt.Errorf("sequence %q: %w: range %s: IDs %s are held by window %s and were never handed out; push back only IDs this sequence handed out",
+					name, ErrBadPush, r, Range{max(r.Start, held.Start), min(r.End, held.End)}, w)
+			}
+		}
+	}
+	return nil
 }
 
 // Describe reads the current state of sequence name from ZooKeeper,
@@ -733,14 +881,15 @@ func (c *Client) Describe(ctx context.Context, name string) (State, []string, er
 		return State{}, nil, c.zkError(name, err)
 	}
 	sort.Strings(children)
-	return st, windowNames(children), nil
+	return st, childrenWith(children, WindowPrefix), nil
 }
 
-// windowNames filters a sequence znode's children down to its windows.
-func windowNames(children []string) []string {
+// childrenWith filters a sequence znode's children down to those whose
+// names start with prefix: WindowPrefix or MarkerPrefix.
+func childrenWith(children []string, prefix string) []string {
 	var out []string
 	for _, ch := range children {
-		if strings.HasPrefix(ch, WindowPrefix) {
+		if strings.HasPrefix(ch, prefix) {
 			out = append(out, ch)
 		}
 	}

@@ -378,11 +378,14 @@ func TestRecreatedZnodeIsNotWrittenWithStaleState(t *testing.T) {
 	// bringing the new znode to the version c has cached.
 	other := e.session(10 * time.Second).Conn()
 	path := e.root + "/aba"
-	if err := other.Delete(path, -1); err != nil {
+	if err := testenv.DeleteAll(other, path); err != nil {
 		t.Fatal(err)
 	}
-	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID, ZKEpoch: c.Epoch()}
+	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID, ZKEpoch: c.Epoch(), Marker: "h-00000000000000aa"}
 	if _, err := other.Create(path, fresh.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Create(path+"/"+fresh.Marker, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {

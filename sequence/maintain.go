@@ -2,8 +2,11 @@ package sequence
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +140,6 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	conn := c.zk.Conn
 	for attempt := 0; ; attempt++ {
 		if retry, err := c.reload(ctx, name, nd, attempt); retry {
 			continue
@@ -152,8 +154,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		if epoch == 0 {
 			epoch = c.probeEpoch()
 		}
-		var drop []string
-		if force || st.Registered || st.ZKEpoch != epoch {
+		stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
+		if stamp {
 			next := st.Next
 			if st.Registered {
 				next = st.Start
@@ -163,28 +165,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			st.Ceiling = max(st.Ceiling, st.Next-1)
 			st.Recycled = nil
 			st.ZKEpoch = epoch
-			// The windows to drop are listed afresh, not taken from the
-			// cache: after ZooKeeper is rolled back to an older copy, a
-			// session that survived it keeps its child watch, which does
-			// not fire (the old children look older than what the session
-			// saw), so the cached list can name windows that no longer
-			// exist, and deleting those fails the transaction every time.
-			// Only a sequence with windows configured (or cached) has any.
-			if st.Windows > 0 || len(nd.windows) > 0 {
-				children, _, err := conn().Children(nd.path)
-				c.stats.requests.Add(1)
-				if err != nil {
-					if errors.Is(err, zk.ErrNoNode) || !retryable(err) {
-						return State{}, c.zkError(name, err)
-					}
-					nd.valid = false
-					if err := backoff(ctx, attempt); err != nil {
-						return State{}, err
-					}
-					continue
-				}
-				drop = windowNames(children)
-			}
+			st.Marker = newMarker()
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
@@ -193,17 +174,37 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		if err := st.Validate(); err != nil {
 			return State{}, err
 		}
-		ops := []any{&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version}}
-		for _, w := range drop {
-			ops = append(ops, &zk.DeleteRequest{Path: nd.path + "/" + w, Version: -1})
+		var err error
+		var stat *zk.Stat
+		if stamp {
+			// One transaction: the new state, its new marker, and the
+			// removal of every window and older marker (their IDs and
+			// writes may belong to a lost history). The children come
+			// from the load just made, which lists them afresh after any
+			// reconnect or child event. No marker check: next moves to at
+			// least floor, above everything the store covers, whatever
+			// history this lands in.
+			ops := []any{
+				&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version},
+				&zk.CreateRequest{Path: nd.path + "/" + st.Marker, Acl: c.opts.ACL},
+			}
+			for _, ch := range slices.Concat(nd.windows, nd.markers) {
+				ops = append(ops, &zk.DeleteRequest{Path: nd.path + "/" + ch, Version: -1})
+			}
+			var res []zk.MultiResponse
+			res, _, err = multiAt(c.zk.Conn(), ops...)
+			c.stats.requests.Add(1)
+			if err == nil {
+				stat = res[0].Stat
+			}
+		} else {
+			stat, err = c.cas(nd, st)
 		}
-		res, err := multi(conn(), ops...)
-		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
-			landed := c.observe(res[0].Stat)
-			nd.state, nd.version = st, res[0].Stat.Version
-			if len(drop) > 0 {
+			landed := c.observe(stat)
+			nd.state, nd.version = st, stat.Version
+			if stamp {
 				nd.valid = false // the child watch fired
 			}
 			if landed == st.ZKEpoch {
@@ -212,17 +213,24 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			force = false // next is already past floor
 			// ZooKeeper changed epochs under us (or our guess was from
 			// before a restore): validate again in the epoch we now know.
-		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
-			// Lost to a client's take, or a window went meanwhile: read
-			// again. Back off once it keeps happening, so that a
-			// transaction that cannot succeed never spins hot.
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrNodeExists),
+			errors.Is(err, zk.ErrNotEmpty), errors.Is(err, errMarkerGone):
+			// Lost to a client's take, or the children changed meanwhile:
+			// read again, listing the children afresh. Back off once it
+			// keeps happening, so that a transaction that cannot succeed
+			// never spins hot.
 			c.stats.conflicts.Add(1)
-			nd.valid = false
+			nd.valid, nd.deleted = false, nil
+			if errors.Is(err, errMarkerGone) {
+				force = true // the state is not of this history: stamp it
+			}
 			if attempt >= 3 {
 				if err := backoff(ctx, attempt-3); err != nil {
 					return State{}, err
 				}
 			}
+		case errors.As(err, new(*unvalidatedError)):
+			return State{}, fmt.Errorf("sequence %q: %w", name, err)
 		case retryable(err):
 			nd.valid = false
 			if err := backoff(ctx, attempt); err != nil {
@@ -234,22 +242,41 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 	}
 }
 
+// newMarker returns a fresh marker name (see State.Marker).
+func newMarker() string {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic("sequence: crypto/rand failed: " + err.Error())
+	}
+	return MarkerPrefix + hex.EncodeToString(b[:])
+}
+
 // multi runs a transaction and reports the first failed operation's error
 // even when the transaction's own error is nil.
 func multi(conn *zk.Conn, ops ...any) ([]zk.MultiResponse, error) {
+	res, _, err := multiAt(conn, ops...)
+	return res, err
+}
+
+// multiAt is multi that also returns the index of the operation that failed
+// the transaction (-1 when the failure is not an operation's).
+func multiAt(conn *zk.Conn, ops ...any) ([]zk.MultiResponse, int, error) {
 	res, err := conn.Multi(ops...)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range res {
+	// ZooKeeper answers a failed transaction with a result per operation:
+	// none for those before the failed one, the failed one's error, then
+	// "runtime inconsistency" for the rest.
+	for i, r := range res {
 		if r.Error != nil {
-			return nil, r.Error
+			return nil, i, r.Error
 		}
 	}
-	if len(res) != len(ops) {
-		return nil, fmt.Errorf("zookeeper multi: %d results for %d operations", len(res), len(ops))
+	if err != nil {
+		return nil, -1, err
 	}
-	return res, nil
+	if len(res) != len(ops) {
+		return nil, -1, fmt.Errorf("zookeeper multi: %d results for %d operations", len(res), len(ops))
+	}
+	return res, -1, nil
 }
 
 // clampNext keeps next within the space: at most end+1, or MaxID when end
@@ -311,12 +338,15 @@ func (c *Client) update(ctx context.Context, name string, change func(*State) (b
 		if err := st.Validate(); err != nil {
 			return State{}, err
 		}
-		stat, err := c.zk.Conn().Set(nd.path, st.Encode(), nd.version)
-		c.stats.requests.Add(1)
+		stat, err := c.cas(nd, st)
 		switch {
 		case err == nil:
 			nd.state, nd.version = st, stat.Version
 			return st, nil
+		case errors.Is(err, errMarkerGone):
+			return State{}, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
+		case errors.As(err, new(*unvalidatedError)):
+			return State{}, fmt.Errorf("sequence %q: %w", name, err)
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
 		case retryable(err):
@@ -326,6 +356,77 @@ func (c *Client) update(ctx context.Context, name string, change func(*State) (b
 			}
 		default:
 			return State{}, c.zkError(name, err)
+		}
+	}
+}
+
+// Rotate moves sequence name onto a fresh znode, so that its data version
+// restarts at 0, far from the int32 wrap (see VersionLimit). In one
+// transaction it deletes the znode at the version read (with its windows
+// and marker) and creates it again with the same state under a new marker.
+// Recycled IDs are kept; the IDs that open windows had not handed out are
+// lost (at most one window's worth each), since window names restart with
+// the new znode. Writes prepared against the old znode fail on its marker.
+// It returns the new state and the new znode's creation zxid.
+//
+// Rotate is the primary's operation; the state must be validated.
+func (c *Client) Rotate(ctx context.Context, name string) (State, int64, error) {
+	if err := ValidateName(name); err != nil {
+		return State{}, 0, err
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
+			return State{}, 0, err
+		}
+		st := nd.state
+		if st.Legacy || !st.Validated() {
+			return State{}, 0, fmt.Errorf("sequence %q: only a validated sequence can be rotated", name)
+		}
+		old := st.Marker
+		st.Marker = newMarker()
+		var ops []any
+		for _, w := range nd.windows {
+			// Unconditional on purpose: whatever a window holds goes.
+			ops = append(ops, &zk.DeleteRequest{Path: nd.path + "/" + w, Version: -1})
+		}
+		for _, m := range nd.markers {
+			ops = append(ops, &zk.DeleteRequest{Path: nd.path + "/" + m, Version: 0})
+		}
+		if !slices.Contains(nd.markers, old) {
+			return State{}, 0, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
+		}
+		ops = append(ops, &zk.DeleteRequest{Path: nd.path, Version: nd.version})
+		ops = append(ops, c.createOps(st)...)
+		_, err := multi(c.zk.Conn(), ops...)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			nd.valid, nd.deleted = false, nil
+			ok, stat, err := c.zk.Conn().Exists(nd.path)
+			c.stats.requests.Add(1)
+			if err != nil || !ok {
+				return st, 0, nil // the caller learns the czxid from its next read
+			}
+			c.observe(stat)
+			return st, stat.Czxid, nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrNotEmpty):
+			c.stats.conflicts.Add(1)
+			nd.valid, nd.deleted = false, nil
+			if err := backoff(ctx, attempt); err != nil {
+				return State{}, 0, err
+			}
+		case retryable(err):
+			nd.valid = false
+			if err := backoff(ctx, attempt); err != nil {
+				return State{}, 0, err
+			}
+		default:
+			return State{}, 0, c.zkError(name, err)
 		}
 	}
 }
@@ -353,27 +454,36 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 			return "", err
 		}
 		st := nd.state
-		if st.Legacy || st.Registered {
-			return "", fmt.Errorf("sequence %q: windows need an initialised, non-legacy sequence", name)
+		if st.Legacy || !st.Validated() {
+			return "", fmt.Errorf("sequence %q: windows need an initialised, validated, non-legacy sequence", name)
+		}
+		if nd.version < 0 || nd.version >= VersionLimit {
+			return "", fmt.Errorf("sequence %q: znode version %d is at the limit; rotate it first", name, nd.version)
 		}
 		k := min(size, st.fresh())
 		if k < 1 {
 			return "", fmt.Errorf("sequence %q: %w %d: no fresh IDs to open a window with", name, errAtCeiling, st.Ceiling)
 		}
-		w := State{Name: name, Start: st.Next, Next: st.Next, Ceiling: st.Next + k - 1, End: st.Next + k - 1, ZKEpoch: st.ZKEpoch}
+		w := State{Name: name, Start: st.Next, Next: st.Next, Ceiling: st.Next + k - 1, End: st.Next + k - 1,
+			ZKEpoch: st.ZKEpoch, Marker: st.Marker}
 		st.Next += k
+		// The marker check keeps a carve prepared from a state of a lost
+		// history (or an earlier incarnation) from landing.
 		res, err := multi(c.zk.Conn(),
+			&zk.CheckVersionRequest{Path: nd.path + "/" + st.Marker, Version: 0},
 			&zk.CreateRequest{Path: nd.path + "/" + WindowPrefix, Data: w.Encode(), Acl: c.opts.ACL, Flags: zk.FlagSequence},
 			&zk.SetDataRequest{Path: nd.path, Data: st.Encode(), Version: nd.version},
 		)
 		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
-			c.observe(res[1].Stat)
+			c.observe(res[2].Stat)
 			nd.valid = false // the child watch fired; re-read next time
-			return strings.TrimPrefix(res[0].String, nd.path+"/"), nil
+			return strings.TrimPrefix(res[1].String, nd.path+"/"), nil
 		case errors.Is(err, zk.ErrBadVersion):
 			c.stats.conflicts.Add(1)
+		case errors.Is(err, zk.ErrNoNode):
+			return "", fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
 		default:
 			// A lost reply may leave a window created: harmless, its IDs
 			// are below the ceiling and taken from the sequence's next.
@@ -395,7 +505,7 @@ func (c *Client) PruneWindows(ctx context.Context, name string) (int, error) {
 		return 0, c.zkError(name, err)
 	}
 	open := 0
-	for _, w := range windowNames(children) {
+	for _, w := range childrenWith(children, WindowPrefix) {
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
@@ -438,30 +548,34 @@ const (
 // multi() transactions (all or nothing per batch, each under 512 KB), and
 // returns how many it created. It is the primary's operation after
 // ZooKeeper lost data: every state must already be covered by the durable
-// store. States are stamped with epoch; each transaction also writes the
-// root so the epoch it landed in is known, and Restore returns the names
-// whose stamp turned out wrong (ZooKeeper changed leaders meanwhile), for the
-// caller to Revalidate. Existing znodes are left alone.
+// store. States are stamped with epoch and a fresh marker, created in the
+// same transaction; each transaction also writes the root so the epoch it
+// landed in is known, and Restore returns the names whose stamp turned out
+// wrong (ZooKeeper changed leaders meanwhile), for the caller to
+// Revalidate. Existing znodes are left alone. An invalid state is left out
+// and reported in err; it does not hold back the others.
 func (c *Client) Restore(ctx context.Context, states []State, epoch int64) (created int, stale []string, err error) {
-	// Validate everything and cut it into transactions first, so that an
-	// invalid state fails the restore before anything is written.
+	// Validate everything and cut it into transactions first.
 	var batches [][]State
 	var batch []State
+	var invalid []error
 	size := 0
 	for _, st := range states {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
 		if err := ValidateName(st.Name); err != nil {
-			return 0, nil, err
+			invalid = append(invalid, err)
+			continue
 		}
 		if !st.Legacy {
-			st.ZKEpoch = epoch
+			st.ZKEpoch, st.Marker = epoch, newMarker()
 		}
 		if err := st.Validate(); err != nil {
-			return 0, nil, err
+			invalid = append(invalid, fmt.Errorf("restore: %w", err))
+			continue
 		}
-		n := len(st.Encode()) + len(c.Path(st.Name)) + 64
+		n := len(st.Encode()) + 2*len(c.Path(st.Name)) + 128
 		if len(batch) > 0 && (size+n > restoreBatchBytes || len(batch) >= restoreBatchOps) {
 			batches = append(batches, batch)
 			batch, size = nil, 0
@@ -508,16 +622,26 @@ func (c *Client) Restore(ctx context.Context, states []State, epoch int64) (crea
 	if len(errs) == 0 && ctx.Err() != nil {
 		return created, stale, ctx.Err()
 	}
-	return created, stale, errors.Join(errs...)
+	return created, stale, errors.Join(append(invalid, errs...)...)
+}
+
+// createOps returns the operations that create the znode of st and, for a
+// validated state, its marker.
+func (c *Client) createOps(st State) []any {
+	ops := []any{&zk.CreateRequest{Path: c.Path(st.Name), Data: st.Encode(), Acl: c.opts.ACL}}
+	if st.Marker != "" {
+		ops = append(ops, &zk.CreateRequest{Path: c.Path(st.Name) + "/" + st.Marker, Acl: c.opts.ACL})
+	}
+	return ops
 }
 
 // restoreBatch creates the znodes of one batch of Restore in one multi()
 // transaction, or one by one when some exist already.
 func (c *Client) restoreBatch(ctx context.Context, batch []State, epoch int64) (created int, stale []string, err error) {
 	conn := c.zk.Conn
-	ops := make([]any, 0, len(batch)+1)
+	ops := make([]any, 0, 2*len(batch)+1)
 	for _, st := range batch {
-		ops = append(ops, &zk.CreateRequest{Path: c.Path(st.Name), Data: st.Encode(), Acl: c.opts.ACL})
+		ops = append(ops, c.createOps(st)...)
 	}
 	ops = append(ops, &zk.SetDataRequest{Path: c.opts.Root, Version: -1})
 	res, err := multi(conn(), ops...)
@@ -536,7 +660,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []State, epoch int64) (
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			_, err := conn().Create(c.Path(st.Name), st.Encode(), 0, c.opts.ACL)
+			_, err := multi(conn(), c.createOps(st)...)
 			c.stats.requests.Add(1)
 			switch {
 			case err == nil:

@@ -143,7 +143,33 @@ type State struct {
 	// fast-forwarded the sequence past the stored ceiling and stamped the
 	// new epoch. 0 means never validated.
 	ZKEpoch int64
+
+	// Marker names the child znode (MarkerPrefix and 16 random hex digits)
+	// that the primary created, in the same transaction as this stamp, when
+	// it validated the state. An epoch number alone does not identify a
+	// history: a restore from an older copy starts epoch copy+1, which the
+	// lost history may already have used. A random marker does: every write
+	// of a validated state is a transaction that first checks that the
+	// marker exists, so a write prepared in another history, or for an
+	// earlier incarnation of a deleted and re-created znode, fails instead
+	// of landing. Empty means not validated (ZKEpoch is then ignored).
+	Marker string
 }
+
+// MarkerPrefix starts the name of the marker child znode of a validated
+// sequence; see State.Marker.
+const MarkerPrefix = "h-"
+
+// validMarker reports whether m is a marker name: MarkerPrefix and 16
+// lowercase hex digits.
+func validMarker(m string) bool {
+	hex, ok := strings.CutPrefix(m, MarkerPrefix)
+	return ok && len(hex) == 16 && strings.Trim(hex, "0123456789abcdef") == ""
+}
+
+// Validated reports whether s carries a complete validation stamp (an epoch
+// and a marker). Clients hand out IDs only from validated states.
+func (s State) Validated() bool { return s.ZKEpoch != 0 && s.Marker != "" }
 
 // ParseState decodes the data of the sequence znode for sequence name. Every
 // error wraps ErrCorrupt and names the sequence and, for text, the line.
@@ -163,7 +189,7 @@ type State struct {
 //     the header line "seqkeeper-sequence v1". Without a next key it is a
 //     registration and may set only start, end and windows. With next it is
 //     a full state: the header and the keys start, next, ceiling and end are
-//     required; windows, recycled, leaked and zkepoch are optional.
+//     required; windows, recycled, leaked, zkepoch and marker are optional.
 //
 // The decoded state must pass Validate.
 func ParseState(name string, data []byte) (State, error) {
@@ -201,7 +227,7 @@ func parseLegacy(name string, data []byte) (State, error) {
 
 // stateKeys lists the known keys in the order Encode writes them; ParseState
 // accepts any order.
-var stateKeys = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked", "zkepoch"}
+var stateKeys = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked", "zkepoch", "marker"}
 
 // stateParser decodes the text forms, remembering the line of each key so that
 // errors found after parsing still point at a line.
@@ -264,7 +290,7 @@ func (p *stateParser) parse(data []byte) (State, error) {
 
 	s := State{Name: p.name}
 	if _, full := values["next"]; !full {
-		for _, key := range []string{"ceiling", "recycled", "leaked", "zkepoch"} {
+		for _, key := range []string{"ceiling", "recycled", "leaked", "zkepoch", "marker"} {
 			if n, ok := p.lines[key]; ok {
 				return State{}, p.errorf(n, "key %s without next: a registration (no next) may set only start, end and windows", key)
 			}
@@ -329,6 +355,13 @@ func (p *stateParser) setField(s *State, key, value string) error {
 		}
 		return nil
 	}
+	if key == "marker" {
+		if !validMarker(value) {
+			return p.errorf(n, "marker %q is not %s followed by 16 lowercase hex digits", value, MarkerPrefix)
+		}
+		s.Marker = value
+		return nil
+	}
 	v, err := parseNumber(value)
 	if err != nil {
 		return p.errorf(n, "%s: %v", key, err)
@@ -358,7 +391,7 @@ func (p *stateParser) setField(s *State, key, value string) error {
 // Encode returns the znode data for s: 8 big-endian bytes of Next for a
 // legacy state, the header and start (plus end and windows when not the
 // defaults) for a registration, and otherwise the full form with keys in a
-// fixed order, windows, recycled, leaked and zkepoch omitted when zero. The output is
+// fixed order, windows, recycled, leaked, zkepoch and marker omitted when zero. The output is
 // canonical: ParseState of it gives s back and re-encodes to the same bytes.
 // Encode does not validate; call Validate before writing.
 func (s State) Encode() []byte {
@@ -407,6 +440,9 @@ func (s State) Encode() []byte {
 	if s.ZKEpoch != 0 {
 		line("zkepoch", s.ZKEpoch)
 	}
+	if s.Marker != "" {
+		b = append(b, "marker "+s.Marker+"\n"...)
+	}
 	return b
 }
 
@@ -414,7 +450,7 @@ func (s State) Encode() []byte {
 func (s State) Equal(o State) bool {
 	if s.Legacy != o.Legacy || s.Registered != o.Registered || s.Start != o.Start || s.Next != o.Next ||
 		s.Ceiling != o.Ceiling || s.End != o.End || s.Windows != o.Windows || s.Leaked != o.Leaked ||
-		s.ZKEpoch != o.ZKEpoch || len(s.Recycled) != len(o.Recycled) {
+		s.ZKEpoch != o.ZKEpoch || s.Marker != o.Marker || len(s.Recycled) != len(o.Recycled) {
 		return false
 	}
 	for i := range s.Recycled {
@@ -447,8 +483,8 @@ func (s State) problem() (key, msg string) {
 			return "", fmt.Sprintf("legacy counter %d is negative", s.Next)
 		case s.Next > MaxLegacyCounter:
 			return "", fmt.Sprintf("legacy counter %d is above %d, where it can no longer be told apart from text; migrate the sequence to the text format", s.Next, MaxLegacyCounter)
-		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0 || s.ZKEpoch != 0:
-			return "", "a legacy counter can hold no recycled IDs, windows or leaked count"
+		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "":
+			return "", "a legacy counter can hold no recycled IDs, windows, leaked count or validation stamp"
 		}
 		return "", ""
 	}
@@ -461,8 +497,8 @@ func (s State) problem() (key, msg string) {
 		return "windows", fmt.Sprintf("windows %d is outside 0..%d", s.Windows, MaxWindows)
 	}
 	if s.Registered {
-		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 || s.ZKEpoch != 0 {
-			return "", "a registration carries no next, ceiling, recycled IDs, leaked count or zkepoch"
+		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "" {
+			return "", "a registration carries no next, ceiling, recycled IDs, leaked count, zkepoch or marker"
 		}
 		return "", ""
 	}
@@ -481,6 +517,8 @@ func (s State) problem() (key, msg string) {
 		return "leaked", fmt.Sprintf("leaked %d is negative", s.Leaked)
 	case s.ZKEpoch < 0 || s.ZKEpoch > math.MaxUint32:
 		return "zkepoch", fmt.Sprintf("zkepoch %d is outside 0..%d", s.ZKEpoch, uint32(math.MaxUint32))
+	case s.Marker != "" && !validMarker(s.Marker):
+		return "marker", fmt.Sprintf("marker %q is not %s followed by 16 lowercase hex digits", s.Marker, MarkerPrefix)
 	case len(s.Recycled) > MaxRecycledRanges:
 		return "recycled", fmt.Sprintf("recycled has %d ranges, more than the cap of %d", len(s.Recycled), MaxRecycledRanges)
 	}

@@ -73,6 +73,9 @@ type Client struct {
 	disconnectedAt atomic.Int64
 	lastSession    atomic.Int64
 	redials        atomic.Int64
+	// connects counts the sessions established or re-established: every
+	// reconnect, even to the same session, changes it.
+	connects atomic.Int64
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
@@ -190,6 +193,7 @@ func (c *Client) onEvent(conn *zk.Conn, ev zk.Event) {
 	}
 	switch ev.State {
 	case zk.StateHasSession:
+		c.connects.Add(1)
 		c.disconnectedAt.Store(0)
 		if conn != nil {
 			id := conn.SessionID()
@@ -240,6 +244,18 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 // Conn is the current go-zookeeper connection. It changes when the client
 // redials, so fetch it for each use.
 func (c *Client) Conn() *zk.Conn { return c.conn.Load() }
+
+// Connection identifies the current connection: it changes every time the
+// client (re)connects, whether or not the session survived. go-zookeeper
+// reports a new connection before it sends any request on it, so a value
+// read before a request and found unchanged after its reply proves the
+// request and the reply travelled on one connection.
+//
+// Anything read from ZooKeeper may be cached only while Connection is
+// unchanged: a reconnect may follow a leader election, and a leader
+// election may follow a restore of the ensemble from an older copy, after
+// which a session that survived sees no watch fire for what it lost.
+func (c *Client) Connection() int64 { return c.connects.Load() }
 
 // Redials counts connections replaced after a long disconnect.
 func (c *Client) Redials() int64 { return c.redials.Load() }

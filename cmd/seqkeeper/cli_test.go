@@ -21,6 +21,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -40,7 +41,6 @@ type cli struct {
 
 	// hooks given to every run
 	storeCeiling storeCeilingFunc
-	tombstone    tombstoneFunc
 }
 
 func newCLI(t *testing.T) *cli {
@@ -74,7 +74,7 @@ func (c *cli) run(stdin string, args ...string) (string, string, int) {
 	g := &globals{
 		stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
 		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
-		storeCeiling: c.storeCeiling, tombstone: c.tombstone,
+		storeCeiling: c.storeCeiling,
 	}
 	code := run(context.Background(), g, append([]string{"--root", c.root}, args...))
 	return stdout.String(), stderr.String(), code
@@ -193,7 +193,7 @@ func TestJSONOutputs(t *testing.T) {
 		t.Fatalf("describe -o json: %+v", d)
 	}
 	// An empty list is [] in JSON, not null.
-	if err := c.conn.Delete(c.root+"/j", -1); err != nil {
+	if err := testenv.DeleteAll(c.conn, c.root+"/j"); err != nil {
 		t.Fatal(err)
 	}
 	if out := c.ok("list"); out != `{"sequences":[]}`+"\n" {
@@ -244,7 +244,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud", "list"}, 2, `log_level: "loud"`},
 		{"bad store", []string{"--store", "ftp://x", "list"}, 2, `store: "ftp://x": scheme "ftp"`},
 		{"delete without store", []string{"delete", "orders", "--yes"}, 2, "delete needs the store"},
-		{"delete not wired", []string{"delete", "orders", "--yes", "--store", "file:///tmp/seqkeeper-test"}, 1, "no store support wired in yet"},
+		{"delete with a missing store", []string{"delete", "orders", "--yes", "--store", "file:///nonexistent/seqkeeper-test"}, 1, "nothing was deleted"},
 		{"bench bad clients", []string{"bench", "orders", "--clients", "0"}, 2, "--clients 0"},
 		{"leader with args", []string{"leader", "x"}, 2, `unknown command "x"`},
 	}
@@ -401,23 +401,35 @@ func TestDuplicatesCount(t *testing.T) {
 func TestDeleteTombstonesFirst(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
-	var mu sync.Mutex
-	var events []string
-	c.tombstone = func(_ context.Context, cfg *config.Config, name string, ceiling int64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		// The znode must still exist when the tombstone is written.
-		_, _, err := c.conn.Get(c.root + "/" + name)
-		events = append(events, fmt.Sprintf("tombstone %s %d store=%s znode-exists=%v", name, ceiling, cfg.Store, err == nil))
-		return nil
-	}
-	c.env["SEQKEEPER_STORE"] = "file:///var/lib/seqkeeper-test"
+	dir := t.TempDir()
+	c.env["SEQKEEPER_STORE"] = "file://" + dir
 	c.ok("create", "w", "--windows", "1")
 	c.initialise("w", 500)
 	if _, err := c.admin.OpenWindow(context.Background(), "w", 100); err != nil {
 		t.Fatal(err)
 	}
 	c.ok("create", "keep")
+	store := func() *persist.Store {
+		b, err := persist.NewFile(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := persist.NewStore(b, persist.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	tombstone := func(name string) (persist.Record, bool) {
+		rec, err := store().Get(context.Background(), name)
+		if errors.Is(err, persist.ErrNotFound) {
+			return rec, false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec, rec.Deleted
+	}
 
 	// Not confirmed: nothing happens.
 	if _, errOut, code := c.run("nope\n", "delete", "w"); code != 1 || !strings.Contains(errOut, "not confirmed") || !strings.Contains(errOut, "Type the name to confirm") {
@@ -426,16 +438,16 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if _, errOut, code := c.run("", "delete", "w"); code != 2 || !strings.Contains(errOut, "pass --yes") {
 		t.Fatalf("delete without an answer: exit %d %q", code, errOut)
 	}
-	if len(events) != 0 {
-		t.Fatalf("tombstone written without confirmation: %v", events)
+	if _, ok := tombstone("w"); ok {
+		t.Fatal("tombstone written without confirmation")
 	}
-	// Confirmed by typing the name: tombstone, then the znode and its
-	// window go.
+	// Confirmed by typing the name: tombstone in the real store, then the
+	// znode, its window and its marker go.
 	if out, errOut, code := c.run("w\n", "delete", "w"); code != 0 || !strings.Contains(out, `deleted sequence "w"; its tombstone keeps IDs up to 500`) {
 		t.Fatalf("delete: exit %d %q %q", code, out, errOut)
 	}
-	if want := "tombstone w 500 store=file:///var/lib/seqkeeper-test znode-exists=true"; len(events) != 1 || events[0] != want {
-		t.Fatalf("tombstone events %v, want [%s]", events, want)
+	if rec, ok := tombstone("w"); !ok || rec.Ceiling != 500 {
+		t.Fatalf("tombstone of w: %+v, want deleted with ceiling 500", rec)
 	}
 	if ok, _, _ := c.conn.Exists(c.root + "/w"); ok {
 		t.Fatal("the znode survived delete")
@@ -448,32 +460,14 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 		t.Fatalf("delete unknown: exit %d %q", code, errOut)
 	}
 
-	// A store that refuses the tombstone: nothing is deleted.
+	// A store that cannot be opened: nothing is deleted.
 	c.ok("create", "refused")
-	c.tombstone = func(context.Context, *config.Config, string, int64) error { return errors.New("store down") }
-	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "store down; nothing was deleted") {
-		t.Fatalf("delete with a failing store: exit %d %q", code, errOut)
+	c.env["SEQKEEPER_STORE"] = "file://" + filepath.Join(dir, "missing")
+	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "nothing was deleted") {
+		t.Fatalf("delete with a missing store: exit %d %q", code, errOut)
 	}
 	if ok, _, _ := c.conn.Exists(c.root + "/refused"); !ok {
 		t.Fatal("deleted although the tombstone failed")
-	}
-}
-
-func TestTombstoneCeiling(t *testing.T) {
-	legacy := make([]byte, 8)
-	binary.BigEndian.PutUint64(legacy, 77)
-	st, err := sequence.ParseState("l", legacy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := tombstoneCeiling(st); got != 77 {
-		t.Fatalf("legacy tombstone ceiling %d, want the counter 77", got)
-	}
-	if got := tombstoneCeiling(sequence.State{Registered: true, Start: 10}); got != 9 {
-		t.Fatalf("registration tombstone ceiling %d, want 9", got)
-	}
-	if got := tombstoneCeiling(sequence.State{Start: 1, Next: 5, Ceiling: 40}); got != 40 {
-		t.Fatalf("tombstone ceiling %d, want 40", got)
 	}
 }
 

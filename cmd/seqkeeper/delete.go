@@ -2,21 +2,14 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"strings"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 
-	"github.com/seqkeeper/seqkeeper/sequence"
-	"github.com/seqkeeper/seqkeeper/zkclient"
+	"github.com/seqkeeper/seqkeeper/primary"
 )
-
-// deleteAttempts bounds the re-reads when the sequence keeps changing
-// under delete (clients taking, the primary raising).
-const deleteAttempts = 20
 
 func newDeleteCmd(g *globals) *cobra.Command {
 	var yes bool
@@ -34,8 +27,9 @@ typed unless --yes is given.`,
 			if g.cfg.Store == "" {
 				return usagef("delete needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): the tombstone it leaves there keeps a re-created %q from reusing IDs", name)
 			}
-			if g.tombstone == nil {
-				return fmt.Errorf("delete: %w (tombstones cannot be written, so nothing was deleted)", errNotWired)
+			store, err := openStore(cmd.Context(), g.cfg, false)
+			if err != nil {
+				return fmt.Errorf("delete: open the store: %w; nothing was deleted", err)
 			}
 			zc, seqs, err := g.connect(cmd.Context())
 			if err != nil {
@@ -47,7 +41,7 @@ typed unless --yes is given.`,
 					return err
 				}
 			}
-			ceiling, err := g.deleteSequence(cmd.Context(), zc, seqs, name)
+			ceiling, err := primary.Delete(cmd.Context(), seqs, store, name)
 			if err != nil {
 				return err
 			}
@@ -73,72 +67,4 @@ func (g *globals) confirmDelete(name, path string) error {
 		return errors.New("not confirmed: nothing was deleted")
 	}
 	return nil
-}
-
-// deleteSequence writes the tombstone and then deletes the znode and its
-// children, only if the znode is still at the version whose ceiling the
-// tombstone holds; otherwise it reads again (and tombstones again if the
-// ceiling rose). It returns the ceiling tombstoned.
-func (g *globals) deleteSequence(ctx context.Context, zc *zkclient.Client, seqs *sequence.Client, name string) (int64, error) {
-	p := seqs.Path(name)
-	stored := int64(-1)
-	for attempt := 0; attempt < deleteAttempts; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		conn := zc.Conn()
-		data, stat, err := conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
-			if stored >= 0 {
-				return stored, nil // deleted by someone else after our tombstone
-			}
-			return 0, fmt.Errorf("sequence %q: %w: %s does not exist", name, sequence.ErrUnknownSequence, p)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
-		}
-		st, err := sequence.ParseState(name, data)
-		if err != nil {
-			return 0, fmt.Errorf("%w; repair the znode before deleting it (its ceiling must be known for the tombstone)", err)
-		}
-		ceiling := tombstoneCeiling(st)
-		if ceiling > stored {
-			if err := g.tombstone(ctx, g.cfg, name, ceiling); err != nil {
-				return 0, fmt.Errorf("sequence %q: write the tombstone (ceiling %d) to the store: %w; nothing was deleted", name, ceiling, err)
-			}
-			stored = ceiling
-		}
-		children, _, err := conn.Children(p)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return 0, fmt.Errorf("sequence %q: list %s: %w", name, p, err)
-		}
-		ops := make([]any, 0, len(children)+1)
-		for _, c := range children {
-			ops = append(ops, &zk.DeleteRequest{Path: p + "/" + c, Version: -1})
-		}
-		ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
-		_, err = conn.Multi(ops...)
-		switch {
-		case err == nil:
-			return stored, nil
-		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrNoNode):
-			continue // changed meanwhile (a take, a raise, a new window): read again
-		default:
-			return 0, fmt.Errorf("sequence %q: delete %s (tombstone written): %w; run delete again", name, p, err)
-		}
-	}
-	return 0, fmt.Errorf("sequence %q keeps changing under delete (%d attempts); stop its clients and try again (the tombstone is written)", name, deleteAttempts)
-}
-
-// tombstoneCeiling is the highest ID a sequence in state st may have
-// issued: its ceiling, or for a legacy counter the counter itself, or for a
-// registration nothing (start-1).
-func tombstoneCeiling(st sequence.State) int64 {
-	switch {
-	case st.Legacy:
-		return st.Next
-	case st.Registered:
-		return st.Start - 1
-	}
-	return st.Ceiling
 }

@@ -71,10 +71,9 @@ type globals struct {
 	stderr    io.Writer
 	lookupEnv func(string) (string, bool)
 
-	// storeCeiling and tombstone start as the package-level hooks (see
-	// hooks.go); tests replace them per run.
+	// storeCeiling starts as the package-level hook (see hooks.go); tests
+	// replace it per run.
 	storeCeiling storeCeilingFunc
-	tombstone    tombstoneFunc
 
 	// cfg is the resolved, validated configuration; set by load before a
 	// command that needs it runs.
@@ -85,7 +84,7 @@ type globals struct {
 func defaultGlobals() *globals {
 	return &globals{
 		stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv,
-		storeCeiling: storeCeiling, tombstone: tombstone,
+		storeCeiling: storeCeiling,
 	}
 }
 

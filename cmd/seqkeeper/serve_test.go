@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // replicaProc is `seqkeeper serve` running in-process.
@@ -41,7 +42,7 @@ func (c *cli) serve(id string) *replicaProc {
 	g := &globals{
 		stdin: strings.NewReader(""), stdout: io.Discard, stderr: r.stderr,
 		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
-		storeCeiling: storeCeiling, tombstone: tombstone,
+		storeCeiling: storeCeiling,
 	}
 	go func() {
 		r.exit <- run(ctx, g, []string{"--root", c.root, "serve", "--http", r.addr, "--id", id,
@@ -102,7 +103,7 @@ func TestServeTwoReplicasHandOverAndPushBack(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
-	c.storeCeiling, c.tombstone = storeCeiling, tombstone
+	c.storeCeiling = storeCeiling
 	a, b := c.serve("a"), c.serve("b")
 	for _, r := range []*replicaProc{a, b} {
 		eventually(t, "replica "+r.id+" ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
@@ -199,7 +200,7 @@ func TestVerifyAndRestore(t *testing.T) {
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
 	c.env["SEQKEEPER_MIN_RESERVE"] = "100"
-	c.storeCeiling, c.tombstone = storeCeiling, tombstone
+	c.storeCeiling = storeCeiling
 	if _, err := openStore(context.Background(), &config.Config{Store: c.env["SEQKEEPER_STORE"]}, true); err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestVerifyAndRestore(t *testing.T) {
 	}
 
 	// ZooKeeper loses the znode: restore re-creates it above the store.
-	if err := c.conn.Delete(c.root+"/v", -1); err != nil {
+	if err := testenv.DeleteAll(c.conn, c.root+"/v"); err != nil {
 		t.Fatal(err)
 	}
 	if out := c.ok("verify"); !strings.Contains(out, "pending  v: in the store but not in ZooKeeper") {

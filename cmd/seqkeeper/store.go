@@ -9,7 +9,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/persist"
 )
 
-// The store hooks of the operator commands (see hooks.go), backed by
+// The store hook of the operator commands (see hooks.go), backed by
 // package persist.
 func init() {
 	storeCeiling = func(ctx context.Context, cfg *config.Config, name string) (int64, error) {
@@ -26,7 +26,6 @@ func init() {
 		}
 		return rec.Ceiling, nil
 	}
-	tombstone = writeTombstone
 }
 
 // openStore opens the store named by cfg.Store. With create, a missing
@@ -41,26 +40,4 @@ func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.S
 		return nil, err
 	}
 	return persist.NewStore(b, persist.StoreOptions{})
-}
-
-// writeTombstone records that sequence name is deleted, with ceiling, and
-// returns once the store has accepted it. It writes as the current leader
-// epoch: the tombstone merges by max like every record, so it can neither
-// lower a ceiling nor fence the primary.
-func writeTombstone(ctx context.Context, cfg *config.Config, name string, ceiling int64) error {
-	s, err := openStore(ctx, cfg, false)
-	if err != nil {
-		return err
-	}
-	epoch, _, err := s.Epoch(ctx)
-	if err != nil {
-		return err
-	}
-	rec, err := s.Get(ctx, name)
-	if err != nil && !errors.Is(err, persist.ErrNotFound) {
-		return err
-	}
-	rec.Name, rec.Deleted = name, true
-	rec.Ceiling = max(rec.Ceiling, ceiling)
-	return s.Put(ctx, epoch, rec)
 }

@@ -1,0 +1,101 @@
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// deleteAttempts bounds the re-reads when the sequence keeps changing under
+// Delete (clients taking, the primary raising).
+const deleteAttempts = 20
+
+// ErrDeleteContended reports a Delete that gave up because the sequence
+// kept changing under it. The tombstone is written; the znode is not
+// deleted yet.
+var ErrDeleteContended = errors.New("sequence keeps changing under delete")
+
+// Delete deletes sequence name for good. First the store records a
+// tombstone holding the sequence's ceiling (persist.Store.Tombstone), so
+// that a sequence created later under the name starts above every ID this
+// one issued and a restore never brings it back; then the znode goes, with
+// its windows and marker, in one transaction that succeeds only if the
+// znode is still at the version whose ceiling the tombstone holds.
+// Otherwise it reads again (and tombstones again if the ceiling rose). It
+// returns the ceiling tombstoned.
+//
+// Delete may run beside a primary and busy clients: a raise that races the
+// tombstone cannot undo it, because the store keeps a tombstone over any
+// record of the same znode whatever its ceiling.
+func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, name string) (int64, error) {
+	if err := sequence.ValidateName(name); err != nil {
+		return 0, err
+	}
+	p := seqs.Path(name)
+	stored := int64(-1)
+	for attempt := 0; attempt < deleteAttempts; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		conn := seqs.ZK().Conn()
+		data, stat, err := conn.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			if stored >= 0 {
+				return stored, nil // deleted by someone else after our tombstone
+			}
+			return 0, fmt.Errorf("sequence %q: %w: %s does not exist", name, sequence.ErrUnknownSequence, p)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
+		}
+		st, err := sequence.ParseState(name, data)
+		if err != nil {
+			return 0, fmt.Errorf("%w; repair the znode before deleting it (its ceiling must be known for the tombstone)", err)
+		}
+		ceiling := TombstoneCeiling(st)
+		if ceiling > stored {
+			if _, err := store.Tombstone(ctx, name, ceiling, stat.Czxid); err != nil {
+				return 0, fmt.Errorf("sequence %q: write the tombstone (ceiling %d) to the store: %w; nothing was deleted", name, ceiling, err)
+			}
+			stored = ceiling
+		}
+		children, _, err := conn.Children(p)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return 0, fmt.Errorf("sequence %q: list %s: %w", name, p, err)
+		}
+		ops := make([]any, 0, len(children)+1)
+		for _, c := range children {
+			// Unconditional on purpose: whatever a window or marker holds goes.
+			ops = append(ops, &zk.DeleteRequest{Path: p + "/" + c, Version: -1})
+		}
+		ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
+		_, err = conn.Multi(ops...)
+		switch {
+		case err == nil:
+			return stored, nil
+		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrNoNode):
+			continue // changed meanwhile (a take, a raise, a new window): read again
+		default:
+			return 0, fmt.Errorf("sequence %q: delete %s (tombstone written): %w; run delete again", name, p, err)
+		}
+	}
+	return 0, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again (the tombstone is written)", name, ErrDeleteContended, deleteAttempts)
+}
+
+// TombstoneCeiling is the highest ID a sequence in state st may have
+// issued: its ceiling, or for a legacy counter the counter itself, or for a
+// registration nothing (start-1).
+func TombstoneCeiling(st sequence.State) int64 {
+	switch {
+	case st.Legacy:
+		return st.Next
+	case st.Registered:
+		return st.Start - 1
+	}
+	return st.Ceiling
+}

@@ -1,0 +1,386 @@
+package primary_test
+
+// Regression tests for the duplicate and lost-delete paths a review of the
+// code found (the numbers are the review's). Each failed on the code it was
+// found in.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// ids records every ID handed out and fails the test on a second one.
+type ids map[int64]string
+
+func (m ids) add(t *testing.T, who string, rs sequence.Ranges) {
+	t.Helper()
+	for _, r := range rs {
+		for id := r.Start; id <= r.End; id++ {
+			if first, dup := m[id]; dup {
+				t.Errorf("id %d handed out twice: to %s, then to %s", id, first, who)
+			}
+			m[id] = who
+		}
+	}
+}
+
+// fileRig runs a primary on a file store for the servers and test root,
+// and returns a client dialled with timeout to servers.
+type fileRig struct {
+	t       *testing.T
+	servers []string
+	root    string
+	store   *persist.Store
+}
+
+func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
+	t.Helper()
+	r := &fileRig{t: t, servers: servers, root: zroot + "/all-sequences", store: fileStore(t, t.TempDir())}
+	cfg := primary.DefaultConfig()
+	cfg.Sequences = r.client(servers, 4*time.Second)
+	cfg.Store = r.store
+	cfg.Holder = "p1"
+	cfg.MarkerPath = zroot + "/cluster"
+	cfg.Runway = time.Second
+	cfg.MinReserve = 100
+	cfg.SweepInterval = 200 * time.Millisecond
+	p, err := primary.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := r.client(servers, 10*time.Second)
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	return r
+}
+
+func fileStore(t *testing.T, dir string) *persist.Store {
+	t.Helper()
+	b, err := persist.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Buckets: 16, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (r *fileRig) client(servers []string, timeout time.Duration) *sequence.Client {
+	r.t.Helper()
+	zc, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: timeout})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(zc.Close)
+	c, err := sequence.NewClient(zc, sequence.Options{Root: r.root, CeilingWait: 10 * time.Second})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// Finding 2: a worker's take, delayed on the network, reaches a sequence
+// that was deleted (tombstone first) and registered again meanwhile, at the
+// very version the worker cached. It used to land, and the fence that
+// followed set next = stale ceiling + 1, below what the new incarnation had
+// issued. Now the write checks the marker of the state it came from, which
+// died with the old znode, so it never lands.
+func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newFileRig(t, z.Servers, z.Root)
+	ctx := context.Background()
+	w := r.client(z.Servers, 10*time.Second)
+	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, z.Servers[0])
+	x := r.client([]string{proxy.Addr()}, 20*time.Second)
+	issued := ids{}
+	for i := 0; i < 5; i++ {
+		got, err := x.Take(ctx, "s", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued.add(t, "x before the delete", got)
+	}
+	conn := w.ZK().Conn()
+	_, stat, err := conn.Get(r.root + "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := stat.Version
+
+	proxy.Pause() // x's next take is held on the network
+	xdone := make(chan error, 1)
+	go func() {
+		got, err := x.Take(ctx, "s", 10)
+		issued.add(t, "x's delayed take", got)
+		xdone <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+
+	ceiling, err := primary.Delete(ctx, w, r.store, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, stat, err := conn.Get(r.root + "/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stat.Version == cached {
+			break
+		}
+		if stat.Version > cached {
+			t.Fatalf("set-up: version %d past x's cached %d", stat.Version, cached)
+		}
+		got, err := w.Take(ctx, "s", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Start <= ceiling {
+			t.Fatalf("the re-created sequence handed out %s, at or below its tombstone's ceiling %d", got, ceiling)
+		}
+		issued.add(t, "the new incarnation", got)
+	}
+	proxy.Resume()
+	if err := <-xdone; err != nil {
+		t.Logf("x's delayed take: %v", err)
+	}
+	for i := 0; i < 200; i++ {
+		got, err := w.Take(ctx, "s", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued.add(t, "the new incarnation, later", got)
+	}
+}
+
+// Findings 3 and 4, one level down: Recreate restores above everything a
+// record covers, including at the end of a bounded space and at the top of
+// int64, and never produces an invalid state.
+func TestRecreateAboveTheRecord(t *testing.T) {
+	const top = math.MaxInt64
+	for _, tt := range []struct {
+		name               string
+		rec                persist.Record
+		wantNext, wantCeil int64
+	}{
+		{"plain", persist.Record{Name: "a", Start: 1, Ceiling: 500}, 501, 700},
+		{"never issued: from start", persist.Record{Name: "a", Start: 100, Ceiling: 0}, 100, 299},
+		{"bounded, room left: capped at end", persist.Record{Name: "b", Start: 1, End: 550, Ceiling: 500}, 501, 550},
+		{"bounded, ceiling at end: exhausted", persist.Record{Name: "b", Start: 1, End: 50, Ceiling: 50}, 51, 50},
+		{"top of int64, room left", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 100}, top - 99, top},
+		{"ceiling MaxInt64: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top}, top, top - 1},
+		{"ceiling MaxInt64-1: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 1}, top, top - 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st, rec := primary.Recreate(tt.rec, 200)
+			if err := st.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if st.Next != tt.wantNext || st.Ceiling != tt.wantCeil {
+				t.Fatalf("next %d ceiling %d; want %d, %d", st.Next, st.Ceiling, tt.wantNext, tt.wantCeil)
+			}
+			if rec.Ceiling < st.Ceiling || rec.Ceiling < tt.rec.Ceiling {
+				t.Fatalf("record ceiling %d does not cover the state's %d and the old %d", rec.Ceiling, st.Ceiling, tt.rec.Ceiling)
+			}
+			got, err := st.Take(1000)
+			if err != nil && !errors.Is(err, sequence.ErrExhausted) {
+				t.Fatal(err)
+			}
+			if len(got) > 0 && got[0].Start <= tt.rec.Ceiling {
+				t.Fatalf("the restored state hands out %s again (the record covers up to %d)", got, tt.rec.Ceiling)
+			}
+		})
+	}
+}
+
+// Finding 3: a bounded sequence whose ceiling reached its end, lost by
+// ZooKeeper, came back at next = end and handed out its last ID again.
+func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newFileRig(t, z.Servers, z.Root)
+	w := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	if err := w.Register(ctx, "b", sequence.Registration{End: 50}); err != nil {
+		t.Fatal(err)
+	}
+	issued := ids{}
+	for len(issued) < 50 {
+		got, err := w.Take(ctx, "b", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued.add(t, "before the loss", got)
+	}
+	if err := testenv.DeleteAll(w.ZK().Conn(), r.root+"/b"); err != nil { // ZooKeeper loses it
+		t.Fatal(err)
+	}
+	got, err := w.Take(ctx, "b", 10)
+	issued.add(t, "after the restore", got)
+	if !errors.Is(err, sequence.ErrExhausted) {
+		t.Fatalf("take after the restore: %s, %v; want ErrExhausted", got, err)
+	}
+}
+
+// Finding 4: one record with ceiling MaxInt64 made every restore fail, so
+// no lost sequence came back; and sequences at the top of the space must
+// work to their last ID, then say exhausted.
+func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newFileRig(t, z.Servers, z.Root)
+	w := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	if err := w.Register(ctx, "top", sequence.Registration{Start: math.MaxInt64 - 150}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx, "other", sequence.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	issued := ids{}
+	var last int64
+	for {
+		got, err := w.Take(ctx, "top", 40)
+		if errors.Is(err, sequence.ErrExhausted) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		issued.add(t, "top", got)
+		last = got[len(got)-1].End
+	}
+	if last != math.MaxInt64-1 { // MaxInt64 itself is never handed out (sequence.MaxID)
+		t.Fatalf("top ended at %d; want %d", last, int64(math.MaxInt64-1))
+	}
+	if _, err := w.Take(ctx, "other", 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"top", "other"} {
+		if err := testenv.DeleteAll(w.ZK().Conn(), r.root+"/"+n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"top", "other"} {
+		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Conn().Exists(r.root + "/" + n); return ok })
+	}
+	if got, err := w.Take(ctx, "top", 1); !errors.Is(err, sequence.ErrExhausted) {
+		t.Fatalf("top after the restore: %s, %v; want ErrExhausted", got, err)
+	}
+	if _, err := w.Take(ctx, "other", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Finding 4: at the top of the space, ceiling + 1 overflowed, so after a
+// rollback revalidation did not move next and IDs were handed out again.
+func TestRollbackAtTheTopOfTheSpace(t *testing.T) {
+	ens := testenv.StartEnsemble(t, 1)
+	r := newFileRig(t, ens.Servers(), "/test")
+	w := r.client(ens.Servers(), 10*time.Second)
+	ctx := context.Background()
+	if err := w.Register(ctx, "top", sequence.Registration{Start: math.MaxInt64 - 150}); err != nil {
+		t.Fatal(err)
+	}
+	issued := ids{}
+	take := func(n int, who string) (exhausted bool) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			got, err := w.Take(ctx, "top", 10)
+			if errors.Is(err, sequence.ErrExhausted) {
+				return true
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			issued.add(t, who, got)
+		}
+		return false
+	}
+	take(2, "before the copy")
+	ens.Stop(0)
+	saved := t.TempDir()
+	if err := ens.SaveData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	take(5, "the lost history")
+	ens.Stop(0)
+	if err := ens.RestoreData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	// Everything up to the stored ceiling (the whole space here: the
+	// reserve reached its top) may have been issued in the lost history,
+	// so the sequence comes back exhausted.
+	if !take(5, "after the rollback") {
+		t.Fatal("the sequence handed out IDs after a rollback although its whole space was reserved")
+	}
+}
+
+// The fence: a primary deposed while idle (it has nothing to write, so no
+// write is refused) must stop within a bounded time; and what it wrote
+// after its successor took the epoch object, before its successor sealed
+// the store, can only have raised ceilings.
+func TestDeposedIdlePrimaryStops(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	run := r.start("old", func(c *primary.Config) { c.FenceCheckInterval = 200 * time.Millisecond })
+	c := r.client(10 * time.Second)
+	waitFor(t, "the primary leading", func() bool { return run.p.Status().Leading })
+	if err := c.Register(context.Background(), "x", sequence.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(context.Background(), "x", 1); err != nil {
+		t.Fatal(err)
+	}
+	before, err := r.store().Get(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.store().AdvanceEpoch(context.Background(), "new"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-run.done:
+		if !errors.Is(err, primary.ErrFenced) {
+			t.Errorf("Run returned %v; want ErrFenced", err)
+		}
+		run.done <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the deposed primary is still running 5 s later (leading %v)", run.p.Status().Leading)
+	}
+	after, err := r.store().Get(context.Background(), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Ceiling < before.Ceiling {
+		t.Fatalf("stored ceiling went down from %d to %d", before.Ceiling, after.Ceiling)
+	}
+}
