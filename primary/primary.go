@@ -910,7 +910,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 // count. Windows are carved below the ceiling, so they need no store write
 // of their own.
 func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) (int64, error) {
-	open, err := p.seq.PruneWindows(ctx, name)
+	open, err := p.seq.PruneWindows(ctx, name, p.cfg.RotateVersion)
 	if err != nil {
 		return 0, err
 	}

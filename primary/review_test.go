@@ -384,3 +384,42 @@ func TestDeposedIdlePrimaryStops(t *testing.T) {
 		t.Fatalf("stored ceiling went down from %d to %d", before.Ceiling, after.Ceiling)
 	}
 }
+
+// Version wrap: ZooKeeper keeps a znode's data version in an int32 that
+// wraps, and an expected version of -1 makes a write unconditional. The
+// primary moves a busy sequence onto a fresh znode well before that
+// (RotateVersion, set low here so the test crosses it many times) while
+// workers take from it and from its windows; nothing is handed out twice,
+// and the versions stay below the threshold plus the writes of one sweep.
+func TestRotationUnderLoad(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	const rotateAt = 40
+	run := r.start("p1", func(c *primary.Config) { c.RotateVersion = rotateAt })
+	c := r.client(20 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	if err := c.Register(ctx, "plain", sequence.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Register(ctx, "windowed", sequence.Registration{Windows: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"plain", "windowed"} {
+		l := newLedger()
+		wctx, cancel := context.WithCancel(ctx)
+		wg := r.workers(wctx, 4, name, l)
+		waitForUpTo(t, 2*time.Minute, name+": three rotations", func() bool { return run.p.Stats().Rotated >= 3 })
+		before := run.p.Stats().Rotated
+		waitForUpTo(t, 2*time.Minute, name+": three more", func() bool { return run.p.Stats().Rotated >= before+3 })
+		cancel()
+		wg.Wait()
+		l.check(t)
+		_, stat, err := c.ZK().Conn().Get(r.root + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d IDs taken by 4 workers across %d rotations; version now %d", name, l.issued, run.p.Stats().Rotated, stat.Version)
+	}
+}

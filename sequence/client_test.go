@@ -596,7 +596,7 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	if got, err := c.Take(ctx, "w2", 5); err != nil || got.String() != "11:15" {
 		t.Fatalf("take after the window is used up = %s, %v; want 11:15 from the sequence", got, err)
 	}
-	if open, err := c.PruneWindows(ctx, "w2"); err != nil || open != 0 {
+	if open, err := c.PruneWindows(ctx, "w2", sequence.VersionLimit); err != nil || open != 0 {
 		t.Fatalf("prune = %d open, %v; want 0", open, err)
 	}
 }

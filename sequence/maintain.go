@@ -493,8 +493,10 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 }
 
 // PruneWindows deletes the windows of sequence name that have handed out
-// every ID, and returns how many windows remain open.
-func (c *Client) PruneWindows(ctx context.Context, name string) (int, error) {
+// every ID, or whose data version reached maxVersion (a busy window nearing
+// ZooKeeper's int32 version wrap: the IDs it still holds are lost, at most
+// one window's worth), and returns how many windows remain open.
+func (c *Client) PruneWindows(ctx context.Context, name string, maxVersion int32) (int, error) {
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}
@@ -522,7 +524,7 @@ func (c *Client) PruneWindows(ctx context.Context, name string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if st.Available() > 0 {
+		if st.Available() > 0 && stat.Version < maxVersion {
 			open++
 			continue
 		}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 	"sync"
@@ -102,10 +103,19 @@ type Watcher struct {
 	known map[string]meta // the last state reported per sequence
 }
 
+// meta identifies what was last reported of a sequence. The version and
+// creation zxid alone do not: after ZooKeeper is restored from an older
+// copy, the znode can reach the same version with other data, so the
+// modification zxid and a hash of the data take part too.
 type meta struct {
 	version int32
 	czxid   int64
+	mzxid   int64
+	data    uint64
 }
+
+// dataSeed keys the hashes of meta.data; any seed works.
+var dataSeed = maphash.MakeSeed()
 
 // New returns a Watcher for the sequences under root. Call Run to start it.
 func New(c *zkclient.Client, root string, opts Options) (*Watcher, error) {
@@ -359,7 +369,7 @@ func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk
 	if err != nil {
 		return fmt.Errorf("read %s/%s: %w", w.root, name, err)
 	}
-	m := meta{version: stat.Version, czxid: stat.Czxid}
+	m := meta{version: stat.Version, czxid: stat.Czxid, mzxid: stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
 	old, ok := w.known[name]
 	if ok && old == m {
 		return nil

@@ -213,3 +213,57 @@ func TestInitialSyncOfManySequences(t *testing.T) {
 		return
 	}
 }
+
+// After ZooKeeper is restored from an older copy, a sequence znode can
+// reach the version the watcher last reported with other data. The watcher
+// must report it, not take it for what it has seen.
+func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
+	ens := testenv.StartEnsemble(t, 1)
+	root := "/seqs"
+	setup := dial(t, ens.Servers())
+	if err := zkclient.EnsurePath(setup.Conn(), root, acl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := setup.Conn().Create(root+"/s", []byte("v0"), 0, acl); err != nil {
+		t.Fatal(err)
+	}
+	ens.Stop(0)
+	saved := t.TempDir()
+	if err := ens.SaveData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, ens.Servers())
+	w := start(t, c, root)
+	if ev := next(t, w, false); ev.Kind != watcher.Added || string(ev.Data) != "v0" {
+		t.Fatalf("first event %+v", ev)
+	}
+	if _, err := c.Conn().Set(root+"/s", []byte("lost"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); string(ev.Data) != "lost" || ev.Version != 1 {
+		t.Fatalf("event %+v; want version 1, data lost", ev)
+	}
+	// Roll back to the copy (version 0), and write version 1 again.
+	ens.Stop(0)
+	if err := ens.RestoreData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	other := dial(t, ens.Servers())
+	if _, err := other.Conn().Set(root+"/s", []byte("kept"), 0); err != nil {
+		t.Fatal(err)
+	}
+	w.Resync()
+	for {
+		ev := next(t, w, false)
+		if string(ev.Data) == "kept" {
+			return
+		}
+		t.Logf("event %s %q version %d", ev.Kind, ev.Data, ev.Version)
+	}
+}
