@@ -80,6 +80,12 @@ type Config struct {
 	// nothing else; the ceilings it held back are retried at the next
 	// event or sweep.
 	StoreTimeout time.Duration
+	// AuditInterval is how often the primary reads the whole store again
+	// (persist.Store.Seal) and persists anew every ceiling the store no
+	// longer holds: a lost or rolled-back store object would otherwise stay
+	// lost for idle sequences, and a later ZooKeeper data loss would then
+	// hit both. Unreadable store objects are read again at every sweep.
+	AuditInterval time.Duration
 	// FenceCheckInterval is how often the primary reads the store's leader
 	// epoch, so that a primary deposed while idle (nothing to write, so no
 	// write to be refused) stops within this long.
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		Parallelism:   16,
 		StoreTimeout:  10 * time.Second,
 
+		AuditInterval:      5 * time.Minute,
 		FenceCheckInterval: 2 * time.Second,
 		RotateVersion:      1 << 30,
 		Logger:             zerolog.Nop(),
@@ -131,6 +138,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("primary: Runway %s must be positive", c.Runway)
 	case c.MinReserve < 1 || c.MaxReserve < c.MinReserve || c.MaxReserve > MaxReserve:
 		return fmt.Errorf("primary: need 1 <= MinReserve (%d) <= MaxReserve (%d) <= %d", c.MinReserve, c.MaxReserve, int64(MaxReserve))
+	case c.AuditInterval <= 0:
+		return fmt.Errorf("primary: AuditInterval %s must be positive", c.AuditInterval)
 	case c.FenceCheckInterval <= 0:
 		return fmt.Errorf("primary: FenceCheckInterval %s must be positive", c.FenceCheckInterval)
 	case c.RotateVersion < 1 || c.RotateVersion >= sequence.VersionLimit:
@@ -165,6 +174,7 @@ type Primary struct {
 	// Owned by Run's goroutine.
 	epoch   int64 // the store's leader epoch of this term
 	zkEpoch int64
+	audited time.Time // when the store was last read whole (takeStore, audit)
 	records map[string]persist.Record
 	// broken is the error of the store buckets that could not be read at
 	// start (corrupt, or written by a newer format): their sequences are
@@ -212,6 +222,7 @@ type Stats struct {
 	Revalidated   int64 // sequences fast-forwarded (new epoch, re-created znode)
 	Restored      int64 // znodes re-created from the store
 	Rotated       int64 // sequences moved onto a fresh znode (version limit)
+	StoreLost     int64 // ceilings found missing or lower in the store by an audit
 	LegacyOverrun int64 // legacy counters seen above their stored mark
 }
 
@@ -269,6 +280,7 @@ func (p *Primary) count(f func(*Stats)) {
 // caller should then give up leadership.
 func (p *Primary) Run(ctx context.Context) error {
 	recs, err := p.takeStore(ctx)
+	p.audited = time.Now()
 	if err != nil {
 		return err
 	}
@@ -381,22 +393,49 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 	}
 }
 
-// reread reads the store objects that were unreadable (takeStore) again, so
-// that a transient failure, or an object repaired by an operator, does not
-// leave its sequences alone for the rest of the term.
-func (p *Primary) reread(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+// audit reads the whole store again (sealing any bucket object that was
+// lost and comes back empty) and takes what it holds as the truth: a record
+// the store lost, or holds lower than this primary wrote, is forgotten, so
+// that the next decision persists the sequence's ceiling anew. It also
+// reads again the objects that were unreadable, so that a transient failure
+// or an object repaired by an operator does not leave their sequences alone
+// for the rest of the term.
+func (p *Primary) audit(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*p.cfg.StoreTimeout)
 	defer cancel()
 	recs, err := p.cfg.Store.Seal(ctx, p.epoch)
 	if errors.Is(err, persist.ErrFenced) {
 		return err
 	}
+	if ctx.Err() != nil {
+		return nil // try again at the next sweep
+	}
+	p.audited = time.Now()
+	held := make(map[string]persist.Record, len(recs))
 	for _, r := range recs {
-		if old, ok := p.records[r.Name]; !ok || r.Ceiling >= old.Ceiling {
-			p.records[r.Name] = r
+		held[r.Name] = r
+	}
+	lost := 0
+	for name, old := range p.records {
+		if err != nil && persist.Affects(err, name) {
+			continue // unreadable: keep what we know
+		}
+		r, ok := held[name]
+		if !ok || r.Ceiling < old.Ceiling {
+			lost++
+		}
+		if !ok {
+			delete(p.records, name)
 		}
 	}
-	if err == nil {
+	for name, r := range held {
+		p.records[name] = r
+	}
+	if lost > 0 {
+		p.count(func(s *Stats) { s.StoreLost += int64(lost) })
+		p.log.Warn().Int("sequences", lost).Msg("primary: the store lost ceilings it had accepted (an object deleted or rolled back); persisting them again")
+	}
+	if p.broken != nil && err == nil {
 		p.log.Info().Msg("primary: the store objects that were unreadable are readable again")
 	}
 	p.broken = err
@@ -682,8 +721,8 @@ func (p *Primary) sweep(ctx context.Context) error {
 	if _, err := p.newEpoch(ctx); err != nil {
 		return err
 	}
-	if p.broken != nil {
-		if err := p.reread(ctx); err != nil {
+	if p.broken != nil || time.Since(p.audited) >= p.cfg.AuditInterval {
+		if err := p.audit(ctx); err != nil {
 			return err
 		}
 	}

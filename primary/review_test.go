@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -421,5 +423,70 @@ func TestRotationUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("%s: %d IDs taken by 4 workers across %d rotations; version now %d", name, l.issued, run.p.Stats().Rotated, stat.Version)
+	}
+}
+
+// The store loses an object (deleted, or rolled back) while ZooKeeper keeps
+// its data: the audit finds the ceilings missing and persists them again,
+// idle sequences included, so that a later ZooKeeper data loss does not hit
+// both.
+func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	store := fileStore(t, dir)
+	cfg := primary.DefaultConfig()
+	root := z.Root + "/all-sequences"
+	zc, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{SessionTimeout: 4 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zc.Close)
+	if cfg.Sequences, err = sequence.NewClient(zc, sequence.Options{Root: root}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
+	cfg.SweepInterval, cfg.AuditInterval, cfg.MinReserve = 100*time.Millisecond, 300*time.Millisecond, 100
+	p, err := primary.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c := cfg.Sequences
+	waitFor(t, "the root", func() bool { ok, _, _ := zc.Conn().Exists(root); return ok })
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	for _, n := range names {
+		if err := c.Register(ctx, n, sequence.Registration{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Take(ctx, n, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every bucket object goes: the store lost everything it held.
+	buckets, err := filepath.Glob(filepath.Join(dir, "buckets", "*"))
+	if err != nil || len(buckets) == 0 {
+		t.Fatalf("bucket objects: %v, %v", buckets, err)
+	}
+	for _, b := range buckets {
+		if err := os.Remove(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		st, _, err := c.Describe(ctx, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, n+" persisted again", func() bool {
+			rec, err := store.Get(ctx, n)
+			return err == nil && rec.Ceiling >= st.Ceiling
+		})
+	}
+	if p.Stats().StoreLost < int64(len(names)) {
+		t.Fatalf("StoreLost %d; want at least %d", p.Stats().StoreLost, len(names))
 	}
 }
