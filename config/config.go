@@ -58,6 +58,7 @@ const (
 	DefaultMinReserve       = 1000
 	DefaultMaxReserve       = 1 << 40
 	DefaultSweepInterval    = 10 * time.Second
+	DefaultAuditInterval    = 5 * time.Minute
 )
 
 // MaxReserveLimit is the largest min_reserve and max_reserve accepted:
@@ -157,6 +158,11 @@ type Config struct {
 	// SweepInterval is how often the primary checks every sequence, backing
 	// up the one-shot watches that can be missed.
 	SweepInterval time.Duration
+	// AuditInterval is how often the primary reads the whole store again
+	// and persists anew every ceiling the store lost (a deleted or
+	// rolled-back object), so that a later ZooKeeper data loss cannot hit
+	// both. At least SweepInterval.
+	AuditInterval time.Duration
 	// AllowStandaloneZooKeeper lets serve run against a ZooKeeper in
 	// standalone mode, where a rollback of ZooKeeper's data (a restore
 	// from an older copy) goes unseen and can hand IDs out twice. Without
@@ -187,6 +193,7 @@ func DefaultConfig() *Config {
 		MinReserve:       DefaultMinReserve,
 		MaxReserve:       DefaultMaxReserve,
 		SweepInterval:    DefaultSweepInterval,
+		AuditInterval:    DefaultAuditInterval,
 		ID:               defaultID(),
 	}
 }
@@ -278,6 +285,10 @@ func (c *Config) Validate() error {
 	positive("ceiling_wait", c.CeilingWait, time.Hour)
 	positive("runway", c.Runway, 30*24*time.Hour)
 	positive("sweep_interval", c.SweepInterval, time.Hour)
+	positive("audit_interval", c.AuditInterval, 24*time.Hour)
+	if c.AuditInterval > 0 && c.AuditInterval < c.SweepInterval {
+		bad("audit_interval", "%s is shorter than the sweep interval %s: the audit runs at a sweep", c.AuditInterval, c.SweepInterval)
+	}
 	if c.MinReserve < 1 || c.MinReserve > MaxReserveLimit {
 		bad("min_reserve", "%d must be at least 1 and at most %d (2^50)", c.MinReserve, int64(MaxReserveLimit))
 	}

@@ -26,9 +26,6 @@ import (
 
 func init() {
 	extraCommands = append(extraCommands, newServeCmd)
-	// serve's settings that root.go's serveSettings does not list yet;
-	// appended there so that TestDocsListEverySetting checks them too.
-	serveSettings = append(serveSettings, keyAllowStandalone)
 }
 
 // keyAllowStandalone is the setting that lets serve run on a standalone
@@ -108,6 +105,7 @@ func (g *globals) serve(ctx context.Context) error {
 	pcfg := primary.DefaultConfig()
 	pcfg.Sequences, pcfg.Store, pcfg.Holder = seqs, r.store, cfg.ID
 	pcfg.Runway, pcfg.MinReserve, pcfg.MaxReserve, pcfg.SweepInterval = cfg.Runway, cfg.MinReserve, cfg.MaxReserve, cfg.SweepInterval
+	pcfg.AuditInterval = cfg.AuditInterval
 	pcfg.ACL = zkACL(cfg)
 	pcfg.Logger = log
 	if r.primary, err = primary.New(pcfg); err != nil {
