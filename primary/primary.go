@@ -573,6 +573,7 @@ const (
 	planRevalidate
 	planFastForward
 	planLegacyMark
+	planLegacyForward
 	planRotate
 )
 
@@ -589,6 +590,15 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 	switch {
 	case st.Legacy:
 		base.Legacy = true
+		if stored && st.Next < rec.Ceiling && epochOf(t.mzxid) < p.zkEpoch {
+			// Last written before ZooKeeper's latest leader election: a
+			// restore from an older copy may have taken the counter back
+			// below what workers took. Move it up to the stored mark (IDs
+			// taken past the mark before the primary saw them stay
+			// uncovered: docs/guarantees.md).
+			to := min(rec.Ceiling, sequence.MaxLegacyCounter-reserve)
+			return plan{name: name, kind: planLegacyForward, floor: to, ceiling: to + reserve, rec: base}, true
+		}
 		if stored && st.Next < rec.Ceiling-reserve/2 {
 			return plan{}, false
 		}
@@ -835,6 +845,11 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			// burst, size a bigger reserve, and the next fast-forward skip
 			// more (the reserve would grow exponentially).
 			t.lastNext += r.moved
+			if r.st.Legacy {
+				// Written by us in this epoch: no further forward until
+				// the next election, even before our write's event.
+				t.mzxid = max(t.mzxid, p.zkEpoch<<32)
+			}
 			if r.czxid != 0 {
 				// Rotated: recognise the new znode as ours, not as one
 				// re-created by someone else. The next store write of the
@@ -910,6 +925,9 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 			st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
 			p.count(func(s *Stats) { s.Revalidated++ })
 		}
+	case planLegacyForward:
+		st, err = p.seq.ForwardLegacy(ctx, pl.name, pl.floor)
+		p.count(func(s *Stats) { s.Revalidated++ })
 	case planRotate:
 		st, czxid, err = p.seq.Rotate(ctx, pl.name)
 		p.count(func(s *Stats) { s.Rotated++ })

@@ -6,12 +6,15 @@ package primary_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -489,4 +492,60 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	if p.Stats().StoreLost < int64(len(names)) {
 		t.Fatalf("StoreLost %d; want at least %d", p.Stats().StoreLost, len(names))
 	}
+}
+
+// Legacy 8-byte counters have no stamp, so a restore of ZooKeeper from an
+// older copy used to take them back for good, and every ID taken after the
+// copy was handed out again. After a leader election the primary moves a
+// counter last written before it up to the mark the store holds.
+func TestRollbackOfALegacyCounter(t *testing.T) {
+	ens := testenv.StartEnsemble(t, 1)
+	r := newFileRig(t, ens.Servers(), "/test")
+	w := r.client(ens.Servers(), 10*time.Second)
+	ctx := context.Background()
+	if _, err := w.ZK().Conn().Create(r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	issued := ids{}
+	take := func(n int, who string) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			got, err := w.Take(ctx, "old", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			issued.add(t, who, got)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	take(3, "before the copy")
+	ens.Stop(0)
+	saved := t.TempDir()
+	if err := ens.SaveData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	take(5, "the lost history")
+	var last int64
+	for id := range issued {
+		last = max(last, id)
+	}
+	waitFor(t, "a mark above the lost history's IDs", func() bool {
+		rec, err := r.store.Get(ctx, "old")
+		return err == nil && rec.Ceiling >= last
+	})
+	ens.Stop(0)
+	if err := ens.RestoreData(0, saved); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the counter moved up past the lost history", func() bool {
+		st, _, err := w.Describe(ctx, "old")
+		return err == nil && st.Next >= last
+	})
+	take(5, "after the rollback")
 }

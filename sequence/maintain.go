@@ -84,6 +84,24 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (State, 
 	})
 }
 
+// ForwardLegacy moves the legacy 8-byte counter of sequence name up to at
+// least to (it never lowers it) and returns the new state. The primary
+// calls it after a ZooKeeper leader election, with the mark the store
+// holds, in case the election followed a restore from an older copy. It
+// retries conflicts with workers until ctx is done.
+func (c *Client) ForwardLegacy(ctx context.Context, name string, to int64) (State, error) {
+	return c.update(ctx, name, func(st *State) (bool, error) {
+		if !st.Legacy {
+			return false, fmt.Errorf("sequence %q is not a legacy 8-byte counter", name)
+		}
+		if to <= st.Next {
+			return false, nil
+		}
+		st.Next = min(to, MaxLegacyCounter)
+		return true, nil
+	})
+}
+
 // reload reads nd afresh for the primary's read-modify-write loops. It
 // reports retry after a connection error (having backed off), and an error
 // when the loop must stop (ctx done, the znode missing or corrupt).
