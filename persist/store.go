@@ -293,6 +293,29 @@ func Affects(err error, name string) bool {
 	}
 }
 
+// Partial reports whether err, returned by Load or Seal, concerns only some
+// buckets: every failure in it is a BucketError, so the records of every
+// other bucket were read.
+func Partial(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *BucketError:
+		return true
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if !Partial(inner) {
+				return false
+			}
+		}
+		return len(e.Unwrap()) > 0
+	case interface{ Unwrap() error }:
+		return Partial(e.Unwrap())
+	default:
+		return false
+	}
+}
+
 // readBucket reads and checks bucket b. A missing object is an empty bucket;
 // anything unreadable is an error, never an empty bucket.
 func (s *Store) readBucket(ctx context.Context, l *layout, b int) (*bucketState, error) {

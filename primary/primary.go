@@ -377,17 +377,18 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 				continue
 			}
 		}
-		if err != nil && !errors.Is(err, persist.ErrFenced) && !errors.Is(err, persist.ErrCorrupt) && !errors.Is(err, persist.ErrNewerFormat) {
-			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.cfg.Store, epoch, err)
-		}
 		if errors.Is(err, persist.ErrFenced) {
 			return nil, fmt.Errorf("primary: %w", err)
 		}
+		if err != nil && !persist.Partial(err) {
+			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.cfg.Store, epoch, err)
+		}
 		// Carry on with what could be read: only the sequences of the
-		// broken buckets are left alone.
+		// buckets that failed (corrupt, or a read that kept failing) are
+		// left alone, and the buckets are read again at every sweep.
 		p.broken = err
 		if err != nil {
-			p.cfg.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until repaired")
+			p.cfg.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until they can be read")
 		}
 		return recs, nil
 	}

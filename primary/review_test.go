@@ -549,3 +549,78 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 	})
 	take(5, "after the rollback")
 }
+
+// A store object that cannot be read when a primary starts (here a bucket
+// object that is a directory: every read fails, not with "corrupt") leaves
+// only its own sequences alone, and only until it can be read again: the
+// primary starts, serves the other sequences, and picks the object up at a
+// later sweep.
+func TestUnreadableBucketAtStartIsReadAgain(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	store := fileStore(t, dir)
+	ctx := context.Background()
+	epoch, err := store.AdvanceEpoch(ctx, "seed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two sequences the store knows and ZooKeeper lacks: the primary
+	// restores them, except the one whose bucket it cannot read.
+	recs := []persist.Record{{Name: "a", Ceiling: 100}, {Name: "b", Ceiling: 200}}
+	if err := store.Put(ctx, epoch, recs...); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := filepath.Glob(filepath.Join(dir, "buckets", "*"))
+	if err != nil || len(objs) != 2 {
+		t.Fatalf("want two bucket objects, got %v %v", objs, err)
+	}
+	blocked := objs[0]
+	data, err := os.ReadFile(blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(blocked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
+	cfg := primary.DefaultConfig()
+	cfg.Sequences = r.client(z.Servers, 4*time.Second)
+	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
+	cfg.SweepInterval = 200 * time.Millisecond
+	p, err := primary.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w := r.client(z.Servers, 10*time.Second)
+	exists := func(n string) bool { ok, _, _ := w.ZK().Conn().Exists(r.root + "/" + n); return ok }
+	waitFor(t, "one sequence restored", func() bool { return exists("a") || exists("b") })
+	time.Sleep(time.Second)
+	if exists("a") && exists("b") {
+		t.Fatal("both restored although one bucket could not be read")
+	}
+	// The object becomes readable again.
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blocked, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both restored", func() bool { return exists("a") && exists("b") })
+	for _, n := range []string{"a", "b"} {
+		got, err := w.Take(ctx, n, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]int64{"a": 100, "b": 200}[n]; got[0].Start <= want {
+			t.Fatalf("%s restored at %d, at or below its stored ceiling %d", n, got[0].Start, want)
+		}
+	}
+}
