@@ -624,3 +624,52 @@ func TestUnreadableBucketAtStartIsReadAgain(t *testing.T) {
 		}
 	}
 }
+
+// The store's epoch object is lost while its buckets still carry the epoch
+// of their last writer: a new primary's first epoch is then below theirs,
+// and each term used to end fenced by its own store. The primary advances
+// past the buckets' epoch at once and leads.
+func TestLostEpochObjectDoesNotStall(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	seed := fileStore(t, dir)
+	ctx := context.Background()
+	var epoch int64
+	for range 5 {
+		e, err := seed.AdvanceEpoch(ctx, "earlier")
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = e
+	}
+	if err := seed.Put(ctx, epoch, persist.Record{Name: "a", Ceiling: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "epoch")); err != nil {
+		t.Fatal(err)
+	}
+	store := fileStore(t, dir) // a new process: it has seen no bucket yet
+	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
+	cfg := primary.DefaultConfig()
+	cfg.Sequences = r.client(z.Servers, 4*time.Second)
+	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
+	cfg.SweepInterval = 200 * time.Millisecond
+	p, err := primary.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitForUpTo(t, 10*time.Second, "the primary leading", func() bool { return p.Status().Leading })
+	if got := p.Status().Epoch; got <= epoch {
+		t.Fatalf("leading at epoch %d, not above the buckets' %d", got, epoch)
+	}
+	w := r.client(z.Servers, 10*time.Second)
+	got, err := w.Take(ctx, "a", 1) // restored above its record
+	if err != nil || got[0].Start <= 100 {
+		t.Fatalf("take = %s, %v; want above 100", got, err)
+	}
+}
