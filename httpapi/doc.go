@@ -39,7 +39,10 @@
 //   - Recycle returns IDs to the sequence in ZooKeeper, where the next take
 //     by any client finds them. It refuses IDs never issued or already
 //     recycled, but it cannot tell IDs a caller never received from IDs it
-//     did: recycle only IDs you took and will not use.
+//     did: recycle only IDs you took and will not use. A recycle without an
+//     Idempotency-Key header must never be retried after a timeout (the
+//     first may have landed; treat the IDs as lost); with one, a retry is
+//     answered 200 with "already_applied" when the first landed.
 //   - IDs are unique, not ordered: concurrent callers, recycled IDs and
 //     windows mean a later answer may hold lower IDs.
 package httpapi

@@ -22,7 +22,7 @@ const (
 	CodeNotFound         = "not_found"             // 404: no such route
 	CodeMethodNotAllowed = "method_not_allowed"    // 405
 	CodeExhausted        = "exhausted"             // 409: the sequence's ID space is used up
-	CodeUncertain        = "uncertain"             // 500: recycle outcome unknown; treat the IDs as lost
+	CodeUncertain        = "uncertain"             // 500: recycle outcome unknown; without a key treat the IDs as lost, with one retry with the same key
 	CodeCorrupt          = "corrupt_state"         // 500: the sequence's data is unreadable
 	CodeInternal         = "internal"              // 500
 	CodeCeilingReached   = "ceiling_reached"       // 503: reservation exhausted; retry later
@@ -54,6 +54,8 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.Is(err, sequence.ErrInvalidName):
 		return http.StatusBadRequest, CodeInvalidName
+	case errors.Is(err, sequence.ErrInvalidPushKey):
+		return http.StatusBadRequest, CodeBadRequest
 	case errors.Is(err, sequence.ErrBadPush):
 		return http.StatusBadRequest, CodeBadPush
 	case errors.Is(err, sequence.ErrUnknownSequence):

@@ -357,15 +357,34 @@ func (s *Server) drop(e *allocEntry) {
 	}
 }
 
+// IdempotencyKeyHeader is the request header of POST
+// /v1/sequences/{name}/recycle that names one logical push (see
+// sequence.ValidatePushKey), so that a retry after a timeout is answered
+// definitively instead of recycling the IDs twice.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
 // handleRecycle serves POST /v1/sequences/{name}/recycle. The IDs go back
-// to the sequence in ZooKeeper (sequence.Client.Push), never into this
-// replica's allocator, and Push refuses IDs that were never issued or are
-// already recycled.
+// to the sequence in ZooKeeper (sequence.Client.Push, or PushOnce with an
+// Idempotency-Key), never into this replica's allocator, and the push
+// refuses IDs that were never issued or are already recycled.
 func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := sequence.ValidateName(name); err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	keys, keyed := r.Header[http.CanonicalHeaderKey(IdempotencyKeyHeader)]
+	key := ""
+	if keyed {
+		if len(keys) != 1 {
+			badRequest(w, "%s: %d headers; send exactly one", IdempotencyKeyHeader, len(keys))
+			return
+		}
+		key = keys[0]
+		if err := sequence.ValidatePushKey(key); err != nil {
+			badRequest(w, "%s: %v", IdempotencyKeyHeader, err)
+			return
+		}
 	}
 	var body IDsResponse
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
@@ -387,13 +406,22 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ids := sequence.Ranges(body.Ranges)
-	if err := s.seqs.Push(r.Context(), name, ids); err != nil {
+	already := false
+	var err error
+	if keyed {
+		already, err = s.seqs.PushOnce(r.Context(), name, key, ids)
+	} else {
+		err = s.seqs.Push(r.Context(), name, ids)
+	}
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	n := ids.Count()
-	s.metrics.recycled.WithLabelValues(name).Add(float64(n))
-	writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: n})
+	if !already {
+		s.metrics.recycled.WithLabelValues(name).Add(float64(n))
+	}
+	writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: n, AlreadyApplied: already})
 }
 
 // handleList serves GET /v1/sequences.

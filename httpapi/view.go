@@ -63,8 +63,14 @@ type IDsResponse struct {
 // RecycleResponse is the answer of POST /v1/sequences/{name}/recycle.
 type RecycleResponse struct {
 	Sequence string `json:"sequence"`
-	// Recycled is the number of IDs returned to the sequence.
+	// Recycled is the number of IDs returned to the sequence, by this
+	// request or, when AlreadyApplied, by an earlier one with the same
+	// Idempotency-Key.
 	Recycled int64 `json:"recycled"`
+	// AlreadyApplied is set when the request's Idempotency-Key names a push
+	// applied before (a retry whose first attempt landed): nothing was
+	// changed now. Always false without a key.
+	AlreadyApplied bool `json:"already_applied"`
 }
 
 // Kinds of sequence znode, as SequenceSummary.Kind reports them.

@@ -15,11 +15,15 @@
 //	recycled 10:20 30 40:45
 //	leaked 7
 //	zkepoch 3
+//	marker h-0123456789abcdef
+//	pushed 0b6f7e2c-1d2a-4c3b-9e8f-123456789abc
 //
 // next is the lowest ID never issued; ceiling is the highest ID clients may
 // issue, raised by the primary only after the durable store holds it;
 // recycled lists IDs pushed back, reused lowest first; zkepoch is the
-// ZooKeeper epoch in which the primary last validated the state (see State). An operator registers a
+// ZooKeeper epoch in which the primary last validated the state (see State);
+// pushed lists the idempotency keys of the latest keyed pushes
+// (Client.PushOnce, at most MaxPushKeys). An operator registers a
 // sequence by creating its znode empty or holding a start value; the primary
 // initialises it. See ParseState for every accepted form and State.Validate
 // for the invariants.
@@ -38,7 +42,9 @@
 //
 // A write whose reply is lost (connection loss) is never assumed to have
 // failed: Take starts again from a fresh read, so those IDs are lost, not
-// reused; Push does not retry at all and reports ErrUncertain.
+// reused; Push does not retry at all and reports ErrUncertain. PushOnce
+// records an idempotency key with the push, so it can retry: the fresh read
+// shows the key if the lost write was applied.
 //
 // # The cached-version trap
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -31,6 +32,10 @@ func FuzzParseState(f *testing.F) {
 		stateText(formatHeader, "start 1", "next 10", "ceiling 5", "end 100"),
 		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "recycled 1:2 3"),
 		stateText(formatHeader, "start 007"),
+		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "recycled 3", "zkepoch 2", "marker h-00112233445566aa", "pushed 0b6f7e2c-1d2a-4c3b-9e8f-123456789abc k.2 K_3"),
+		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "pushed a a"),
+		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "pushed"),
+		stateText("start 1", "pushed k"),
 	} {
 		f.Add(seed)
 	}
@@ -76,7 +81,8 @@ func (r *opReader) next() int64 {
 // held by a client is handed out again, that no ID above the ceiling is
 // issued, that every issued ID is accounted for (held, recycled or leaked),
 // that refused pushes change nothing, and that the state stays valid and
-// survives an Encode/ParseState round trip.
+// survives an Encode/ParseState round trip. Some pushes carry an idempotency
+// key: repeating one must change nothing.
 func FuzzTakePush(f *testing.F) {
 	f.Add(int64(1), int64(100), uint8(0), []byte{0, 10, 3, 50, 0, 20, 1, 0, 0, 5, 2, 3, 1, 0, 0, 40})
 	f.Add(int64(1000), int64(5000), uint8(1), []byte{3, 255, 0, 200, 0, 200, 1, 2, 0, 1, 7, 1, 1, 0, 3, 0, 0, 255})
@@ -110,6 +116,7 @@ func FuzzTakePush(f *testing.F) {
 		}
 		origin := s.Next
 		var held []Range // IDs handed out and not pushed back
+		keys := 0        // keyed pushes so far, naming the next key
 		r := opReader(ops)
 		for len(r) > 0 {
 			before := s
@@ -117,7 +124,7 @@ func FuzzTakePush(f *testing.F) {
 			case 0:
 				fuzzTake(t, &s, before, 1+r.next()*r.next()/4, &held)
 			case 1:
-				fuzzPushHeld(t, &s, before, &r, &held, limit)
+				fuzzPushHeld(t, &s, before, &r, &held, limit, &keys)
 			case 2:
 				fuzzPushBad(t, &s, before, &r, held, limit)
 			case 3: // the primary raises the ceiling
@@ -187,10 +194,11 @@ func sortHeld(held []Range) {
 
 // fuzzPushHeld pushes back parts of up to three held ranges, as a client
 // returning unused IDs does; the push must be accepted.
-func fuzzPushHeld(t *testing.T, s *State, before State, r *opReader, held *[]Range, limit int) {
+func fuzzPushHeld(t *testing.T, s *State, before State, r *opReader, held *[]Range, limit int, keys *int) {
 	if len(*held) == 0 {
 		return
 	}
+	keyed := r.next()%2 == 1
 	var push Ranges
 	picked := map[int]bool{}
 	for range 1 + r.next()%3 {
@@ -204,7 +212,18 @@ func fuzzPushHeld(t *testing.T, s *State, before State, r *opReader, held *[]Ran
 		hi := lo + (r.next()*r.next())%(h.End-lo+1)
 		push = append(push, Range{lo, hi})
 	}
-	err := s.push(push, limit)
+	var err error
+	key := fmt.Sprintf("k%d", *keys)
+	if keyed {
+		*keys++
+		var already bool
+		already, err = s.pushOnce(push, key, limit)
+		if already {
+			t.Fatalf("PushOnce(%v, %s) of a fresh key reports already applied", push, key)
+		}
+	} else {
+		err = s.push(push, limit)
+	}
 	if s.Legacy {
 		if !errors.Is(err, ErrBadPush) || !reflect.DeepEqual(*s, before) {
 			t.Fatalf("Push(%v) to a legacy counter: %v", push, err)
@@ -213,6 +232,16 @@ func fuzzPushHeld(t *testing.T, s *State, before State, r *opReader, held *[]Ran
 	}
 	if err != nil {
 		t.Fatalf("Push(%v) of held IDs: %v", push, err)
+	}
+	if keyed {
+		if n := len(s.Pushed); n == 0 || n > MaxPushKeys || s.Pushed[n-1] != key {
+			t.Fatalf("after PushOnce with %s: keys %v", key, s.Pushed)
+		}
+		// The retry of an applied push changes nothing.
+		retry := *s
+		if already, err := retry.pushOnce(push, key, limit); err != nil || !already || !reflect.DeepEqual(retry, *s) {
+			t.Fatalf("retry of PushOnce(%v, %s) = %v, %v; state %+v, want already applied and %+v", push, key, already, err, retry, *s)
+		}
 	}
 	// The pushed IDs are no longer held.
 	var rest []Range

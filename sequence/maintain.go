@@ -184,6 +184,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			st.Recycled = nil
 			st.ZKEpoch = epoch
 			st.Marker = newMarker()
+			st.PushFloor = st.Next
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
@@ -589,7 +590,7 @@ func (c *Client) Restore(ctx context.Context, states []State, epoch int64) (crea
 			continue
 		}
 		if !st.Legacy {
-			st.ZKEpoch, st.Marker = epoch, newMarker()
+			st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), st.Next
 		}
 		if err := st.Validate(); err != nil {
 			invalid = append(invalid, fmt.Errorf("restore: %w", err))

@@ -43,6 +43,23 @@ const (
 	// a printable byte. A larger counter would be misread as text, so the
 	// sequence must be migrated to the text format before it gets there.
 	MaxLegacyCounter int64 = 1<<61 - 1
+
+	// MaxPushKeys bounds State.Pushed, the idempotency keys of the most
+	// recent keyed pushes (Client.PushOnce). It bounds how long a retried
+	// push gets a definite answer: the retry finds its key, and is answered
+	// "already applied", while fewer than MaxPushKeys other keyed pushes to
+	// the same sequence came in between. After that the key has been
+	// dropped (oldest first) and the retry is pushed again; the overlap
+	// check still refuses it while the IDs are in the recycled list, but
+	// not once another client has taken them. 64 keys of at most
+	// MaxPushKeyLen bytes add at most about 4 KB to the znode, a tenth of
+	// the recycled list's worst case, and cover retries of a caller whose
+	// sequence sees fewer than 64 keyed pushes per retry interval.
+	MaxPushKeys = 64
+
+	// MaxPushKeyLen is the longest idempotency key (see ValidatePushKey).
+	// A UUID (36 characters) fits.
+	MaxPushKeyLen = 64
 )
 
 var (
@@ -60,7 +77,37 @@ var (
 	// hand an ID out twice (IDs never issued, outside the space, or already
 	// recycled). The state is unchanged when it is returned.
 	ErrBadPush = errors.New("push refused")
+
+	// ErrInvalidPushKey reports an idempotency key that breaks the key
+	// grammar (see ValidatePushKey). Nothing was pushed.
+	ErrInvalidPushKey = errors.New("invalid push key")
 )
+
+// ValidatePushKey reports whether key can be the idempotency key of a push
+// (Client.PushOnce): 1 to MaxPushKeyLen of A-Z a-z 0-9 . _ -, so that it is
+// one word of the state's "pushed" line. The error wraps
+// ErrInvalidPushKey.
+func ValidatePushKey(key string) error {
+	why := ""
+	switch {
+	case key == "":
+		why = "it is empty"
+	case len(key) > MaxPushKeyLen:
+		why = fmt.Sprintf("it is %d bytes long", len(key))
+	default:
+		for i := 0; i < len(key); i++ {
+			if b := key[i]; !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
+				why = fmt.Sprintf("byte %d is %q", i+1, b)
+				break
+			}
+		}
+	}
+	if why != "" {
+		return fmt.Errorf("%w %q: %s; use 1 to %d of A-Z a-z 0-9 . _ - (a random UUID per logical push, the same on every retry)",
+			ErrInvalidPushKey, key, why, MaxPushKeyLen)
+	}
+	return nil
+}
 
 // formatHeader is the first line of the full text form. The version lets a
 // newer seqkeeper change the format while an older one refuses, rather than
@@ -154,6 +201,27 @@ type State struct {
 	// earlier incarnation of a deleted and re-created znode, fails instead
 	// of landing. Empty means not validated (ZKEpoch is then ignored).
 	Marker string
+
+	// PushFloor is next as it was when the primary last stamped the state
+	// (validated it in a new ZooKeeper epoch or history, initialised or
+	// restored it). A keyed push (PushOnce) whose key is not recorded is
+	// refused for IDs below it: those IDs were handed out before ZooKeeper's
+	// latest leader election, which may have been a restore that lost the
+	// write recording the key, so the push may be the retry of one applied
+	// in the lost history (where its IDs may then have been handed out
+	// again). They are lost instead. 0: no floor.
+	PushFloor int64
+
+	// Pushed holds the idempotency keys of the most recent keyed pushes
+	// (PushOnce, Client.PushOnce), oldest first, distinct, at most
+	// MaxPushKeys. A key is recorded in the same write as its push, so a
+	// key listed here means that push was applied: a retry of it changes
+	// nothing. The keys are kept when the primary revalidates or rotates the
+	// state (which may drop the recycled IDs the push added: a retry must
+	// still be answered "already applied", never applied twice); they are
+	// lost with ZooKeeper's data, as the recycled list is. Legacy counters
+	// and registrations, which accept no pushes, carry none.
+	Pushed []string
 }
 
 // MarkerPrefix starts the name of the marker child znode of a validated
@@ -189,7 +257,8 @@ func (s State) Validated() bool { return s.ZKEpoch != 0 && s.Marker != "" }
 //     the header line "seqkeeper-sequence v1". Without a next key it is a
 //     registration and may set only start, end and windows. With next it is
 //     a full state: the header and the keys start, next, ceiling and end are
-//     required; windows, recycled, leaked, zkepoch and marker are optional.
+//     required; windows, recycled, leaked, zkepoch, marker and pushed are
+//     optional. pushed lists idempotency keys separated by single spaces.
 //
 // The decoded state must pass Validate.
 func ParseState(name string, data []byte) (State, error) {
@@ -227,7 +296,7 @@ func parseLegacy(name string, data []byte) (State, error) {
 
 // stateKeys lists the known keys in the order Encode writes them; ParseState
 // accepts any order.
-var stateKeys = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked", "zkepoch", "marker"}
+var stateKeys = []string{"start", "next", "ceiling", "end", "windows", "recycled", "leaked", "zkepoch", "marker", "pushfloor", "pushed"}
 
 // stateParser decodes the text forms, remembering the line of each key so that
 // errors found after parsing still point at a line.
@@ -278,7 +347,7 @@ func (p *stateParser) parse(data []byte) (State, error) {
 		if !slices.Contains(stateKeys, key) {
 			return State{}, p.errorf(n, "unknown key %q (this seqkeeper knows: %s)", key, strings.Join(stateKeys, ", "))
 		}
-		if !ok && key != "recycled" {
+		if !ok && key != "recycled" && key != "pushed" {
 			return State{}, p.errorf(n, "key %s has no value (want %q)", key, key+" <number>")
 		}
 		if first, dup := p.lines[key]; dup {
@@ -290,7 +359,7 @@ func (p *stateParser) parse(data []byte) (State, error) {
 
 	s := State{Name: p.name}
 	if _, full := values["next"]; !full {
-		for _, key := range []string{"ceiling", "recycled", "leaked", "zkepoch", "marker"} {
+		for _, key := range []string{"ceiling", "recycled", "leaked", "zkepoch", "marker", "pushfloor", "pushed"} {
 			if n, ok := p.lines[key]; ok {
 				return State{}, p.errorf(n, "key %s without next: a registration (no next) may set only start, end and windows", key)
 			}
@@ -355,6 +424,22 @@ func (p *stateParser) setField(s *State, key, value string) error {
 		}
 		return nil
 	}
+	if key == "pushed" {
+		if value == "" {
+			return nil
+		}
+		keys := strings.Split(value, " ")
+		if len(keys) > MaxPushKeys {
+			return p.errorf(n, "pushed has %d keys, more than the cap of %d", len(keys), MaxPushKeys)
+		}
+		for _, k := range keys {
+			if k == "" {
+				return p.errorf(n, "pushed: empty key (separate keys with single spaces)")
+			}
+		}
+		s.Pushed = keys // checked by problem, which names this line
+		return nil
+	}
 	if key == "marker" {
 		if !validMarker(value) {
 			return p.errorf(n, "marker %q is not %s followed by 16 lowercase hex digits", value, MarkerPrefix)
@@ -384,6 +469,8 @@ func (p *stateParser) setField(s *State, key, value string) error {
 		s.Leaked = v
 	case "zkepoch":
 		s.ZKEpoch = v
+	case "pushfloor":
+		s.PushFloor = v
 	}
 	return nil
 }
@@ -391,7 +478,7 @@ func (p *stateParser) setField(s *State, key, value string) error {
 // Encode returns the znode data for s: 8 big-endian bytes of Next for a
 // legacy state, the header and start (plus end and windows when not the
 // defaults) for a registration, and otherwise the full form with keys in a
-// fixed order, windows, recycled, leaked, zkepoch and marker omitted when zero. The output is
+// fixed order, windows, recycled, leaked, zkepoch, marker and pushed omitted when zero. The output is
 // canonical: ParseState of it gives s back and re-encodes to the same bytes.
 // Encode does not validate; call Validate before writing.
 func (s State) Encode() []byte {
@@ -443,6 +530,17 @@ func (s State) Encode() []byte {
 	if s.Marker != "" {
 		b = append(b, "marker "+s.Marker+"\n"...)
 	}
+	if s.PushFloor != 0 {
+		line("pushfloor", s.PushFloor)
+	}
+	if len(s.Pushed) > 0 {
+		b = append(b, "pushed"...)
+		for _, k := range s.Pushed {
+			b = append(b, ' ')
+			b = append(b, k...)
+		}
+		b = append(b, '\n')
+	}
 	return b
 }
 
@@ -450,7 +548,7 @@ func (s State) Encode() []byte {
 func (s State) Equal(o State) bool {
 	if s.Legacy != o.Legacy || s.Registered != o.Registered || s.Start != o.Start || s.Next != o.Next ||
 		s.Ceiling != o.Ceiling || s.End != o.End || s.Windows != o.Windows || s.Leaked != o.Leaked ||
-		s.ZKEpoch != o.ZKEpoch || s.Marker != o.Marker || len(s.Recycled) != len(o.Recycled) {
+		s.ZKEpoch != o.ZKEpoch || s.Marker != o.Marker || s.PushFloor != o.PushFloor || len(s.Recycled) != len(o.Recycled) || !slices.Equal(s.Pushed, o.Pushed) {
 		return false
 	}
 	for i := range s.Recycled {
@@ -483,8 +581,8 @@ func (s State) problem() (key, msg string) {
 			return "", fmt.Sprintf("legacy counter %d is negative", s.Next)
 		case s.Next > MaxLegacyCounter:
 			return "", fmt.Sprintf("legacy counter %d is above %d, where it can no longer be told apart from text; migrate the sequence to the text format", s.Next, MaxLegacyCounter)
-		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "":
-			return "", "a legacy counter can hold no recycled IDs, windows, leaked count or validation stamp"
+		case len(s.Recycled) > 0 || s.Windows != 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "" || s.PushFloor != 0 || len(s.Pushed) > 0:
+			return "", "a legacy counter can hold no recycled IDs, windows, leaked count, validation stamp or push keys"
 		}
 		return "", ""
 	}
@@ -497,8 +595,8 @@ func (s State) problem() (key, msg string) {
 		return "windows", fmt.Sprintf("windows %d is outside 0..%d", s.Windows, MaxWindows)
 	}
 	if s.Registered {
-		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "" {
-			return "", "a registration carries no next, ceiling, recycled IDs, leaked count, zkepoch or marker"
+		if s.Next != 0 || s.Ceiling != 0 || len(s.Recycled) > 0 || s.Leaked != 0 || s.ZKEpoch != 0 || s.Marker != "" || s.PushFloor != 0 || len(s.Pushed) > 0 {
+			return "", "a registration carries no next, ceiling, recycled IDs, leaked count, zkepoch, marker or push keys"
 		}
 		return "", ""
 	}
@@ -519,11 +617,16 @@ func (s State) problem() (key, msg string) {
 		return "zkepoch", fmt.Sprintf("zkepoch %d is outside 0..%d", s.ZKEpoch, uint32(math.MaxUint32))
 	case s.Marker != "" && !validMarker(s.Marker):
 		return "marker", fmt.Sprintf("marker %q is not %s followed by 16 lowercase hex digits", s.Marker, MarkerPrefix)
+	case s.PushFloor < 0 || s.PushFloor > s.Next:
+		return "pushfloor", fmt.Sprintf("pushfloor %d is outside 0..next (%d)", s.PushFloor, s.Next)
 	case len(s.Recycled) > MaxRecycledRanges:
 		return "recycled", fmt.Sprintf("recycled has %d ranges, more than the cap of %d", len(s.Recycled), MaxRecycledRanges)
 	}
 	if msg := s.Recycled.canonicalProblem(); msg != "" {
 		return "recycled", "recycled: " + msg
+	}
+	if msg := pushedProblem(s.Pushed); msg != "" {
+		return "pushed", msg
 	}
 	if len(s.Recycled) > 0 {
 		if lo := s.Recycled[0]; lo.Start < s.Start {
@@ -534,6 +637,23 @@ func (s State) problem() (key, msg string) {
 		}
 	}
 	return "", ""
+}
+
+// pushedProblem checks the push keys: at most MaxPushKeys, each valid, no
+// two alike.
+func pushedProblem(keys []string) string {
+	if len(keys) > MaxPushKeys {
+		return fmt.Sprintf("pushed has %d keys, more than the cap of %d", len(keys), MaxPushKeys)
+	}
+	for i, k := range keys {
+		if err := ValidatePushKey(k); err != nil {
+			return "pushed: " + err.Error()
+		}
+		if j := slices.Index(keys[:i], k); j >= 0 {
+			return fmt.Sprintf("pushed: key %q is listed twice (keys %d and %d)", k, j+1, i+1)
+		}
+	}
+	return ""
 }
 
 // last is the highest ID Take may ever issue fresh: End, except that with
@@ -711,6 +831,54 @@ func (s *State) push(rs Ranges, limit int) error {
 	s.Recycled = merged
 	s.Leaked = addSat(s.Leaked, leaked)
 	return nil
+}
+
+// HasPushKey reports whether s records a push made with idempotency key:
+// that push was applied.
+func (s State) HasPushKey(key string) bool { return slices.Contains(s.Pushed, key) }
+
+// PushOnce is Push made idempotent by key (see ValidatePushKey). If s
+// already records key, the push with that key was applied before: PushOnce
+// changes nothing and reports already. Otherwise it pushes rs as Push does
+// and records key in Pushed, dropping the oldest key beyond MaxPushKeys;
+// writing s then records the key atomically with the push. A push refused
+// (ErrBadPush) records nothing. An empty rs changes nothing. On error s is
+// unchanged.
+//
+// Like Push, PushOnce replaces Pushed rather than writing into its backing
+// array, so copies of s stay intact.
+func (s *State) PushOnce(rs Ranges, key string) (already bool, err error) {
+	return s.pushOnce(rs, key, MaxRecycledRanges)
+}
+
+// pushOnce is PushOnce with the recycled list's cap as a parameter (see
+// push).
+func (s *State) pushOnce(rs Ranges, key string, limit int) (already bool, err error) {
+	if err := ValidatePushKey(key); err != nil {
+		return false, fmt.Errorf("sequence %q: %w", s.Name, err)
+	}
+	if err := s.Validate(); err != nil {
+		return false, err
+	}
+	if s.HasPushKey(key) {
+		return true, nil
+	}
+	if len(rs) == 0 {
+		return false, nil
+	}
+	for _, r := range rs {
+		if r.Start < s.PushFloor {
+			return false, fmt.Errorf("sequence %q: %w: range %s with key %s: IDs below %d were handed out before ZooKeeper's latest leader election, which may have lost the record of this push if it is a retry; treat them as lost",
+				s.Name, ErrBadPush, r, key, s.PushFloor)
+		}
+	}
+	if err := s.push(rs, limit); err != nil {
+		return false, err
+	}
+	keep := s.Pushed[max(0, len(s.Pushed)+1-MaxPushKeys):]
+	keys := make([]string, 0, len(keep)+1)
+	s.Pushed = append(append(keys, keep...), key)
+	return false, nil
 }
 
 // dropSmallest removes the k smallest ranges of rs (ties: the highest

@@ -67,6 +67,17 @@ func TestParseStateAccepts(t *testing.T) {
 		{"max next and ceiling", stateText(formatHeader, "start 1", "next 9223372036854775807", "ceiling 9223372036854775807", "end 9223372036854775807"),
 			full(func(s *State) { s.Next, s.Ceiling = MaxID, MaxID }), true},
 		{"max windows", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "windows 1024"), full(func(s *State) { s.Windows = 1024 }), true},
+		{"push keys after the stamp", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "recycled 7", "zkepoch 3", "marker h-0123456789abcdef", "pushed 0b6f7e2c-1d2a-4c3b-9e8f-123456789abc a.B_c-9"),
+			full(func(s *State) {
+				s.Recycled, s.ZKEpoch, s.Marker = Ranges{{7, 7}}, 3, "h-0123456789abcdef"
+				s.Pushed = []string{"0b6f7e2c-1d2a-4c3b-9e8f-123456789abc", "a.B_c-9"}
+			}), true},
+		{"push keys before other keys", stateText(formatHeader, "pushed k", "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807"),
+			full(func(s *State) { s.Pushed = []string{"k"} }), false},
+		{"empty pushed", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "pushed"), full(nil), false},
+		{"pushed with an empty value", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "pushed "), full(nil), false},
+		{"push keys at the cap, longest", stateText(formatHeader, "start 1", "next 1001", "ceiling 5000", "end 9223372036854775807", "pushed "+strings.Join(capKeys(MaxPushKeys, MaxPushKeyLen), " ")),
+			full(func(s *State) { s.Pushed = capKeys(MaxPushKeys, MaxPushKeyLen) }), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,6 +101,15 @@ func TestParseStateAccepts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// capKeys returns n distinct push keys of length size (at least 4).
+func capKeys(n, size int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%0*d", size, i)
+	}
+	return keys
 }
 
 func TestParseStateRejects(t *testing.T) {
@@ -189,6 +209,17 @@ func TestParseStateRejects(t *testing.T) {
 		{"recycled leading space", with(5, "recycled  1"), "empty range"},
 		{"recycled comma", with(5, "recycled 1,3"), "not a plain base-10"},
 		{"recycled over the cap", with(5, "recycled "+strings.TrimSpace(strings.Repeat("1 ", MaxRecycledRanges+1))), "more than the cap of 1000"},
+		// Push keys.
+		{"pushed bad key", with(5, "pushed ok b@d"), `line 6: pushed: invalid push key "b@d": byte 2 is '@'`},
+		{"pushed non-ASCII key", with(5, "pushed cl\u00e9"), "invalid push key"},
+		{"pushed key too long", with(5, "pushed "+strings.Repeat("k", MaxPushKeyLen+1)), "line 6: pushed: invalid push key \"" + strings.Repeat("k", MaxPushKeyLen+1) + "\": it is 65 bytes long"},
+		{"pushed key twice", with(5, "pushed a b a"), `line 6: pushed: key "a" is listed twice (keys 1 and 3)`},
+		{"pushed over the cap", with(5, "pushed "+strings.Join(capKeys(MaxPushKeys+1, 4), " ")), "line 6: pushed has 65 keys, more than the cap of 64"},
+		{"pushed double space", with(5, "pushed a  b"), "line 6: pushed: empty key"},
+		{"pushed trailing space", with(5, "pushed a "), "empty key"},
+		{"pushed tab", with(5, "pushed a\tb"), "invalid push key"},
+		{"registration with pushed", stateText("start 3", "pushed k"), "line 2: key pushed without next"},
+		{"registration with header and pushed", stateText(formatHeader, "start 3", "pushed"), "key pushed without next"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,6 +267,13 @@ func TestValidate(t *testing.T) {
 			}
 		}, "more than the cap"},
 		{"windows", func(s *State) { s.Windows = -1 }, "windows -1"},
+		{"push keys", func(s *State) { s.Pushed = capKeys(MaxPushKeys, 1+MaxPushKeyLen/2) }, ""},
+		{"legacy with push keys", func(s *State) { *s = State{Legacy: true, Next: 5, Pushed: []string{"k"}} }, "push keys"},
+		{"registration with push keys", func(s *State) { *s = State{Registered: true, Start: 1, End: MaxID, Pushed: []string{"k"}} }, "push keys"},
+		{"too many push keys", func(s *State) { s.Pushed = capKeys(MaxPushKeys+1, 8) }, "pushed has 65 keys, more than the cap of 64"},
+		{"empty push key", func(s *State) { s.Pushed = []string{"a", ""} }, "it is empty"},
+		{"push key with a space", func(s *State) { s.Pushed = []string{"a b"} }, "invalid push key"},
+		{"push key twice", func(s *State) { s.Pushed = []string{"a", "a"} }, "listed twice"},
 		{"recycled never issued", func(s *State) { s.Recycled = Ranges{{10, 10}} }, "never issued"},
 	}
 	for _, tt := range tests {
@@ -521,6 +559,114 @@ func TestPushCapAtMaxRecycledRanges(t *testing.T) {
 	}
 }
 
+func TestValidatePushKey(t *testing.T) {
+	for _, k := range []string{"a", "0", "-", "A.b_c-D", "0b6f7e2c-1d2a-4c3b-9e8f-123456789abc", strings.Repeat("z", MaxPushKeyLen)} {
+		if err := ValidatePushKey(k); err != nil {
+			t.Errorf("ValidatePushKey(%q) = %v, want nil", k, err)
+		}
+	}
+	for k, want := range map[string]string{
+		"":                                      "it is empty",
+		strings.Repeat("z", MaxPushKeyLen+1):    "it is 65 bytes long",
+		"a b":                                   "byte 2 is ' '",
+		"a/b":                                   "byte 2 is '/'",
+		"caf\u00e9":                             "byte 4",
+		"k\n":                                   "byte 2",
+		"{\"json\":1}":                          "byte 1",
+		"uuid:0b6f7e2c-1d2a-4c3b-9e8f-12345678": "byte 5 is ':'",
+	} {
+		err := ValidatePushKey(k)
+		if !errors.Is(err, ErrInvalidPushKey) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "A-Z a-z 0-9 . _ -") {
+			t.Errorf("ValidatePushKey(%q) = %v, want ErrInvalidPushKey containing %q and the grammar", k, err, want)
+		}
+	}
+}
+
+// TestPushOnce checks the state side of idempotent pushes: a key is recorded
+// with its push, the same key again changes nothing even after the IDs were
+// taken again (where a plain push would recycle them a second time), refused
+// pushes record nothing, and the cap drops the oldest keys first.
+func TestPushOnce(t *testing.T) {
+	s := State{Name: "orders", Start: 1, Next: 100, Ceiling: 200, End: 1000}
+	cached := s
+	already, err := s.PushOnce(Ranges{{5, 6}}, "k1")
+	if err != nil || already {
+		t.Fatalf("first PushOnce = %v, %v; want applied", already, err)
+	}
+	if !slices.Equal(s.Recycled, Ranges{{5, 6}}) || !slices.Equal(s.Pushed, []string{"k1"}) {
+		t.Fatalf("after PushOnce: recycled %v pushed %v", s.Recycled, s.Pushed)
+	}
+	// Another worker takes the recycled IDs.
+	if got, err := s.Take(2); err != nil || !slices.Equal(got, Ranges{{5, 6}}) {
+		t.Fatalf("Take(2) = %v, %v; want the recycled 5:6", got, err)
+	}
+	// The retry: already applied, nothing changes.
+	before := s
+	already, err = s.PushOnce(Ranges{{5, 6}}, "k1")
+	if err != nil || !already {
+		t.Fatalf("retry = %v, %v; want already applied", already, err)
+	}
+	if !reflect.DeepEqual(s, before) || s.Recycled.Contains(5) {
+		t.Fatalf("the retry changed the state: %+v", s)
+	}
+	// Without the key the same retry is accepted: that is the duplicate.
+	dup := s
+	if err := dup.Push(Ranges{{5, 6}}); err != nil || !dup.Recycled.Contains(5) {
+		t.Fatalf("plain re-push = %v; the scenario needs it accepted", err)
+	}
+	// A refused push records nothing.
+	before = s
+	if _, err := s.PushOnce(Ranges{{150, 150}}, "k2"); !errors.Is(err, ErrBadPush) || !reflect.DeepEqual(s, before) {
+		t.Fatalf("PushOnce of an ID never issued = %v, state %+v; want ErrBadPush and no change", err, s)
+	}
+	if _, err := s.PushOnce(Ranges{{7, 7}}, "bad key"); !errors.Is(err, ErrInvalidPushKey) || !reflect.DeepEqual(s, before) {
+		t.Fatalf("PushOnce with a bad key = %v; want ErrInvalidPushKey and no change", err)
+	}
+	if already, err := s.PushOnce(nil, "k3"); err != nil || already || !reflect.DeepEqual(s, before) {
+		t.Fatalf("empty PushOnce = %v, %v; want nothing done", already, err)
+	}
+	for _, f := range []State{{Name: "old", Legacy: true, Next: 10}, {Name: "new", Registered: true, Start: 1, End: MaxID}} {
+		if _, err := f.PushOnce(Ranges{{1, 2}}, "k"); !errors.Is(err, ErrBadPush) || len(f.Pushed) != 0 {
+			t.Errorf("%s: PushOnce = %v, pushed %v; want ErrBadPush and no key", f.Name, err, f.Pushed)
+		}
+	}
+	if len(cached.Pushed) != 0 {
+		t.Errorf("a copy made before changed: %v", cached.Pushed)
+	}
+
+	// The cap: MaxPushKeys+1 keyed pushes of single IDs drop the first key.
+	s = State{Name: "orders", Start: 1, Next: 1000, Ceiling: 1000, End: 1000}
+	for i := range int64(MaxPushKeys + 1) {
+		copyBefore := s
+		keysBefore := slices.Clone(s.Pushed)
+		if _, err := s.PushOnce(Ranges{{2*i + 1, 2*i + 1}}, fmt.Sprintf("key-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(copyBefore.Pushed, keysBefore) {
+			t.Fatalf("push %d wrote into the backing array of a copy's keys", i)
+		}
+	}
+	if len(s.Pushed) != MaxPushKeys || s.Pushed[0] != "key-1" || s.Pushed[MaxPushKeys-1] != fmt.Sprintf("key-%d", MaxPushKeys) {
+		t.Fatalf("after %d keyed pushes: %d keys, first %q last %q; want %d, key-1 .. key-%d",
+			MaxPushKeys+1, len(s.Pushed), s.Pushed[0], s.Pushed[len(s.Pushed)-1], MaxPushKeys, MaxPushKeys)
+	}
+	if already, err := s.PushOnce(Ranges{{3, 3}}, "key-1"); err != nil || !already {
+		t.Errorf("key-1 (kept) = %v, %v; want already applied", already, err)
+	}
+	// key-0 was dropped: its retry is pushed again, and the overlap check
+	// refuses it while its ID is still recycled.
+	if _, err := s.PushOnce(Ranges{{1, 1}}, "key-0"); !errors.Is(err, ErrBadPush) || !strings.Contains(err.Error(), "overlaps recycled") {
+		t.Errorf("evicted key-0 = %v; want refused as overlapping the recycled list", err)
+	}
+	if err := s.Validate(); err != nil {
+		t.Error(err)
+	}
+	again, err := ParseState(s.Name, s.Encode())
+	if err != nil || !reflect.DeepEqual(again, s) {
+		t.Errorf("round trip = %+v, %v", again, err)
+	}
+}
+
 // TestEncodedSizeBound computes the largest state the format allows and
 // checks it stays far below ZooKeeper's 1 MB znode limit.
 func TestEncodedSizeBound(t *testing.T) {
@@ -532,6 +678,9 @@ func TestEncodedSizeBound(t *testing.T) {
 		End:     MaxID,
 		Windows: MaxWindows,
 		Leaked:  MaxID,
+		ZKEpoch: 1<<32 - 1,
+		Marker:  "h-0123456789abcdef",
+		Pushed:  capKeys(MaxPushKeys, MaxPushKeyLen),
 	}
 	for i := range int64(MaxRecycledRanges) {
 		lo := int64(1e18) + 1e12*i

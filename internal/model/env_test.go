@@ -1,0 +1,559 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Timing. Sessions are short so that faults cost seconds, not minutes;
+// testenv's servers accept session timeouts down to 2 ticks (400 ms).
+const (
+	primarySession = 3 * time.Second
+	workerSession  = 4 * time.Second
+	// proxiedSession is the session of the workers behind a proxy. A
+	// frozen worker's session and connection survive a freeze shorter than
+	// 2/3 of it (go-zookeeper's read timeout), so its delayed request is
+	// delivered on the connection it was sent on: staleMax keeps below.
+	proxiedSession = 8 * time.Second
+	staleMax       = 4 * time.Second
+	adminSession   = 4 * time.Second
+	ceilingWait    = 1500 * time.Millisecond
+	callTimeout    = 3 * time.Second
+	faultTimeout   = 60 * time.Second
+
+	// maxReserve bounds how far one raise moves a ceiling, so that IDs
+	// beyondMargin above a ceiling read a moment ago are certainly never
+	// issued when a push of them arrives.
+	maxReserve   = 1 << 20
+	beyondMargin = 1 << 32
+	// storeBuckets is the store's bucket count; bucketOf must agree with
+	// persist's layout (checked at start).
+	storeBuckets = 16
+
+	directWorkers  = 4
+	proxiedWorkers = 2
+)
+
+// specsFor returns the run's sequences; the seed picks the window count.
+func specsFor(seed uint64) []seqSpec {
+	windows := 2 + int(seed%3)
+	return []seqSpec{
+		{name: "plain", kind: "plain"},
+		{name: "plain-hi", kind: "plain", reg: sequence.Registration{Start: 1_000_000_000}},
+		{name: "windowed", kind: "windowed", reg: sequence.Registration{Windows: windows}},
+		{name: "bounded", kind: "bounded", reg: sequence.Registration{Start: 1000, End: 6000}},
+		{name: "tiny", kind: "bounded", reg: sequence.Registration{Start: 1, End: 300}},
+		{name: "top", kind: "top", reg: sequence.Registration{Start: math.MaxInt64 - 500}},
+	}
+}
+
+// worker is one client process: its own ZooKeeper session and
+// sequence.Client, directly or through a proxy that can freeze it.
+type worker struct {
+	label  string
+	zk     *zkclient.Client
+	seq    *sequence.Client
+	proxy  *testenv.Proxy
+	frozen bool // its proxy is paused (a delayed take is in flight); driver only
+}
+
+// primaryRun is one primary, supervised as 'seqkeeper serve' does: when
+// Run fails it is run again after a pause, until the test stops it.
+type primaryRun struct {
+	holder string
+	p      *primary.Primary
+	zk     *zkclient.Client
+	proxy  *testenv.Proxy
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// zkCopy is a saved ZooKeeper data directory.
+type zkCopy struct {
+	dir      string
+	op       int
+	storeGen int // store faults before it: restoring across one is out of scope
+}
+
+// staleTake is a take in flight on a frozen worker.
+type staleTake struct {
+	w        *worker
+	name     string
+	op       int
+	resumeAt int
+	deadline time.Time
+	done     chan string
+}
+
+// env is one run: the servers, clients, primaries and the model. Apart
+// from m (see model), it belongs to the driver goroutine.
+type env struct {
+	t    *testing.T
+	seed uint64
+	m    *model
+
+	specs    []seqSpec
+	ens      *testenv.Ensemble
+	zkAddr   string
+	root     string
+	seqRoot  string
+	marker   string
+	storeDir string
+	copyDir  string
+	store    *persist.Store // the test's own: checks, tombstones
+	admin    *sequence.Client
+	workers  []*worker
+	prim     *primaryRun
+	nprim    int
+	copies   []zkCopy
+	stale    *staleTake
+	closers  []func()
+
+	skip       map[string]bool // SEQKEEPER_MODEL_SKIP
+	deleted    map[string]int  // names deleted (op of the delete), not re-created
+	rollbackOp int             // op of the last ZooKeeper data loss
+}
+
+// fatalf stops the run for a problem of the test's environment (a server
+// that does not start, a file that cannot be written): not a finding.
+func (e *env) fatalf(format string, args ...any) {
+	e.t.Helper()
+	e.t.Fatalf("seed %#x: test environment: %s", e.seed, fmt.Sprintf(format, args...))
+}
+
+func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+	defer cancel()
+	c, err := zkclient.Dial(ctx, []string{addr}, zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial})
+	if err != nil {
+		e.fatalf("dial zookeeper %s: %v", addr, err)
+	}
+	e.closers = append(e.closers, c.Close)
+	return c
+}
+
+func (e *env) client(zc *zkclient.Client, wait time.Duration) *sequence.Client {
+	e.t.Helper()
+	c, err := sequence.NewClient(zc, sequence.Options{Root: e.seqRoot, CeilingWait: wait})
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	return c
+}
+
+func (e *env) newStore() *persist.Store {
+	e.t.Helper()
+	b, err := persist.NewFile(e.storeDir)
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Buckets: storeBuckets, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	return s
+}
+
+// setup starts everything and waits until the primary has initialised
+// every sequence.
+func setup(t *testing.T, seed uint64, m *model, specs []seqSpec) *env {
+	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}}
+	e.ens = testenv.StartEnsemble(t, 1)
+	e.zkAddr = e.ens.Addr(0)
+	e.root = fmt.Sprintf("/model-%08x", uint32(seed))
+	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"
+	e.storeDir, e.copyDir = t.TempDir(), t.TempDir()
+	e.store = e.newStore()
+	// The admin session redials at once after ZooKeeper lost its data: it
+	// holds no cache and no ephemeral node, and the test reads through it.
+	e.admin = e.client(e.dial(e.zkAddr, adminSession, time.Second), ceilingWait)
+	e.startPrimary()
+
+	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+	defer cancel()
+	e.waitFor(ctx, "the sequences root", func() bool {
+		ok, _, _ := e.admin.ZK().Conn().Exists(e.seqRoot)
+		return ok
+	})
+	for _, s := range specs {
+		if err := e.admin.Register(ctx, s.name, s.reg); err != nil {
+			e.fatalf("register %s: %v", s.name, err)
+		}
+	}
+	for _, s := range specs {
+		e.waitFor(ctx, "the primary to initialise "+s.name, func() bool {
+			_, err := e.store.Get(ctx, s.name)
+			return err == nil
+		})
+		// The store-loss fault deletes bucket files by name: check that
+		// this test still knows where the store keeps each record.
+		if _, err := os.Stat(e.bucketFile(bucketOf(s.name))); err != nil {
+			e.fatalf("the record of %s is not in %s: persist's bucket layout changed; update bucketOf: %v", s.name, e.bucketFile(bucketOf(s.name)), err)
+		}
+	}
+	for i := range directWorkers + proxiedWorkers {
+		w := &worker{label: fmt.Sprintf("w%d", i)}
+		if i < directWorkers {
+			w.zk = e.dial(e.zkAddr, workerSession, 0)
+		} else {
+			w.label += "p"
+			w.proxy = testenv.NewProxy(t, e.zkAddr)
+			e.closers = append(e.closers, w.proxy.Close)
+			w.zk = e.dial(w.proxy.Addr(), proxiedSession, 0)
+		}
+		w.seq = e.client(w.zk, ceilingWait)
+		e.workers = append(e.workers, w)
+		m.held[w.label] = map[string]*idSet{}
+	}
+	m.held["admin"] = map[string]*idSet{}
+	return e
+}
+
+// close stops the primary and every client and server of the run.
+func (e *env) close() {
+	e.resumeStale()
+	if e.prim != nil {
+		e.stopPrimary(e.prim, "end of run")
+	}
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+	e.ens.StopAll()
+}
+
+func (e *env) waitFor(ctx context.Context, what string, cond func() bool) {
+	e.t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			e.fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// bucketOf is the store bucket of a sequence name: FNV-1a (32 bit) modulo
+// the bucket count, as persist lays records out (part of its format).
+func bucketOf(name string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	return int(h.Sum32() % storeBuckets)
+}
+
+func (e *env) bucketFile(b int) string {
+	return filepath.Join(e.storeDir, "buckets", fmt.Sprintf("%04x", b))
+}
+
+// startPrimary starts a new primary with a new session, through its own
+// proxy (so its network can be frozen), and makes it the current one.
+func (e *env) startPrimary() {
+	e.nprim++
+	proxy := testenv.NewProxy(e.t, e.zkAddr)
+	e.closers = append(e.closers, proxy.Close)
+	zc := e.dial(proxy.Addr(), primarySession, 0)
+	cfg := primary.DefaultConfig()
+	cfg.Sequences = e.client(zc, time.Second)
+	cfg.Store = e.newStore()
+	cfg.Holder = fmt.Sprintf("p%d", e.nprim)
+	cfg.MarkerPath = e.marker
+	cfg.Runway = time.Second
+	cfg.MinReserve = 50
+	cfg.MaxReserve = maxReserve
+	cfg.SweepInterval = 200 * time.Millisecond
+	cfg.StoreTimeout = 2 * time.Second
+	p, err := primary.New(cfg)
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &primaryRun{holder: cfg.Holder, p: p, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		for {
+			err := p.Run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			e.m.mu.Lock()
+			e.m.call("primary-run", err)
+			e.m.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	e.prim = pr
+}
+
+// stopPrimary cancels a primary's leadership and waits for Run to return.
+func (e *env) stopPrimary(pr *primaryRun, why string) {
+	pr.cancel()
+	select {
+	case <-pr.done:
+	case <-time.After(30 * time.Second):
+		e.m.note(fmt.Sprintf("primary still running 30s after it was stopped (%s)", why))
+	}
+}
+
+// pickWorker returns a worker that is not frozen.
+func (e *env) pickWorker(r *rand.Rand) *worker {
+	var ok []*worker
+	for _, w := range e.workers {
+		if !w.frozen {
+			ok = append(ok, w)
+		}
+	}
+	return ok[r.IntN(len(ok))]
+}
+
+// live reports whether the model believes name exists (not deleted).
+func (e *env) live(name string) bool {
+	_, gone := e.deleted[name]
+	return !gone
+}
+
+// pickName returns a sequence name, nearly always a live one. Bounded
+// sequences (and the one at the top of the space) are used up early, so
+// unbounded ones are picked three times as often.
+func (e *env) pickName(r *rand.Rand) string {
+	var names []string
+	all := r.IntN(20) == 0
+	for _, s := range e.specs {
+		if !all && !e.live(s.name) {
+			continue
+		}
+		names = append(names, s.name)
+		if s.kind == "plain" || s.kind == "windowed" {
+			names = append(names, s.name, s.name)
+		}
+	}
+	if len(names) == 0 {
+		return e.specs[r.IntN(len(e.specs))].name
+	}
+	return names[r.IntN(len(names))]
+}
+
+func (e *env) spec(name string) seqSpec {
+	for _, s := range e.specs {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("no sequence " + name)
+}
+
+// take takes n IDs of name on w's client and records the result.
+func (e *env) take(w *worker, who, name string, n int64, timeout time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	got, err := w.seq.Take(ctx, name, n)
+	cancel()
+	return e.took(w.label, who, name, n, got, err)
+}
+
+// took records a take's result in the model: the oracle, what the worker
+// now holds, and the store's ceiling (invariant 2). It may run on any
+// goroutine.
+func (e *env) took(label, who, name string, n int64, got sequence.Ranges, err error) string {
+	m := e.m
+	m.mu.Lock()
+	if err != nil {
+		class := m.call("take", err)
+		m.mu.Unlock()
+		return fmt.Sprintf("%s take %s %d -> error %s", who, name, n, class)
+	}
+	m.call("take", nil)
+	for _, p := range m.ledgers[name].take(m.op, who, got) {
+		m.fail(p)
+	}
+	h := m.held[label][name]
+	if h == nil {
+		h = &idSet{}
+		m.held[label][name] = h
+	}
+	for _, r := range got {
+		h.add(r)
+	}
+	for len(h.rs) > 32 { // the worker used its oldest IDs
+		h.rs = h.rs[1:]
+	}
+	m.takesOK++
+	m.handed += got.Count()
+	gen, lost := m.storeGen, m.lost[name]
+	m.mu.Unlock()
+
+	line := fmt.Sprintf("%s take %s %d -> %s", who, name, n, got)
+	if lost {
+		return line + " (store lost the record; not checked against it)"
+	}
+	highest := got[len(got)-1].End
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	rec, gerr := e.store.Get(ctx, name)
+	cancel()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.storeGen != gen || m.lost[name] {
+		return line // a store fault happened meanwhile
+	}
+	switch {
+	case errors.Is(gerr, persist.ErrNotFound):
+		m.fail(fmt.Sprintf("DURABLE BEFORE USABLE: %s was handed %s of %q at op #%d, and the store has no record of %q",
+			who, got, name, m.op, name))
+	case gerr != nil:
+		m.call("store-get", gerr)
+	case rec.Ceiling < highest:
+		m.fail(fmt.Sprintf("DURABLE BEFORE USABLE: %s was handed %s of %q at op #%d, above the stored ceiling %d",
+			who, got, name, m.op, rec.Ceiling))
+	}
+	return line
+}
+
+// zkHealthy reports whether ZooKeeper holds a validated state of every
+// live sequence in its current epoch: it then knows on its own what it
+// issued, and the store may lose data without both losing it.
+func (e *env) zkHealthy() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	epoch, err := e.admin.CurrentEpoch(ctx)
+	if err != nil {
+		return false
+	}
+	for _, s := range e.specs {
+		if !e.live(s.name) {
+			continue
+		}
+		st, _, err := e.admin.Describe(ctx, s.name)
+		if err != nil || st.Registered || st.ZKEpoch != epoch {
+			return false
+		}
+	}
+	return true
+}
+
+// storeCovers reports whether the store covers every sequence again after
+// a store fault, and forgets the faults of those it covers: the stored
+// ceiling is at least ZooKeeper's and every ID handed out.
+func (e *env) storeCovers() bool {
+	e.m.mu.Lock()
+	var lost []string
+	for name := range e.m.lost {
+		lost = append(lost, name)
+	}
+	e.m.mu.Unlock()
+	if len(lost) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	covered := 0
+	for _, name := range lost {
+		rec, err := e.store.Get(ctx, name)
+		if err != nil {
+			continue
+		}
+		if e.live(name) {
+			st, _, err := e.admin.Describe(ctx, name)
+			if err != nil || st.Registered || rec.Ceiling < st.Ceiling {
+				continue
+			}
+		} else if !rec.Deleted {
+			continue
+		}
+		e.m.mu.Lock()
+		if rec.Ceiling >= e.m.ledgers[name].highest {
+			delete(e.m.lost, name)
+			covered++
+			e.m.logOp(fmt.Sprintf("       store covers %s again (ceiling %d)", name, rec.Ceiling))
+		}
+		e.m.mu.Unlock()
+	}
+	return covered == len(lost)
+}
+
+// settle waits, up to a bound, until ZooKeeper serves and the primary has
+// revalidated every live sequence.
+func (e *env) settle(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && !e.zkHealthy() {
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// zkFault stops the server (SIGTERM, or SIGKILL with kill), runs between
+// on its stopped data directory, and starts it again.
+func (e *env) zkFault(kill bool, between func() error) {
+	e.t.Helper()
+	if kill {
+		e.ens.Kill(0)
+	} else {
+		e.ens.Stop(0)
+	}
+	if between != nil {
+		if err := between(); err != nil {
+			e.fatalf("zookeeper data directory: %v", err)
+		}
+	}
+	if err := e.ens.Start(0); err != nil {
+		e.fatalf("restart zookeeper: %v", err)
+	}
+	if err := e.ens.WaitServing(0, faultTimeout); err != nil {
+		e.fatalf("zookeeper not serving after a fault: %v", err)
+	}
+}
+
+// fault records an injected fault; the driver calls it.
+func (e *env) fault(what string) {
+	e.m.mu.Lock()
+	e.m.faults = append(e.m.faults, fmt.Sprintf("#%d %s", e.m.op, what))
+	e.m.mu.Unlock()
+}
+
+// getState reads the state of a znode with its stat.
+func (e *env) getState(path, name string) (sequence.State, *zk.Stat, error) {
+	data, stat, err := e.admin.ZK().Conn().Get(path)
+	if err != nil {
+		return sequence.State{}, nil, err
+	}
+	st, err := sequence.ParseState(name, data)
+	return st, stat, err
+}
+
+// resumeStale ends a delayed take: the worker's network flows again and
+// the take's result is recorded (by its goroutine).
+func (e *env) resumeStale() {
+	s := e.stale
+	if s == nil {
+		return
+	}
+	e.stale = nil
+	s.w.proxy.Resume()
+	var line string
+	select {
+	case line = <-s.done:
+	case <-time.After(60 * time.Second):
+		line = "still running 60s after resume"
+		e.m.note("delayed take still running 60s after resume")
+	}
+	s.w.frozen = false
+	e.m.mu.Lock()
+	e.m.logOp(fmt.Sprintf("#%-5d resume %s (delayed since #%d): %s", e.m.op, s.w.label, s.op, line))
+	e.m.mu.Unlock()
+}
