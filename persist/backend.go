@@ -60,6 +60,12 @@ var (
 	// an unsupported scheme; a usage error (exit code 2), not a runtime
 	// failure.
 	ErrBadURL = errors.New("bad store URL")
+	// ErrOtherIncarnation: a tombstone did not take because the store's
+	// record describes another incarnation of the sequence's znode (another
+	// creation zxid): a newer one, or, after ZooKeeper was restored from an
+	// older copy, one of the lost history until the primary records the
+	// znode it now sees. Read the znode again and retry.
+	ErrOtherIncarnation = errors.New("the store describes another incarnation of the znode")
 )
 
 // storeURLForms is shown in every URL error, so the fix is in the message.

@@ -932,7 +932,7 @@ func (s *Store) Tombstone(ctx context.Context, name string, ceiling, czxid int64
 			return Record{}, err
 		}
 		if !got.Deleted || got.Ceiling < ceiling {
-			return got, fmt.Errorf("store %s: tombstone of %q (creation zxid %#x) did not take: the store describes creation zxid %#x", s.b, name, czxid, got.Czxid)
+			return got, fmt.Errorf("store %s: tombstone of %q (creation zxid %#x) did not take: %w (creation zxid %#x)", s.b, name, czxid, ErrOtherIncarnation, got.Czxid)
 		}
 		return got, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -59,7 +60,17 @@ func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, na
 		}
 		ceiling := TombstoneCeiling(st)
 		if ceiling > stored {
-			if _, err := store.Tombstone(ctx, name, ceiling, stat.Czxid); err != nil {
+			_, err := store.Tombstone(ctx, name, ceiling, stat.Czxid)
+			if errors.Is(err, persist.ErrOtherIncarnation) && attempt < deleteAttempts-1 {
+				// The znode was re-created, or ZooKeeper restored from an
+				// older copy and the primary has not recorded the znode it
+				// sees yet (it does when it fast-forwards it): read again.
+				if err := sleep(ctx, time.Duration(attempt+1)*100*time.Millisecond); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			if err != nil {
 				return 0, fmt.Errorf("sequence %q: write the tombstone (ceiling %d) to the store: %w; nothing was deleted", name, ceiling, err)
 			}
 			stored = ceiling
@@ -85,6 +96,18 @@ func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, na
 		}
 	}
 	return 0, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again (the tombstone is written)", name, ErrDeleteContended, deleteAttempts)
+}
+
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // TombstoneCeiling is the highest ID a sequence in state st may have
