@@ -624,7 +624,9 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
 			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
 		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
-	case st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
+	case !st.Validated() || st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
+		// Not stamped in this epoch (or stamped by a release without
+		// markers, which clients no longer take from).
 		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
 	case t.version >= p.cfg.RotateVersion:
 		return plan{name: name, kind: planRotate, floor: floor, ceiling: st.Ceiling, rec: base}, true
@@ -1141,7 +1143,7 @@ func (p *Primary) publish() {
 			s.Healthy, s.Problem = false, "the last store write failed: "+t.storeErr.Error()
 		case st.Registered:
 			s.Healthy, s.Problem = false, "registered, not initialised yet"
-		case !st.Legacy && st.ZKEpoch != p.zkEpoch:
+		case !st.Legacy && (st.ZKEpoch != p.zkEpoch || !st.Validated()):
 			s.Healthy, s.Problem = false, "not validated in the current ZooKeeper epoch yet"
 		case !st.Legacy && s.StoredCeiling < st.Ceiling:
 			s.Healthy, s.Problem = false, "ZooKeeper ceiling above the stored ceiling"

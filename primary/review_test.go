@@ -673,3 +673,29 @@ func TestLostEpochObjectDoesNotStall(t *testing.T) {
 		t.Fatalf("take = %s, %v; want above 100", got, err)
 	}
 }
+
+// A sequence validated by a release without markers (a zkepoch line, no
+// marker) is refused by clients of this one; the primary must stamp it
+// again, or every such sequence stalls after an upgrade.
+func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newFileRig(t, z.Servers, z.Root)
+	w := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	epoch, err := w.CurrentEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := sequence.State{Start: 1, Next: 51, Ceiling: 1000, End: sequence.MaxID, ZKEpoch: epoch}
+	if _, err := w.ZK().Conn().Create(r.root+"/old", old.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Take(ctx, "old", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Start <= 1000 {
+		t.Fatalf("took %s: at or below the old ceiling 1000, which the store never covered", got)
+	}
+}
