@@ -49,7 +49,17 @@ type fileRig struct {
 
 func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 	t.Helper()
-	r := &fileRig{t: t, servers: servers, root: zroot + "/all-sequences", store: fileStore(t, t.TempDir())}
+	r, _ := startFilePrimary(t, servers, zroot, fileStore(t, t.TempDir()), nil)
+	c := r.client(servers, 10*time.Second)
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	return r
+}
+
+// startFilePrimary runs a primary on store until the test ends, tuned by
+// tune (nil for the test defaults), without waiting for it to lead.
+func startFilePrimary(t *testing.T, servers []string, zroot string, store *persist.Store, tune func(*primary.Config)) (*fileRig, *primary.Primary) {
+	t.Helper()
+	r := &fileRig{t: t, servers: servers, root: zroot + "/all-sequences", store: store}
 	cfg := primary.DefaultConfig()
 	cfg.Sequences = r.client(servers, 4*time.Second)
 	cfg.Store = r.store
@@ -58,6 +68,9 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 	cfg.Runway = time.Second
 	cfg.MinReserve = 100
 	cfg.SweepInterval = 200 * time.Millisecond
+	if tune != nil {
+		tune(&cfg)
+	}
 	p, err := primary.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -66,9 +79,7 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	c := r.client(servers, 10*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-	return r
+	return r, p
 }
 
 func fileStore(t *testing.T, dir string) *persist.Store {
@@ -324,22 +335,9 @@ func TestRollbackAtTheTopOfTheSpace(t *testing.T) {
 		return false
 	}
 	take(2, "before the copy")
-	ens.Stop(0)
-	saved := t.TempDir()
-	if err := ens.SaveData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	saved := ens.Snapshot(t, 0)
 	take(5, "the lost history")
-	ens.Stop(0)
-	if err := ens.RestoreData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	ens.Rollback(t, 0, saved)
 	// Everything up to the stored ceiling (the whole space here: the
 	// reserve reached its top) may have been issued in the lost history,
 	// so the sequence comes back exhausted.
@@ -438,28 +436,12 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
 	store := fileStore(t, dir)
-	cfg := primary.DefaultConfig()
-	root := z.Root + "/all-sequences"
-	zc, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{SessionTimeout: 4 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(zc.Close)
-	if cfg.Sequences, err = sequence.NewClient(zc, sequence.Options{Root: root}); err != nil {
-		t.Fatal(err)
-	}
-	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
-	cfg.SweepInterval, cfg.AuditInterval, cfg.MinReserve = 100*time.Millisecond, 300*time.Millisecond, 100
-	p, err := primary.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	c := cfg.Sequences
-	waitFor(t, "the root", func() bool { ok, _, _ := zc.Conn().Exists(root); return ok })
+	r, p := startFilePrimary(t, z.Servers, z.Root, store, func(c *primary.Config) {
+		c.SweepInterval, c.AuditInterval = 100*time.Millisecond, 300*time.Millisecond
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	for _, n := range names {
 		if err := c.Register(ctx, n, sequence.Registration{}); err != nil {
@@ -519,14 +501,7 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 		}
 	}
 	take(3, "before the copy")
-	ens.Stop(0)
-	saved := t.TempDir()
-	if err := ens.SaveData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	saved := ens.Snapshot(t, 0)
 	take(5, "the lost history")
 	var last int64
 	for id := range issued {
@@ -536,13 +511,7 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 		rec, err := r.store.Get(ctx, "old")
 		return err == nil && rec.Ceiling >= last
 	})
-	ens.Stop(0)
-	if err := ens.RestoreData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	ens.Rollback(t, 0, saved)
 	waitFor(t, "the counter moved up past the lost history", func() bool {
 		st, _, err := w.Describe(ctx, "old")
 		return err == nil && st.Next >= last
@@ -586,19 +555,7 @@ func TestUnreadableBucketAtStartIsReadAgain(t *testing.T) {
 	if err := os.Mkdir(blocked, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
-	cfg := primary.DefaultConfig()
-	cfg.Sequences = r.client(z.Servers, 4*time.Second)
-	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
-	cfg.SweepInterval = 200 * time.Millisecond
-	p, err := primary.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(pctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	r, _ := startFilePrimary(t, z.Servers, z.Root, store, nil)
 	w := r.client(z.Servers, 10*time.Second)
 	exists := func(n string) bool { ok, _, _ := w.ZK().Conn().Exists(r.root + "/" + n); return ok }
 	waitFor(t, "one sequence restored", func() bool { return exists("a") || exists("b") })
@@ -649,20 +606,8 @@ func TestLostEpochObjectDoesNotStall(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "epoch")); err != nil {
 		t.Fatal(err)
 	}
-	store := fileStore(t, dir) // a new process: it has seen no bucket yet
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
-	cfg := primary.DefaultConfig()
-	cfg.Sequences = r.client(z.Servers, 4*time.Second)
-	cfg.Store, cfg.Holder, cfg.MarkerPath = store, "p1", z.Root+"/cluster"
-	cfg.SweepInterval = 200 * time.Millisecond
-	p, err := primary.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(pctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	// A new process: its store has seen no bucket yet.
+	r, p := startFilePrimary(t, z.Servers, z.Root, fileStore(t, dir), nil)
 	waitForUpTo(t, 10*time.Second, "the primary leading", func() bool { return p.Status().Leading })
 	if got := p.Status().Epoch; got <= epoch {
 		t.Fatalf("leading at epoch %d, not above the buckets' %d", got, epoch)

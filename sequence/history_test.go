@@ -85,14 +85,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 
 	// The operator's copy of the data directory, then an ordinary restart:
 	// the lost history runs in epoch E+1, the number the restore reuses.
-	ens.Stop(0)
-	copyDir := t.TempDir()
-	if err := ens.SaveData(0, copyDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	copyDir := ens.Snapshot(t, 0)
 	lost := newClient(ens.Servers(), 4*time.Second)
 	lostEpoch, err := lost.CurrentEpoch(ctx)
 	if err != nil {
@@ -121,13 +114,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	}
 
 	// Roll back to the copy.
-	ens.Stop(0)
-	if err := ens.RestoreData(0, copyDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	ens.Rollback(t, 0, copyDir)
 	now := newClient(ens.Servers(), 4*time.Second)
 	epoch, err := now.CurrentEpoch(ctx)
 	if err != nil {

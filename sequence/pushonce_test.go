@@ -203,14 +203,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	if _, err := admin.Revalidate(ctx, "s", 0, 1000); err != nil {
 		t.Fatal(err)
 	}
-	ens.Stop(0)
-	saved := t.TempDir()
-	if err := ens.SaveData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	saved := ens.Snapshot(t, 0)
 	// The lost history: revalidated; a sidecar takes IDs and pushes them
 	// back with a key; another worker takes them from the recycled list.
 	lost := dial()
@@ -227,13 +220,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	if got, err := lost.Take(ctx, "s", 10); err != nil || got.String() != held.String() {
 		t.Fatalf("take of the recycled IDs = %s, %v; want %s", got, err, held)
 	}
-	ens.Stop(0)
-	if err := ens.RestoreData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	ens.Rollback(t, 0, saved)
 	now := dial()
 	if _, err := now.Revalidate(ctx, "s", 2001, 3000); err != nil {
 		t.Fatal(err)

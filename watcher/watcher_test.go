@@ -227,14 +227,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	if _, err := setup.Conn().Create(root+"/s", []byte("v0"), 0, acl); err != nil {
 		t.Fatal(err)
 	}
-	ens.Stop(0)
-	saved := t.TempDir()
-	if err := ens.SaveData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	saved := ens.Snapshot(t, 0)
 	c := dial(t, ens.Servers())
 	w := start(t, c, root)
 	if ev := next(t, w, false); ev.Kind != watcher.Added || string(ev.Data) != "v0" {
@@ -247,13 +240,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 		t.Fatalf("event %+v; want version 1, data lost", ev)
 	}
 	// Roll back to the copy (version 0), and write version 1 again.
-	ens.Stop(0)
-	if err := ens.RestoreData(0, saved); err != nil {
-		t.Fatal(err)
-	}
-	if err := ens.Start(0); err != nil {
-		t.Fatal(err)
-	}
+	ens.Rollback(t, 0, saved)
 	other := dial(t, ens.Servers())
 	if _, err := other.Conn().Set(root+"/s", []byte("kept"), 0); err != nil {
 		t.Fatal(err)

@@ -299,6 +299,35 @@ func (e *Ensemble) SaveData(i int, dst string) error {
 	return copyTree(e.servers[i].dataDir, dst)
 }
 
+// Snapshot stops server i, copies its data to a new directory of t, starts
+// the server again and waits until it serves; the copy is for Rollback.
+// The restart is itself a leader election (a new ZooKeeper epoch).
+func (e *Ensemble) Snapshot(t testing.TB, i int) string {
+	t.Helper()
+	e.Stop(i)
+	dir := t.TempDir()
+	if err := e.SaveData(i, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(i); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Rollback stops server i, replaces its data with a copy made by Snapshot
+// and starts it again: ZooKeeper restored from an older copy.
+func (e *Ensemble) Rollback(t testing.TB, i int, copy string) {
+	t.Helper()
+	e.Stop(i)
+	if err := e.RestoreData(i, copy); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(i); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // RestoreData replaces server i's data with a copy made by SaveData. The
 // server must be stopped.
 func (e *Ensemble) RestoreData(i int, src string) error {
