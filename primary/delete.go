@@ -28,7 +28,8 @@ var ErrDeleteContended = errors.New("sequence keeps changing under delete")
 // its windows and marker, in one transaction that succeeds only if the
 // znode is still at the version whose ceiling the tombstone holds.
 // Otherwise it reads again (and tombstones again if the ceiling rose). It
-// returns the ceiling tombstoned.
+// returns the ceiling the tombstone holds: the sequence's, or an earlier
+// incarnation's when that was higher.
 //
 // Delete may run beside a primary and busy clients: a raise that races the
 // tombstone cannot undo it, because the store keeps a tombstone over any
@@ -60,7 +61,7 @@ func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, na
 		}
 		ceiling := TombstoneCeiling(st)
 		if ceiling > stored {
-			_, err := store.Tombstone(ctx, name, ceiling, stat.Czxid)
+			rec, err := store.Tombstone(ctx, name, ceiling, stat.Czxid)
 			if errors.Is(err, persist.ErrOtherIncarnation) && attempt < deleteAttempts-1 {
 				// The znode was re-created, or ZooKeeper restored from an
 				// older copy and the primary has not recorded the znode it
@@ -73,7 +74,9 @@ func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, na
 			if err != nil {
 				return 0, fmt.Errorf("sequence %q: write the tombstone (ceiling %d) to the store: %w; nothing was deleted", name, ceiling, err)
 			}
-			stored = ceiling
+			// What the store holds: at least ceiling, and more when an
+			// earlier incarnation of the name issued more.
+			stored = rec.Ceiling
 		}
 		children, _, err := conn.Children(p)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
