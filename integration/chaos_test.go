@@ -9,6 +9,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,14 +29,18 @@ import (
 
 // Replica settings that make the interesting cases happen within seconds:
 // a 5 s runway so that an S3 outage outlasts the reserve, a 6 s session so
-// that failover and pauses past the timeout fit a short scenario, and a
+// that failover and pauses past the timeout fit a short scenario, a
 // reserve capped at 50 000 IDs (about 10 s of the workload's traffic per
-// sequence) so the IDs skipped at each ZooKeeper election stay small.
+// sequence) so the IDs skipped at each ZooKeeper election stay small, and
+// a store audit every 3 s (at least the sweep interval) so that ceilings
+// the store lost are persisted again within a scenario
+// (lose-store-objects).
 var chaosReplicaEnv = map[string]string{
 	"SEQKEEPER_RUNWAY":             "5s",
 	"SEQKEEPER_MIN_RESERVE":        "200",
 	"SEQKEEPER_MAX_RESERVE":        "50000",
 	"SEQKEEPER_SWEEP_INTERVAL":     "1s",
+	"SEQKEEPER_AUDIT_INTERVAL":     "3s",
 	"SEQKEEPER_ZK_SESSION_TIMEOUT": "6s",
 	"SEQKEEPER_CEILING_WAIT":       "3s",
 	"SEQKEEPER_LOG_FORMAT":         "json",
@@ -43,14 +49,20 @@ var chaosReplicaEnv = map[string]string{
 // The sequences the workers share: a plain one and one with two windows.
 var chaosSequences = []string{"chaos", "chaos-w"}
 
+// chaosIdleSequences are registered too but never taken from: nothing
+// but the primary's store audit persists their ceilings again when the
+// store loses them (lose-store-objects).
+var chaosIdleSequences = []string{"chaos-idle"}
+
 const chaosSessionTimeout = 6 * time.Second
 
 // chaos is a cluster under test with its workload and history.
 type chaos struct {
-	c    *Cluster
-	hist *History
-	w    *Workload
-	rng  *rand.Rand
+	c     *Cluster
+	hist  *History
+	w     *Workload
+	rng   *rand.Rand
+	proxy *ZooKeeperProxy // stable ZooKeeper addresses for the test process
 
 	mu      sync.Mutex
 	figures []Figures
@@ -67,7 +79,8 @@ func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
 	}
 	c := NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, Replicas: 3, ReplicaEnv: env})
 	r := c.Replicas()[0]
-	for _, args := range [][]string{{"create", "chaos"}, {"create", "chaos-w", "--windows", "2"}} {
+	for _, name := range slices.Concat(chaosSequences, chaosIdleSequences) {
+		args := append([]string{"create", name}, chaosCreateArgs[name]...)
 		code, out, err := r.Container.Exec(ctx, append([]string{"/seqkeeper"}, args...), tcexec.Multiplexed())
 		if err != nil || code != 0 {
 			b, _ := io.ReadAll(out)
@@ -75,9 +88,9 @@ func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
 		}
 	}
 	ch := &chaos{c: c, hist: NewHistory(), rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), logf: t.Logf}
-	proxy := NewZooKeeperProxy(t, c)
+	ch.proxy = NewZooKeeperProxy(t, c)
 	var err error
-	ch.w, err = NewWorkload(c, ch.hist, proxy.Addrs(), WorkloadOptions{
+	ch.w, err = NewWorkload(c, ch.hist, ch.proxy.Addrs(), WorkloadOptions{
 		Sequences:      chaosSequences,
 		Allocators:     2,
 		Takers:         2,
@@ -126,11 +139,14 @@ var faults = []fault{
 	// docs/guarantees.md), and a reserve larger than the outage's traffic
 	// would hide whether clients block at the stored ceiling.
 	{"s3-down-past-runway", (*chaos).s3Down},
+	{"delete-recreate-sequence", (*chaos).deleteRecreate},
+	{"lose-store-objects", (*chaos).loseStoreObjects},
 	{"lose-one-zookeeper", (*chaos).loseZooKeeper},
 	{"lose-zookeeper-quorum", (*chaos).loseQuorum},
 	{"wipe-zookeeper", (*chaos).wipeZooKeeper},
 	{"rollback-zookeeper-before-raise", (*chaos).rollbackBeforeRaise},
 	{"rollback-zookeeper-after-raise", (*chaos).rollbackAfterRaise},
+	{"rollback-zookeeper-reusing-epoch", (*chaos).rollbackReusingEpoch},
 }
 
 // run runs f as scenario name: some traffic, the fault, then the wait for
@@ -227,7 +243,9 @@ func TestChaos(t *testing.T) {
 // TestChaosMixed injects faults drawn at random, with random quiet times
 // between them, for SEQKEEPER_CHAOS_DURATION (default 3m); the seed is
 // printed and SEQKEEPER_CHAOS_SEED replays it (the same faults in the same
-// order; timings differ).
+// order; timings differ). SEQKEEPER_CHAOS_FAULTS, a regular expression,
+// draws only from the faults whose names it matches (a replay needs the
+// same value).
 func TestChaosMixed(t *testing.T) {
 	duration := 3 * time.Minute
 	if s := os.Getenv("SEQKEEPER_CHAOS_DURATION"); s != "" {
@@ -245,7 +263,24 @@ func TestChaosMixed(t *testing.T) {
 		}
 		seed = v
 	}
-	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d SEQKEEPER_CHAOS_DURATION=%s", seed, duration)
+	eligible := faults
+	if s := os.Getenv("SEQKEEPER_CHAOS_FAULTS"); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q: %v", s, err)
+		}
+		eligible = nil
+		for _, f := range faults {
+			if re.MatchString(f.name) {
+				eligible = append(eligible, f)
+			}
+		}
+		if len(eligible) == 0 {
+			t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q matches no fault", s)
+		}
+	}
+	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d SEQKEEPER_CHAOS_DURATION=%s SEQKEEPER_CHAOS_FAULTS=%q (%d faults eligible)",
+		seed, duration, os.Getenv("SEQKEEPER_CHAOS_FAULTS"), len(eligible))
 	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -253,7 +288,7 @@ func TestChaosMixed(t *testing.T) {
 	deadline := start.Add(duration)
 	n := 0
 	for time.Now().Before(deadline) {
-		f := faults[ch.rng.IntN(len(faults))]
+		f := eligible[ch.rng.IntN(len(eligible))]
 		n++
 		name := fmt.Sprintf("mixed/%03d-%s", n, f.name)
 		ch.hist.SetScenario("mixed/quiet")

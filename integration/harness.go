@@ -72,6 +72,10 @@ const (
 // MinIOAlias is the MinIO container's name on the cluster network.
 const MinIOAlias = "minio"
 
+// StoreBucket is the S3 bucket of the replicas' store; each cluster keeps
+// its objects under its own prefix (Cluster.StorePrefix).
+const StoreBucket = "seqkeeper"
+
 // labelKey marks every container and network a cluster creates.
 const labelKey = "org.seqkeeper.integration"
 
@@ -262,6 +266,10 @@ func (c *Cluster) MinIOInternalEndpoint() string {
 	return "http://" + MinIOAlias + ":" + portNumber(MinIOPort)
 }
 
+// StorePrefix returns the key prefix, in StoreBucket, of the replicas'
+// store: the cluster network's name.
+func (c *Cluster) StorePrefix() string { return c.Network }
+
 // WaitZooKeeperServing returns once every given server (all of them when
 // none is given) serves clients, that is answers srvr as leader, follower
 // or standalone, or with the last error when ctx ends.
@@ -306,7 +314,7 @@ func (c *Cluster) AddReplica(ctx context.Context, args ...string) (*Node, error)
 		env["SEQKEEPER_ZK"] = c.ZooKeeperConnect()
 	}
 	if c.MinIO != nil {
-		env["SEQKEEPER_STORE"] = "s3://seqkeeper/" + c.Network + "?endpoint=" + c.MinIOInternalEndpoint() + "&region=us-east-1"
+		env["SEQKEEPER_STORE"] = "s3://" + StoreBucket + "/" + c.StorePrefix() + "?endpoint=" + c.MinIOInternalEndpoint() + "&region=us-east-1"
 	}
 	for k, v := range c.opts.ReplicaEnv {
 		env[k] = v
@@ -751,39 +759,63 @@ func (n *Node) Logs(ctx context.Context) (string, error) {
 // with the srvr command: "leader", "follower" or "standalone". A server that
 // is up but has no quorum answers with an error.
 func (n *Node) ZooKeeperMode(ctx context.Context) (string, error) {
+	mode, _, err := n.zooKeeperSrvr(ctx)
+	return mode, err
+}
+
+// ZooKeeperZxid asks a serving ZooKeeper node (srvr) for the last zxid it
+// processed. Its high 32 bits are the ensemble's epoch: after a leader
+// election the leader's zxid is the new epoch's first.
+func (n *Node) ZooKeeperZxid(ctx context.Context) (int64, error) {
+	_, zxid, err := n.zooKeeperSrvr(ctx)
+	if err == nil && zxid < 0 {
+		err = fmt.Errorf("%s: srvr: no zxid in the answer", n.Name)
+	}
+	return zxid, err
+}
+
+// zooKeeperSrvr sends srvr and returns the mode and the zxid it reports
+// (-1 when it reports none).
+func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
 	addr := n.Addr(ZooKeeperPort)
 	if addr == "" {
-		return "", fmt.Errorf("%s: no host port for %s", n.Name, ZooKeeperPort)
+		return "", 0, fmt.Errorf("%s: no host port for %s", n.Name, ZooKeeperPort)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return "", fmt.Errorf("%s: srvr: %w", n.Name, err)
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
 	defer conn.Close()
 	if deadline, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(deadline)
 	}
 	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return "", fmt.Errorf("%s: srvr: %w", n.Name, err)
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
 	reply, err := io.ReadAll(conn)
 	if err != nil {
-		return "", fmt.Errorf("%s: srvr: %w", n.Name, err)
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
+	var zxid int64 = -1
 	sc := bufio.NewScanner(bytes.NewReader(reply))
 	for sc.Scan() {
+		if hex, ok := strings.CutPrefix(sc.Text(), "Zxid: 0x"); ok {
+			if v, err := strconv.ParseInt(strings.TrimSpace(hex), 16, 64); err == nil {
+				zxid = v
+			}
+		}
 		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
-			return mode, nil
+			return mode, zxid, nil
 		}
 	}
 	if len(reply) == 0 {
 		// docker-proxy accepts and closes when nothing listens inside.
-		return "", fmt.Errorf("%s: srvr: no answer", n.Name)
+		return "", 0, fmt.Errorf("%s: srvr: no answer", n.Name)
 	}
-	return "", fmt.Errorf("%s: srvr: %s", n.Name, strings.TrimSpace(string(reply)))
+	return "", 0, fmt.Errorf("%s: srvr: %s", n.Name, strings.TrimSpace(string(reply)))
 }
 
 // refreshAddrs reads the host ports Docker mapped for the node's ports.

@@ -663,6 +663,8 @@ func errorKind(err error) string {
 		return "unvalidated"
 	case errors.Is(err, sequence.ErrRecreated):
 		return "recreated"
+	case errors.Is(err, sequence.ErrUnknownSequence):
+		return "unknown_sequence"
 	case errors.Is(err, zkclient.ErrNoSession):
 		return "no_session"
 	case errors.Is(err, context.DeadlineExceeded):
