@@ -800,12 +800,13 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 	}
 	defer release(slot.sem)
 	for attempt := 0; ; attempt++ {
+		fresh := false
 		if slot.cached == nil {
 			st, err := s.readBucket(ctx, l, b)
 			if err != nil {
 				return err
 			}
-			slot.cached = st
+			slot.cached, fresh = st, true
 		}
 		st := slot.cached
 		if st.obj.epoch > epoch {
@@ -813,6 +814,13 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 		}
 		merged, changed := mergeBucket(st.obj, epoch, recs)
 		if !changed {
+			if !fresh {
+				// Nothing to write, so no conditional write would tell a
+				// stale cache: read the object, which a successor's seal
+				// marks with its epoch, before saying the store holds it.
+				slot.cached = nil
+				continue
+			}
 			return nil // the store already holds as much (it is monotone)
 		}
 		data, err := encodeBucket(merged)

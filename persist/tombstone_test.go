@@ -2,8 +2,10 @@ package persist_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 )
@@ -61,5 +63,52 @@ func TestTombstoneBeatsARacingRaise(t *testing.T) {
 	}
 	if got, err := s.Tombstone(ctx, "t", 100, 3); err == nil || got.Deleted {
 		t.Fatalf("tombstone of an older incarnation: %+v, %v; want an error and no tombstone", got, err)
+	}
+}
+
+// A write that changes nothing (the store already holds as much) must not
+// vouch for a deposed writer from its cache: it reads the bucket, which
+// its successor's seal marked, and is fenced. Otherwise a deposed primary
+// could go on to act in ZooKeeper on a floor below its successor's
+// ceilings.
+func TestNoOpPutOfADeposedWriterIsFenced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() *persist.Store {
+		b, err := persist.NewFile(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The epoch object is not read again within the test: only the
+		// bucket can tell.
+		s, err := persist.NewStore(b, persist.StoreOptions{Buckets: 4, EpochCheckInterval: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	ctx := context.Background()
+	old, newer := open(), open()
+	e1, err := old.AdvanceEpoch(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Put(ctx, e1, persist.Record{Name: "s", Ceiling: 300, Czxid: 1, Mzxid: 2}); err != nil {
+		t.Fatal(err)
+	}
+	e2, err := newer.AdvanceEpoch(ctx, "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newer.Seal(ctx, e2); err != nil {
+		t.Fatal(err)
+	}
+	if err := newer.Put(ctx, e2, persist.Record{Name: "s", Ceiling: 500, Czxid: 1, Mzxid: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Less than the old writer's cache holds already: nothing to write.
+	err = old.Put(ctx, e1, persist.Record{Name: "s", Ceiling: 200, Czxid: 1, Mzxid: 2})
+	if !errors.Is(err, persist.ErrFenced) {
+		t.Fatalf("the deposed writer's no-op put: %v; want ErrFenced", err)
 	}
 }
