@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +238,20 @@ func TestVerifyAndRestore(t *testing.T) {
 	}
 	if out, _, code := c.run("", "verify"); code != 0 {
 		t.Fatalf("verify at the end: exit %d\n%s", code, out)
+	}
+
+	// At the top of the ID space: a sequence whose ceiling is MaxInt64,
+	// lost by ZooKeeper, comes back exhausted (ceiling + 1 used to wrap).
+	c.ok("create", "top", "--start", strconv.FormatInt(math.MaxInt64-100, 10))
+	c.initialise("top", math.MaxInt64)
+	c.ok("restore") // the store learns the ceiling
+	if err := testenv.DeleteAll(c.conn, c.root+"/top"); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok("restore"); !strings.Contains(out, "re-create at 9223372036854775807") {
+		t.Fatalf("restore at the top:\n%s", out)
+	}
+	if _, errOut, code := c.run("", "take", "top"); code == 0 || !strings.Contains(errOut, "exhausted") {
+		t.Fatalf("take after restoring at the top: exit %d %q; want exhausted", code, errOut)
 	}
 }
