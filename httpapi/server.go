@@ -531,6 +531,11 @@ func (s *Server) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	var pushed int64
+	for _, e := range entries {
+		pushed += e.alloc.Stats().PushedBack
+	}
+	s.log.Info().Int64("pushed_back_ids", pushed).Int("sequences", len(entries)).Msg("pushed back the unused IDs of every allocator")
 	err := errors.Join(errs...)
 	if err != nil {
 		s.log.Error().Err(err).Msg("pushing back unused IDs at shutdown failed; those IDs are lost, never reused")

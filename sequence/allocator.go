@@ -97,6 +97,8 @@ type Allocator struct {
 	wg        sync.WaitGroup
 	batches   atomic.Int64
 	waitFetch atomic.Int64
+	// pushedBack counts the unused IDs Close pushed back.
+	pushedBack atomic.Int64
 }
 
 // batch is a run of IDs taken in one Take. Callers claim IDs by index with
@@ -275,16 +277,17 @@ func (a *Allocator) adapt(lasted time.Duration) {
 
 // AllocatorStats describe an Allocator's work so far.
 type AllocatorStats struct {
-	Batches   int64 // batches taken from ZooKeeper
-	BatchSize int64 // the current adaptive batch size
-	Waits     int64 // times a Next had to wait for ZooKeeper
+	Batches    int64 // batches taken from ZooKeeper
+	BatchSize  int64 // the current adaptive batch size
+	Waits      int64 // times a Next had to wait for ZooKeeper
+	PushedBack int64 // unused IDs Close pushed back
 }
 
 // Stats returns the allocator's counters.
 func (a *Allocator) Stats() AllocatorStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return AllocatorStats{Batches: a.batches.Load(), BatchSize: a.size, Waits: a.waitFetch.Load()}
+	return AllocatorStats{Batches: a.batches.Load(), BatchSize: a.size, Waits: a.waitFetch.Load(), PushedBack: a.pushedBack.Load()}
 }
 
 // Close stops the allocator and pushes its unused IDs back to the sequence,
@@ -319,5 +322,6 @@ func (a *Allocator) Close(ctx context.Context) error {
 	if err := a.c.Push(ctx, a.name, unused); err != nil {
 		return fmt.Errorf("allocator for %q: push back %d unused IDs: %w", a.name, unused.Count(), err)
 	}
+	a.pushedBack.Add(unused.Count())
 	return nil
 }
