@@ -16,12 +16,16 @@
 //	leaked 7
 //	zkepoch 3
 //	marker h-0123456789abcdef
+//	pushfloor 1001
 //	pushed 0b6f7e2c-1d2a-4c3b-9e8f-123456789abc
 //
 // next is the lowest ID never issued; ceiling is the highest ID clients may
 // issue, raised by the primary only after the durable store holds it;
 // recycled lists IDs pushed back, reused lowest first; zkepoch is the
-// ZooKeeper epoch in which the primary last validated the state (see State);
+// ZooKeeper epoch in which the primary last validated the state, and marker
+// the child znode created with that stamp, which every write of the state
+// checks (see State.Marker); pushfloor is next as it was at that stamp
+// (keyed pushes of IDs below it are refused, see State.PushFloor);
 // pushed lists the idempotency keys of the latest keyed pushes
 // (Client.PushOnce, at most MaxPushKeys). An operator registers a
 // sequence by creating its znode empty or holding a start value; the primary
