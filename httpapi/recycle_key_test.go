@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,23 +15,12 @@ import (
 // Idempotency-Key headers (none: no header) and returns the status and body.
 func (r *replica) recycle(name, body string, keys ...string) (int, []byte) {
 	r.e.t.Helper()
-	req, err := http.NewRequest("POST", r.ts.URL+"/v1/sequences/"+name+"/recycle", strings.NewReader(body))
-	if err != nil {
-		r.e.t.Fatal(err)
-	}
+	h := http.Header{}
 	for _, k := range keys {
-		req.Header.Add(httpapi.IdempotencyKeyHeader, k)
+		h.Add(httpapi.IdempotencyKeyHeader, k)
 	}
-	resp, err := r.ts.Client().Do(req)
-	if err != nil {
-		r.e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		r.e.t.Fatal(err)
-	}
-	return resp.StatusCode, data
+	code, _, data := r.callWith("POST", "/v1/sequences/"+name+"/recycle", h, body)
+	return code, data
 }
 
 // zkData reads the raw data of sequence name's znode.

@@ -110,12 +110,23 @@ func (e *env) replica(opts httpapi.Options, seqOpts sequence.Options) *replica {
 // call makes a request and returns the status, headers and body.
 func (r *replica) call(method, path, token string, body string) (int, http.Header, []byte) {
 	r.e.t.Helper()
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	return r.callWith(method, path, h, body)
+}
+
+// callWith makes a request with the given headers and returns the status,
+// headers and body.
+func (r *replica) callWith(method, path string, h http.Header, body string) (int, http.Header, []byte) {
+	r.e.t.Helper()
 	req, err := http.NewRequest(method, r.ts.URL+path, strings.NewReader(body))
 	if err != nil {
 		r.e.t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, vs := range h {
+		req.Header[k] = vs
 	}
 	resp, err := r.ts.Client().Do(req)
 	if err != nil {

@@ -13,6 +13,22 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
+// dialClient returns a client of the sequences under root on a session of
+// its own with servers, closed when the test ends.
+func dialClient(t testing.TB, servers []string, root string, timeout time.Duration) *sequence.Client {
+	t.Helper()
+	zc, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(zc.Close)
+	c, err := sequence.NewClient(zc, sequence.Options{Root: root, CeilingWait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // issuedSet records IDs handed out and fails the test on a second one.
 type issuedSet struct {
 	t   *testing.T
@@ -46,16 +62,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	ctx := context.Background()
 	const root = "/all-sequences"
 	newClient := func(servers []string, timeout time.Duration) *sequence.Client {
-		zc, err := zkclient.Dial(ctx, servers, zkclient.Options{SessionTimeout: timeout})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(zc.Close)
-		c, err := sequence.NewClient(zc, sequence.Options{Root: root, CeilingWait: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+		return dialClient(t, servers, root, timeout)
 	}
 	admin := newClient(ens.Servers(), 4*time.Second) // stands in for the primary
 	if err := zkclient.EnsurePath(admin.ZK().Conn(), root, zk.WorldACL(zk.PermAll)); err != nil {
@@ -186,15 +193,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	admin := e.client(sequence.Options{})
 	e.create(admin, "s", sequence.Registration{}, 1000)
 	proxy := testenv.NewProxy(t, e.servers[0])
-	zc, err := zkclient.Dial(ctx, []string{proxy.Addr()}, zkclient.Options{SessionTimeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(zc.Close)
-	x, err := sequence.NewClient(zc, sequence.Options{Root: e.root, CeilingWait: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	x := dialClient(t, []string{proxy.Addr()}, e.root, 20*time.Second)
 	issued := &issuedSet{t: t, ids: map[int64]string{}}
 	for i := 0; i < 3; i++ {
 		got, err := x.Take(ctx, "s", 10)

@@ -181,18 +181,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	const root = "/all-sequences"
-	dial := func() *sequence.Client {
-		zc, err := zkclient.Dial(ctx, ens.Servers(), zkclient.Options{SessionTimeout: 4 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(zc.Close)
-		c, err := sequence.NewClient(zc, sequence.Options{Root: root, CeilingWait: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	dial := func() *sequence.Client { return dialClient(t, ens.Servers(), root, 4*time.Second) }
 	admin := dial()
 	if err := zkclient.EnsurePath(admin.ZK().Conn(), root, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
