@@ -889,10 +889,14 @@ func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bo
 func mergeRecord(old, in Record) Record {
 	m := old
 	switch {
-	case in.Deleted && !old.Deleted && sameZnode(old, in):
+	case in.Deleted && !old.Deleted && (sameZnode(old, in) || in.Ceiling >= old.Ceiling):
 		// A tombstone of the znode the record describes wins whatever its
 		// ceiling: the delete read the znode before a raise that the
-		// store has since seen (the raise's ceiling is kept below).
+		// store has since seen (the raise's ceiling is kept below). A
+		// tombstone of another znode wins when it covers the record's
+		// ceiling: nothing is lost, and the record may describe a znode
+		// of a history a ZooKeeper restore threw away, which a sequence
+		// whose ceiling cannot rise (its space is used up) never replaces.
 		m = in
 	case in.Ceiling > old.Ceiling || (in.Ceiling == old.Ceiling && in.Mzxid >= old.Mzxid):
 		m = in
