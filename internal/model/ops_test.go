@@ -513,7 +513,9 @@ func (e *env) deleteName(name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	tomb, err := deleteSequence(ctx, e.admin, e.store, name)
 	cancel()
-	gone := err == nil || !e.existsSure(name)
+	// A delete that found no znode wrote no tombstone (the name may be
+	// lost by ZooKeeper and about to be restored): it deleted nothing.
+	gone := err == nil || !errors.Is(err, sequence.ErrUnknownSequence) && !e.existsSure(name)
 	m := e.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
