@@ -210,7 +210,7 @@ func detail(ctx context.Context, conn *zk.Conn, p string, st sequence.State, chi
 			return SequenceDetail{}, err
 		}
 		d.WindowDetails = append(d.WindowDetails, WindowDetail{Name: w, Next: ws.Next, End: ws.End, Available: ws.Available()})
-		d.Available = addSat(d.Available, ws.Available())
+		d.Available = sequence.AddSat(d.Available, ws.Available())
 	}
 	d.OpenWindows = len(d.WindowDetails)
 	if d.Kind == KindSequence && d.Available == 0 {
@@ -287,12 +287,4 @@ func summarise(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client,
 		return SequenceSummary{}, false, err
 	}
 	return d.SequenceSummary, true, nil
-}
-
-// addSat adds two non-negative counts, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

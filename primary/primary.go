@@ -609,15 +609,15 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		// above anything a previous sequence of this name handed out.
 		floor := st.Start
 		if stored {
-			floor = max(floor, after(rec.Ceiling))
+			floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
 		}
 		return plan{name: name, kind: planInit, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
 	}
 	// The floor: above everything the store covers, and above the ceiling
 	// ZooKeeper shows (a store that lost the record must not lower it).
-	floor := after(st.Ceiling)
+	floor := sequence.AddSat(st.Ceiling, 1)
 	if stored {
-		floor = max(floor, after(rec.Ceiling))
+		floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
 	}
 	switch {
 	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
@@ -645,16 +645,6 @@ func ceil(from, n, end int64) int64 {
 		return end
 	}
 	return from + n - 1
-}
-
-// after returns id+1, or math.MaxInt64 for math.MaxInt64: the lowest ID
-// above id, saturated at the top of the space (where a sequence is
-// exhausted; see sequence.MaxID).
-func after(id int64) int64 {
-	if id == math.MaxInt64 {
-		return id
-	}
-	return id + 1
 }
 
 func epochOf(zxid int64) int64 { return zxid >> 32 }
@@ -1084,7 +1074,7 @@ func Recreate(r persist.Record, reserve int64) (sequence.State, persist.Record) 
 		// the sequence comes back exhausted (next one past the last ID
 		// it may issue), never at its last ID again.
 		last := min(st.End, math.MaxInt64-1) // see sequence.MaxID
-		st.Next = max(after(r.Ceiling), st.Start)
+		st.Next = max(sequence.AddSat(r.Ceiling, 1), st.Start)
 		if st.Next > last {
 			st.Next, st.Ceiling = last+1, last
 		} else {

@@ -79,7 +79,7 @@ type Ranges []Range
 func (rs Ranges) Count() int64 {
 	var n int64
 	for _, r := range rs {
-		n = addSat(n, r.Len())
+		n = AddSat(n, r.Len())
 	}
 	return n
 }
@@ -188,7 +188,7 @@ func parseNumber(s string) (int64, error) {
 }
 
 // addSat adds two non-negative counts, saturating at math.MaxInt64.
-func addSat(a, b int64) int64 {
+func AddSat(a, b int64) int64 {
 	if a > math.MaxInt64-b {
 		return math.MaxInt64
 	}

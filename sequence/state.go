@@ -682,7 +682,7 @@ func (s State) Available() int64 {
 	case s.Legacy:
 		return max(0, MaxLegacyCounter-s.Next)
 	}
-	return addSat(s.Recycled.Count(), s.fresh())
+	return AddSat(s.Recycled.Count(), s.fresh())
 }
 
 // Take removes up to n IDs from s and returns them, ascending and coalesced.
@@ -829,7 +829,7 @@ func (s *State) push(rs Ranges, limit int) error {
 		merged, leaked = dropSmallest(merged, len(merged)-limit)
 	}
 	s.Recycled = merged
-	s.Leaked = addSat(s.Leaked, leaked)
+	s.Leaked = AddSat(s.Leaked, leaked)
 	return nil
 }
 
@@ -900,7 +900,7 @@ func dropSmallest(rs Ranges, k int) (Ranges, int64) {
 	var leaked int64
 	for _, i := range order[:k] {
 		drop[i] = true
-		leaked = addSat(leaked, rs[i].Len())
+		leaked = AddSat(leaked, rs[i].Len())
 	}
 	kept := make(Ranges, 0, len(rs)-k)
 	for i, r := range rs {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/go-zookeeper/zk"
@@ -224,11 +223,11 @@ func (g *globals) restoreReserve() int64 { return max(g.cfg.MinReserve, 1) }
 func describeAction(f finding) string {
 	switch f.kind {
 	case actRecreate:
-		return fmt.Sprintf("re-create at %d", addSat(f.record.Ceiling, 1))
+		return fmt.Sprintf("re-create at %d", sequence.AddSat(f.record.Ceiling, 1))
 	case actCoverInStore:
 		return fmt.Sprintf("raise the stored ceiling to %d", max(f.state.Ceiling, f.state.Next))
 	case actRevalidate:
-		return fmt.Sprintf("fast-forward to %d and stamp the current epoch", addSat(max(f.record.Ceiling, f.state.Ceiling), 1))
+		return fmt.Sprintf("fast-forward to %d and stamp the current epoch", sequence.AddSat(max(f.record.Ceiling, f.state.Ceiling), 1))
 	}
 	return ""
 }
@@ -255,7 +254,7 @@ func (g *globals) restore(ctx context.Context, seqs *sequence.Client, store *per
 			r.Ceiling = max(r.Ceiling, f.state.Ceiling, f.state.Next)
 			r.Legacy = f.state.Legacy
 		case actRevalidate:
-			r.Ceiling = addSat(max(r.Ceiling, f.state.Ceiling), reserve)
+			r.Ceiling = sequence.AddSat(max(r.Ceiling, f.state.Ceiling), reserve)
 		default:
 			continue
 		}
@@ -274,8 +273,8 @@ func (g *globals) restore(ctx context.Context, seqs *sequence.Client, store *per
 		if f.kind != actRevalidate {
 			continue
 		}
-		floor := addSat(max(f.record.Ceiling, f.state.Ceiling), 1)
-		if _, err := seqs.Revalidate(ctx, f.Sequence, floor, addSat(floor, reserve-1)); err != nil {
+		floor := sequence.AddSat(max(f.record.Ceiling, f.state.Ceiling), 1)
+		if _, err := seqs.Revalidate(ctx, f.Sequence, floor, sequence.AddSat(floor, reserve-1)); err != nil {
 			return err
 		}
 	}
@@ -311,13 +310,4 @@ func (g *globals) printFindings(fs []finding, all bool) int {
 	}
 	fmt.Fprintf(g.stdout, "%d sequences checked, %d unsafe\n", len(fs), unsafe)
 	return unsafe
-}
-
-// addSat returns a+b for b >= 0, saturated at math.MaxInt64: ceilings at the
-// top of the ID space must not wrap around to negative floors.
-func addSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
