@@ -14,7 +14,7 @@ import (
 type EventQueue struct {
 	prefix string
 	mu     sync.Mutex
-	items  []zk.Event
+	items  []Event
 	signal chan struct{}
 }
 
@@ -22,7 +22,7 @@ type EventQueue struct {
 func (q *EventQueue) Ready() <-chan struct{} { return q.signal }
 
 // Drain returns the waiting events, oldest first, and empties the queue.
-func (q *EventQueue) Drain() []zk.Event {
+func (q *EventQueue) Drain() []Event {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	out := q.items
@@ -30,7 +30,7 @@ func (q *EventQueue) Drain() []zk.Event {
 	return out
 }
 
-func (q *EventQueue) push(ev zk.Event) {
+func (q *EventQueue) push(ev Event) {
 	q.mu.Lock()
 	q.items = append(q.items, ev)
 	q.mu.Unlock()
@@ -62,7 +62,8 @@ func (c *Client) NodeEvents(prefix string) (*EventQueue, func()) {
 
 // dispatch hands a node event to the queues whose prefix covers its path.
 // It runs on the ZooKeeper event loop.
-func (c *Client) dispatch(ev zk.Event) {
+func (c *Client) dispatch(zev zk.Event) {
+	ev := event(zev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for q := range c.queues {
@@ -70,4 +71,47 @@ func (c *Client) dispatch(ev zk.Event) {
 			q.push(ev)
 		}
 	}
+}
+
+// Event is a watch notification.
+type Event struct {
+	Type EventType
+	// Path is the watched znode.
+	Path string
+	// Err is set on EventNotWatching: why the watch was lost (ErrClosing
+	// when its connection was closed, ErrSessionExpired, ...).
+	Err error
+}
+
+// EventType tells what happened to a watched znode.
+type EventType int32
+
+// The event types. EventNotWatching means the watch itself was lost with its
+// connection or session: the znode may have changed unseen.
+const (
+	EventNodeCreated         = EventType(zk.EventNodeCreated)
+	EventNodeDeleted         = EventType(zk.EventNodeDeleted)
+	EventNodeDataChanged     = EventType(zk.EventNodeDataChanged)
+	EventNodeChildrenChanged = EventType(zk.EventNodeChildrenChanged)
+	EventNotWatching         = EventType(zk.EventNotWatching)
+)
+
+func (t EventType) String() string { return zk.EventType(t).String() }
+
+func event(ev zk.Event) Event { return Event{Type: EventType(ev.Type), Path: ev.Path, Err: ev.Err} }
+
+// watch turns a go-zookeeper watch channel into one of Events. Like the one
+// it wraps, it receives at most one event and is then closed.
+func watch(in <-chan zk.Event) <-chan Event {
+	if in == nil {
+		return nil
+	}
+	out := make(chan Event, 1)
+	go func() {
+		defer close(out)
+		if ev, ok := <-in; ok {
+			out <- event(ev)
+		}
+	}()
+	return out
 }

@@ -8,8 +8,6 @@ import (
 	"net"
 	"strings"
 	"time"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // Mode is how a ZooKeeper ensemble runs, as far as seqkeeper's rollback
@@ -63,7 +61,7 @@ const srvrTimeout = 5 * time.Second
 // against leader, follower, observer or read-only), which ZooKeeper always
 // allows. When neither answers, the result is ModeUnknown.
 func DetectMode(ctx context.Context, c *Client) (Mode, string) {
-	data, _, err := c.Conn().Get(ConfigNode)
+	data, _, err := c.Get(ctx, ConfigNode)
 	if err == nil {
 		if n := configServers(data); n > 0 {
 			return ModeQuorum, fmt.Sprintf("%s lists %d server.N= line(s), as in quorum mode", ConfigNode, n)
@@ -75,7 +73,7 @@ func DetectMode(ctx context.Context, c *Client) (Mode, string) {
 		return ModeStandalone, fmt.Sprintf("%s lists no servers, as in standalone mode; %s", ConfigNode, why)
 	}
 	configErr := fmt.Sprintf("cannot read %s: %v", ConfigNode, err)
-	if errors.Is(err, zk.ErrNoNode) {
+	if errors.Is(err, ErrNoNode) {
 		configErr = fmt.Sprintf("%s does not exist (ZooKeeper older than 3.5)", ConfigNode)
 	}
 	mode, why := srvrMode(ctx, c.Servers())
@@ -99,7 +97,7 @@ func configServers(data []byte) int {
 func srvrMode(ctx context.Context, servers []string) (Mode, string) {
 	var failures []string
 	for _, s := range servers {
-		reply, err := fourLetterWord(ctx, s, "srvr")
+		reply, err := FourLetterWord(ctx, s, "srvr")
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", s, err))
 			if ctx.Err() != nil {
@@ -151,11 +149,11 @@ func firstLine(s string) string {
 	return s
 }
 
-// fourLetterWord sends cmd to the server at addr and returns its reply,
+// FourLetterWord sends cmd to the server at addr and returns its reply,
 // bounded by ctx and srvrTimeout. go-zookeeper's FLWSrvr is not used: its
 // parser rejects the build date format of ZooKeeper 3.5+ and knows no
 // observers.
-func fourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
+func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, srvrTimeout)
 	defer cancel()
 	var d net.Dialer

@@ -1,6 +1,7 @@
 package zkclient
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -34,6 +35,21 @@ func EnsurePath(conn *zk.Conn, p string, acl []zk.ACL) error {
 	for _, el := range strings.Split(p[1:], "/") {
 		cur += "/" + el
 		if _, err := conn.Create(cur, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", cur, err)
+		}
+	}
+	return nil
+}
+
+// EnsurePath creates p and its missing ancestors, with the client's ACL.
+func (c *Client) EnsurePath(ctx context.Context, p string) error {
+	if err := ValidateRoot(p); err != nil {
+		return err
+	}
+	cur := ""
+	for _, el := range strings.Split(p[1:], "/") {
+		cur += "/" + el
+		if _, err := c.Create(ctx, cur, nil, 0); err != nil && !errors.Is(err, ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", cur, err)
 		}
 	}

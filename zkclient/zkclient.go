@@ -43,7 +43,9 @@ type Options struct {
 	// ConnectTimeout bounds how long Dial waits for the first session.
 	ConnectTimeout time.Duration
 	// Digest is "user:password" for ZooKeeper digest authentication, added
-	// to the session (and re-added by go-zookeeper after reconnects).
+	// to the session (and re-added by go-zookeeper after reconnects). With
+	// it, the znodes the client creates give all permissions to that user
+	// only; without it, to everyone.
 	Digest string
 	// RedialAfter replaces the connection with a new one once the client
 	// has been without a session this long. A server that lost its data
@@ -66,6 +68,7 @@ type Client struct {
 	gen     atomic.Int64 // generation of conn; events of older ones are dropped
 	servers []string
 	opts    Options
+	acl     []zk.ACL // of the znodes the client creates
 	log     zerolog.Logger
 
 	// disconnectedAt is the UnixNano time the session was last seen without
@@ -107,6 +110,10 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 		subs:    make(map[chan struct{}]struct{}),
 		queues:  make(map[*EventQueue]struct{}),
 		done:    make(chan struct{}),
+		acl:     zk.WorldACL(zk.PermAll),
+	}
+	if user, password, ok := strings.Cut(opts.Digest, ":"); ok {
+		c.acl = zk.DigestACL(zk.PermAll, user, password)
 	}
 	if opts.Logger != nil {
 		c.log = *opts.Logger
@@ -119,12 +126,12 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
-	for c.State() != zk.StateHasSession {
+	for c.state() != zk.StateHasSession {
 		select {
 		case <-ch:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			state := c.State()
+			state := c.state()
 			c.Close()
 			return nil, fmt.Errorf("%w with %s after %s (state %s): are the servers up and reachable?",
 				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, state)
@@ -241,8 +248,9 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 	}
 }
 
-// Conn is the current go-zookeeper connection. It changes when the client
-// redials, so fetch it for each use.
+// Conn is the current go-zookeeper connection.
+//
+// Deprecated: being removed; use the client's operations.
 func (c *Client) Conn() *zk.Conn { return c.conn.Load() }
 
 // Connection identifies the current connection: it changes every time the
@@ -268,10 +276,12 @@ func (c *Client) SessionTimeout() time.Duration { return c.opts.SessionTimeout }
 
 // SessionID is the current session's id, 0 before the first session. It
 // changes when go-zookeeper replaces an expired session.
-func (c *Client) SessionID() int64 { return c.Conn().SessionID() }
+func (c *Client) SessionID() int64 { return c.conn.Load().SessionID() }
 
-// State is the connection state.
-func (c *Client) State() zk.State { return c.Conn().State() }
+// HasSession reports whether the client is connected with a session.
+func (c *Client) HasSession() bool { return c.state() == zk.StateHasSession }
+
+func (c *Client) state() zk.State { return c.conn.Load().State() }
 
 // DisconnectedFor is how long the client has been without a connected
 // session; 0 when connected.

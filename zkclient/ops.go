@@ -1,0 +1,354 @@
+package zkclient
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Stat is a znode's metadata.
+type Stat struct {
+	Czxid       int64 // zxid of the change that created the znode
+	Mzxid       int64 // zxid of the change that last modified its data
+	Pzxid       int64 // zxid of the change that last modified its children
+	Version     int32 // number of changes to its data
+	Cversion    int32 // number of changes to its children
+	NumChildren int32
+	// EphemeralOwner is the session that owns an ephemeral znode, else 0.
+	EphemeralOwner int64
+	DataLength     int32
+	Ctime, Mtime   int64 // milliseconds since the epoch
+}
+
+func stat(s *zk.Stat) *Stat {
+	if s == nil {
+		return nil
+	}
+	return &Stat{
+		Czxid: s.Czxid, Mzxid: s.Mzxid, Pzxid: s.Pzxid,
+		Version: s.Version, Cversion: s.Cversion, NumChildren: s.NumChildren,
+		EphemeralOwner: s.EphemeralOwner, DataLength: s.DataLength,
+		Ctime: s.Ctime, Mtime: s.Mtime,
+	}
+}
+
+// CreateFlags choose the kind of znode Create makes.
+type CreateFlags int32
+
+const (
+	// Ephemeral znodes are deleted when their session ends.
+	Ephemeral CreateFlags = zk.FlagEphemeral
+	// Sequential znodes get a 10-digit counter appended to their name.
+	Sequential CreateFlags = zk.FlagSequence
+)
+
+// AnyVersion matches every version in Set, Delete and Check.
+const AnyVersion int32 = -1
+
+// Session is one connection of a Client. Operations on it go to that
+// connection only: after the client replaces it (see Client), they fail
+// with ErrClosing, so that a caller that read something on one connection
+// cannot act on it through another by mistake. Client's own operations
+// use the current connection.
+type Session struct {
+	c    *Client
+	conn *zk.Conn
+}
+
+// Session returns the client's current connection.
+func (c *Client) Session() Session { return Session{c: c, conn: c.conn.Load()} }
+
+// ID is the ZooKeeper session ID of the connection, 0 before one is
+// established. go-zookeeper opens a new session on the same connection after
+// its session expires, so the ID can change; compare it to detect expiry.
+func (s Session) ID() int64 { return s.conn.SessionID() }
+
+// Current reports whether s is still the client's connection.
+func (s Session) Current() bool { return s.c.conn.Load() == s.conn }
+
+// run calls f, or returns early with ctx's error when ctx ends first. A
+// request already sent cannot be withdrawn: it completes in the background
+// (go-zookeeper fails every request when its connection drops or closes),
+// so a write abandoned this way may still be applied.
+func run[T any](ctx context.Context, s Session, f func() (T, error)) (T, error) {
+	var zero T
+	if s.c.isClosed() {
+		return zero, ErrClosed
+	}
+	if ctx.Done() == nil {
+		v, err := f()
+		return v, s.c.wrap(err)
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, s.c.wrap(r.err)
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+// wrap turns ErrClosing into ErrClosed once the client is closed, so that
+// retry loops, which retry ErrClosing, stop.
+func (c *Client) wrap(err error) error {
+	if err == zk.ErrClosing && c.isClosed() {
+		return ErrClosed
+	}
+	return err
+}
+
+type read struct {
+	data []byte
+	st   *zk.Stat
+	w    <-chan zk.Event
+}
+
+type list struct {
+	names []string
+	st    *zk.Stat
+	w     <-chan zk.Event
+}
+
+// Get returns a znode's data and stat.
+func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		d, st, err := s.conn.Get(path)
+		return read{d, st, nil}, err
+	})
+	return r.data, stat(r.st), err
+}
+
+// GetW is Get that also sets a watch on the znode's data: the channel
+// receives one event, when the data changes, the znode is deleted, or the
+// watch is lost with the session (EventNotWatching), and is then closed.
+func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		d, st, w, err := s.conn.GetW(path)
+		return read{d, st, w}, err
+	})
+	return r.data, stat(r.st), watch(r.w), err
+}
+
+// Children returns the names of a znode's children, unsorted.
+func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, error) {
+	r, err := run(ctx, s, func() (list, error) {
+		names, st, err := s.conn.Children(path)
+		return list{names, st, nil}, err
+	})
+	return r.names, stat(r.st), err
+}
+
+// ChildrenW is Children that also sets a watch on the list of children (see
+// GetW).
+func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
+	r, err := run(ctx, s, func() (list, error) {
+		names, st, w, err := s.conn.ChildrenW(path)
+		return list{names, st, w}, err
+	})
+	return r.names, stat(r.st), watch(r.w), err
+}
+
+// Exists reports whether a znode exists, with its stat if it does.
+func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		ok, st, err := s.conn.Exists(path)
+		if !ok {
+			st = nil
+		}
+		return read{st: st}, err
+	})
+	return r.st != nil, stat(r.st), err
+}
+
+// ExistsW is Exists that also sets a watch: on creation if the znode does
+// not exist, else on its data and deletion (see GetW).
+func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		ok, st, w, err := s.conn.ExistsW(path)
+		if !ok {
+			st = nil
+		}
+		return read{st: st, w: w}, err
+	})
+	return r.st != nil, stat(r.st), watch(r.w), err
+}
+
+// Create makes a znode with the client's ACL and returns its path (which
+// differs from path for Sequential znodes).
+func (s Session) Create(ctx context.Context, path string, data []byte, flags CreateFlags) (string, error) {
+	return run(ctx, s, func() (string, error) {
+		return s.conn.Create(path, data, int32(flags), s.c.acl)
+	})
+}
+
+// Set replaces a znode's data if its version is version (AnyVersion: any).
+func (s Session) Set(ctx context.Context, path string, data []byte, version int32) (*Stat, error) {
+	st, err := run(ctx, s, func() (*zk.Stat, error) { return s.conn.Set(path, data, version) })
+	return stat(st), err
+}
+
+// Delete removes a znode if its version is version (AnyVersion: any).
+func (s Session) Delete(ctx context.Context, path string, version int32) error {
+	_, err := run(ctx, s, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, version) })
+	return err
+}
+
+// Sync waits until the server the session is connected to has caught up
+// with the leader on path.
+func (s Session) Sync(ctx context.Context, path string) error {
+	_, err := run(ctx, s, func() (string, error) { return s.conn.Sync(path) })
+	return err
+}
+
+// Op is one operation of a transaction (Multi).
+type Op struct {
+	kind    string
+	path    string
+	data    []byte
+	version int32
+	flags   CreateFlags
+}
+
+// CreateOp creates a znode (see Session.Create).
+func CreateOp(path string, data []byte, flags CreateFlags) Op {
+	return Op{kind: "create", path: path, data: data, flags: flags}
+}
+
+// SetOp sets a znode's data (see Session.Set).
+func SetOp(path string, data []byte, version int32) Op {
+	return Op{kind: "set", path: path, data: data, version: version}
+}
+
+// DeleteOp deletes a znode (see Session.Delete).
+func DeleteOp(path string, version int32) Op {
+	return Op{kind: "delete", path: path, version: version}
+}
+
+// CheckOp fails the transaction unless the znode exists at version.
+func CheckOp(path string, version int32) Op {
+	return Op{kind: "check", path: path, version: version}
+}
+
+// Path is the znode the operation is on.
+func (o Op) Path() string { return o.path }
+
+func (o Op) String() string {
+	if o.kind == "create" {
+		return o.kind + " " + o.path
+	}
+	return fmt.Sprintf("%s %s at version %d", o.kind, o.path, o.version)
+}
+
+func (o Op) request(acl []zk.ACL) any {
+	switch o.kind {
+	case "create":
+		return &zk.CreateRequest{Path: o.path, Data: o.data, Acl: acl, Flags: int32(o.flags)}
+	case "set":
+		return &zk.SetDataRequest{Path: o.path, Data: o.data, Version: o.version}
+	case "delete":
+		return &zk.DeleteRequest{Path: o.path, Version: o.version}
+	}
+	return &zk.CheckVersionRequest{Path: o.path, Version: o.version}
+}
+
+// OpResult is the outcome of one operation of a transaction.
+type OpResult struct {
+	// Path is the created znode's path, for a CreateOp.
+	Path string
+	// Stat is the znode's new stat, for a SetOp.
+	Stat *Stat
+}
+
+// Multi applies ops atomically: all of them or none. When an operation
+// fails, the error is a *MultiError naming it, which unwraps to the
+// operation's error.
+func (s Session) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
+	reqs := make([]any, len(ops))
+	for i, op := range ops {
+		reqs[i] = op.request(s.c.acl)
+	}
+	res, err := run(ctx, s, func() ([]zk.MultiResponse, error) { return s.conn.Multi(reqs...) })
+	// ZooKeeper answers a failed transaction with a result per operation:
+	// "ok" for those before the failed one, the failed one's error, then
+	// "runtime inconsistency" for the rest.
+	for i, r := range res {
+		if r.Error != nil {
+			return nil, &MultiError{Index: i, Op: ops[i], Err: r.Error}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != len(ops) {
+		return nil, fmt.Errorf("zookeeper transaction: %d results for %d operations", len(res), len(ops))
+	}
+	out := make([]OpResult, len(res))
+	for i, r := range res {
+		out[i] = OpResult{Path: r.String, Stat: stat(r.Stat)}
+	}
+	return out, nil
+}
+
+// The client's operations use its current connection (Session).
+
+// Get is Session.Get on the current connection.
+func (c *Client) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
+	return c.Session().Get(ctx, path)
+}
+
+// GetW is Session.GetW on the current connection.
+func (c *Client) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
+	return c.Session().GetW(ctx, path)
+}
+
+// Children is Session.Children on the current connection.
+func (c *Client) Children(ctx context.Context, path string) ([]string, *Stat, error) {
+	return c.Session().Children(ctx, path)
+}
+
+// ChildrenW is Session.ChildrenW on the current connection.
+func (c *Client) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
+	return c.Session().ChildrenW(ctx, path)
+}
+
+// Exists is Session.Exists on the current connection.
+func (c *Client) Exists(ctx context.Context, path string) (bool, *Stat, error) {
+	return c.Session().Exists(ctx, path)
+}
+
+// ExistsW is Session.ExistsW on the current connection.
+func (c *Client) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
+	return c.Session().ExistsW(ctx, path)
+}
+
+// Create is Session.Create on the current connection.
+func (c *Client) Create(ctx context.Context, path string, data []byte, flags CreateFlags) (string, error) {
+	return c.Session().Create(ctx, path, data, flags)
+}
+
+// Set is Session.Set on the current connection.
+func (c *Client) Set(ctx context.Context, path string, data []byte, version int32) (*Stat, error) {
+	return c.Session().Set(ctx, path, data, version)
+}
+
+// Delete is Session.Delete on the current connection.
+func (c *Client) Delete(ctx context.Context, path string, version int32) error {
+	return c.Session().Delete(ctx, path, version)
+}
+
+// Multi is Session.Multi on the current connection.
+func (c *Client) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
+	return c.Session().Multi(ctx, ops...)
+}
