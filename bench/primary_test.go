@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seqkeeper/seqkeeper/primary"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 )
 
 func newDeleteCmd(g *globals) *cobra.Command {

@@ -9,8 +9,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 

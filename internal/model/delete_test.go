@@ -1,6 +1,6 @@
 package model
 
-import "github.com/seqkeeper/seqkeeper/primary"
+import "github.com/seqkeeper/seqkeeper/internal/primary"
 
 // deleteSequence deletes a sequence as 'seqkeeper delete' does: the
 // tombstone first, then the znode. It is a variable so that the model can

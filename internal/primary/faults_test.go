@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 

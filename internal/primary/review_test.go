@@ -16,9 +16,9 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )

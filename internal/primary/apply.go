@@ -1,0 +1,218 @@
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// opTimeout bounds one planned ZooKeeper operation (a raise, a
+// revalidation, windows).
+const opTimeout = 30 * time.Second
+
+// apply persists the plans' ceilings in one store write, then carries them
+// out in ZooKeeper. Nothing is raised in ZooKeeper if the store write
+// failed: invariant 2.
+func (p *Primary) apply(ctx context.Context, plans []plan) error {
+	if len(plans) == 0 {
+		return nil
+	}
+	recs := make([]persist.Record, 0, len(plans))
+	for _, pl := range plans {
+		r := pl.rec
+		r.Ceiling = pl.ceiling
+		recs = append(recs, r)
+	}
+	putErr := p.put(ctx, recs)
+	if errors.Is(putErr, persist.ErrFenced) {
+		p.count(func(s *Stats) { s.StoreErrors++ })
+		return putErr
+	}
+	if putErr != nil {
+		p.count(func(s *Stats) { s.StoreErrors++ })
+		p.log.Warn().Err(putErr).Int("ceilings", len(recs)).Msg("primary: store write failed; those ceilings stay where they are")
+	} else {
+		p.count(func(s *Stats) { s.StorePuts++ })
+	}
+	// Only what the store accepted may reach ZooKeeper: buckets are
+	// written independently, so a failed bucket holds back only its own
+	// sequences.
+	written := plans[:0:0]
+	for i, pl := range plans {
+		t := p.seqs[pl.name]
+		if putErr != nil && persist.Affects(putErr, pl.name) {
+			if t != nil {
+				t.storeErr = putErr
+			}
+			continue
+		}
+		if t != nil {
+			t.storeErr = nil
+		}
+		r := recs[i]
+		r.Ceiling = max(r.Ceiling, p.records[r.Name].Ceiling)
+		p.records[r.Name] = r
+		written = append(written, pl)
+	}
+	plans = written
+	var mu sync.Mutex
+	var errs []error
+	type result struct {
+		st    sequence.State
+		moved int64
+		czxid int64 // of a rotated sequence's new znode
+	}
+	done := make(map[string]result, len(plans))
+	sem := make(chan struct{}, p.cfg.Parallelism)
+	var wg sync.WaitGroup
+	for _, pl := range plans {
+		if pl.kind == planLegacyMark {
+			continue // the mark lives only in the store
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var before sequence.State
+			if t := p.seqs[pl.name]; t != nil {
+				before = t.state
+			}
+			// Every operation is safe to abandon (the store already holds
+			// its ceiling) and is retried at the next event or sweep, so a
+			// compare-and-set loop that cannot win must not stall the
+			// primary's other work.
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			st, moved, czxid, err := p.carryOut(octx, pl, before)
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			} else if st.Name != "" {
+				done[pl.name] = result{st, moved, czxid}
+			}
+		}()
+	}
+	wg.Wait()
+	// What we wrote is the state now: deciding again from the events of
+	// our own writes, or from a sweep before they arrive, must not redo it.
+	for name, r := range done {
+		if t := p.seqs[name]; t != nil {
+			t.state = r.st
+			// Our own move of next is not consumption: shift the rate's
+			// baseline by it, or every fast-forward would look like a
+			// burst, size a bigger reserve, and the next fast-forward skip
+			// more (the reserve would grow exponentially).
+			t.lastNext += r.moved
+			if r.st.Legacy {
+				// Written by us in this epoch: no further forward until
+				// the next election, even before our write's event.
+				t.mzxid = max(t.mzxid, p.zkEpoch<<32)
+			}
+			if r.czxid != 0 {
+				// Rotated: recognise the new znode as ours, not as one
+				// re-created by someone else. The next store write of the
+				// sequence records it; a successor primary that reads the
+				// old one fast-forwards the sequence (one reserve).
+				t.czxid, t.version = r.czxid, 0
+				if rec, ok := p.records[name]; ok {
+					rec.Czxid = r.czxid
+					p.records[name] = rec
+				}
+			}
+		}
+	}
+	if putErr != nil {
+		errs = append(errs, fmt.Errorf("persist ceilings: %w", putErr))
+	}
+	return errors.Join(errs...)
+}
+
+// carryOut makes one plan's ZooKeeper change, after the store holds its
+// ceiling.
+// It also returns how far the primary itself moved next (a fast-forward,
+// windows carved): that is not consumption, and the rate must not count it.
+func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) (sequence.State, int64, int64, error) {
+	var (
+		st    sequence.State
+		czxid int64
+		err   error
+	)
+	switch pl.kind {
+	case planRaise:
+		st, err = p.seq.Raise(ctx, pl.name, pl.ceiling)
+		p.count(func(s *Stats) { s.Raises++ })
+		if errors.Is(err, sequence.ErrMarkerGone) {
+			// The znode's state names a marker it does not have: written
+			// in another history, or re-created with old data. Stamp it
+			// again above everything stored.
+			p.log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
+			// Only up to the ceiling the store just accepted: the next
+			// raise follows from the next decision.
+			st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+			p.count(func(s *Stats) { s.Revalidated++ })
+		}
+	case planLegacyForward:
+		st, err = p.seq.ForwardLegacy(ctx, pl.name, pl.floor)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	case planRotate:
+		st, czxid, err = p.seq.Rotate(ctx, pl.name)
+		p.count(func(s *Stats) { s.Rotated++ })
+		if err == nil {
+			p.log.Info().Str("sequence", pl.name).Msg("primary: rotated the sequence onto a fresh znode (its data version neared the limit)")
+		}
+	case planInit:
+		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Initialised++ })
+	case planRevalidate:
+		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	case planFastForward:
+		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	}
+	if errors.Is(err, sequence.ErrUnknownSequence) {
+		return sequence.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
+	}
+	if err != nil {
+		return sequence.State{}, 0, 0, err
+	}
+	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
+		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
+	var moved int64
+	if pl.kind != planRaise && st.Next > before.Next {
+		moved = st.Next - before.Next
+	}
+	if st.Windows > 0 {
+		carved, err := p.topUpWindows(ctx, pl.name, st)
+		return st, moved + carved, czxid, err
+	}
+	return st, moved, czxid, nil
+}
+
+// topUpWindows keeps a windowed sequence's open windows at the configured
+// count. Windows are carved below the ceiling, so they need no store write
+// of their own.
+func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) (int64, error) {
+	open, err := p.seq.PruneWindows(ctx, name, p.cfg.RotateVersion)
+	if err != nil {
+		return 0, err
+	}
+	if st.Next > st.Ceiling {
+		return 0, nil // nothing fresh to carve: the next raise tops them up
+	}
+	size := max(1, (st.Ceiling-st.Next+1)/int64(2*st.Windows))
+	var carved int64
+	for ; open < st.Windows; open++ {
+		if _, err := p.seq.OpenWindow(ctx, name, size); err != nil {
+			return carved, err
+		}
+		carved += size
+	}
+	return carved, nil
+}

@@ -1,0 +1,162 @@
+package primary
+
+import (
+	"math"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/watcher"
+)
+
+// reserve sizes a sequence's reserve from its consumption rate, and at
+// least twice what was taken since the current rate sample began (under a
+// second ago), so a burst is covered before the rate catches up.
+func (p *Primary) reserve(t *tracked) int64 {
+	want := t.rate * p.cfg.Runway.Seconds()
+	if !t.state.Legacy && !t.state.Registered && t.state.Next > t.lastNext {
+		want = max(want, 2*float64(t.state.Next-t.lastNext))
+	}
+	if want > float64(p.cfg.MaxReserve) {
+		return p.cfg.MaxReserve
+	}
+	return max(p.cfg.MinReserve, int64(math.Ceil(want)))
+}
+
+// rateWindow is the shortest interval over which a consumption rate is
+// measured.
+const rateWindow = time.Second
+
+// observe updates what the primary knows of a sequence from an event.
+func (p *Primary) observe(ev watcher.Event) *tracked {
+	t := p.seqs[ev.Name]
+	if t == nil {
+		t = &tracked{legacyMargin: math.MaxInt64}
+		p.seqs[ev.Name] = t
+	}
+	t.czxid, t.mzxid, t.version = ev.Czxid, ev.Mzxid, ev.Version
+	st, err := sequence.ParseState(ev.Name, ev.Data)
+	t.corrupt = err
+	if err != nil {
+		p.log.Error().Err(err).Str("sequence", ev.Name).Msg("primary: corrupt sequence state; leaving it alone until repaired")
+		return t
+	}
+	now := time.Now()
+	switch {
+	case st.Registered || t.lastAt.IsZero():
+		t.lastNext, t.lastAt = st.Next, now
+	case st.Next < t.lastNext:
+		// Older than what we know: an event read before our own write
+		// (a resync races it) or a rollback about to be revalidated. The
+		// baseline never moves back, or our own fast-forward would later
+		// count as consumption.
+	default:
+		// Sample over at least a second: a client's batch arrives in one
+		// write, and over a few milliseconds it would look like a huge
+		// rate (and a reserve that every ZooKeeper election then skips).
+		if dt := now.Sub(t.lastAt).Seconds(); dt >= rateWindow.Seconds() {
+			inst := float64(st.Next-t.lastNext) / dt
+			// Rise fast, decay slowly: a burst must be covered at once.
+			if inst > t.rate {
+				t.rate = inst
+			} else {
+				t.rate = 0.8*t.rate + 0.2*inst
+			}
+			t.lastNext, t.lastAt = st.Next, now
+		}
+	}
+	t.state = st
+	return t
+}
+
+// plan is one sequence's decided change: the store first, then ZooKeeper.
+type plan struct {
+	name    string
+	kind    planKind
+	floor   int64 // for revalidations: next moves at least here
+	ceiling int64 // the new ceiling (or legacy mark) to persist first
+	rec     persist.Record
+}
+
+type planKind int
+
+const (
+	planRaise planKind = iota + 1
+	planInit
+	planRevalidate
+	planFastForward
+	planLegacyMark
+	planLegacyForward
+	planRotate
+)
+
+// decide returns what a sequence needs, if anything.
+func (p *Primary) decide(name string, t *tracked) (plan, bool) {
+	if t.corrupt != nil || (p.broken != nil && persist.Affects(p.broken, name)) {
+		return plan{}, false
+	}
+	st := t.state
+	rec, stored := p.records[name]
+	reserve := p.reserve(t)
+	base := persist.Record{Name: name, Czxid: t.czxid, Mzxid: t.mzxid, Version: t.version,
+		Start: st.Start, End: st.End, Windows: st.Windows}
+	switch {
+	case st.Legacy:
+		base.Legacy = true
+		if stored && st.Next < rec.Ceiling && epochOf(t.mzxid) < p.zkEpoch {
+			// Last written before ZooKeeper's latest leader election: a
+			// restore from an older copy may have taken the counter back
+			// below what workers took. Move it up to the stored mark (IDs
+			// taken past the mark before the primary saw them stay
+			// uncovered: docs/guarantees.md).
+			to := min(rec.Ceiling, sequence.MaxLegacyCounter-reserve)
+			return plan{name: name, kind: planLegacyForward, floor: to, ceiling: to + reserve, rec: base}, true
+		}
+		if stored && st.Next < rec.Ceiling-reserve/2 {
+			return plan{}, false
+		}
+		return plan{name: name, kind: planLegacyMark, ceiling: st.Next + reserve, rec: base}, true
+	case st.Registered:
+		// A new sequence, or one created again after a delete: start
+		// above anything a previous sequence of this name handed out.
+		floor := st.Start
+		if stored {
+			floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
+		}
+		return plan{name: name, kind: planInit, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	}
+	// The floor: above everything the store covers, and above the ceiling
+	// ZooKeeper shows (a store that lost the record must not lower it).
+	floor := sequence.AddSat(st.Ceiling, 1)
+	if stored {
+		floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
+	}
+	switch {
+	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
+		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
+			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
+		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	case !st.Validated() || st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
+		// Not stamped in this epoch (or stamped by a release without
+		// markers, which clients no longer take from).
+		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+	case t.version >= p.cfg.RotateVersion:
+		return plan{name: name, kind: planRotate, floor: floor, ceiling: st.Ceiling, rec: base}, true
+	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
+		return plan{name: name, kind: planRaise, floor: floor, ceiling: ceil(st.Next, 2*reserve, st.End), rec: base}, true
+	case !stored || rec.Ceiling < st.Ceiling:
+		// The store must cover the ZooKeeper ceiling; persist it again.
+		return plan{name: name, kind: planRaise, floor: floor, ceiling: st.Ceiling, rec: base}, true
+	}
+	return plan{}, false
+}
+
+// ceil returns from+n-1 capped at end, without overflow.
+func ceil(from, n, end int64) int64 {
+	if from > end || n > end-from {
+		return end
+	}
+	return from + n - 1
+}
+
+func epochOf(zxid int64) int64 { return zxid >> 32 }

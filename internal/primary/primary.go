@@ -1,0 +1,310 @@
+// Package primary is the reservation loop that runs on the one replica that
+// leads: it initialises new sequences, keeps a reserved ceiling ahead of
+// every counter, writes each ceiling to the durable store before ZooKeeper
+// may hold it, and restores sequences that ZooKeeper lost.
+//
+// The invariants it serves (DESIGN.md): every ID handed out is at most the
+// ceiling in the store (the store is written first, ZooKeeper second); a
+// stored ceiling never decreases (persist merges by max, fenced by the
+// leader epoch); and after any ZooKeeper data loss, every sequence restarts
+// above its stored ceiling.
+//
+// Rollback detection rests on ZooKeeper epochs: every leader election of
+// the ensemble, including the one after a restore from an older copy,
+// starts a new epoch (the high 32 bits of every zxid). The primary stamps
+// each sequence with the epoch it validated it in (sequence.State.ZKEpoch)
+// and clients take only from writes in that epoch. When the epoch changes,
+// the primary fast-forwards every sequence to its stored ceiling + 1. The
+// cost: at most one reserve of IDs per sequence per ZooKeeper leader
+// election. ZooKeeper must run in quorum mode (standaloneEnabled=false, even
+// with one server): a standalone server never changes its epoch.
+//
+// What is not guaranteed: legacy 8-byte counters have no ceiling, so their
+// reserve-ahead marks are persisted only after the primary sees the counter
+// move; a burst faster than the primary reacts is not covered (Status
+// reports how close each came). If ZooKeeper and the store both lose data,
+// IDs can repeat.
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/watcher"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// ErrFenced is returned by Run when the store holds a newer leader epoch:
+// another primary has taken over, and this one must stop at once.
+var ErrFenced = persist.ErrFenced
+
+// Primary runs the reservation loop while its replica leads.
+type Primary struct {
+	cfg Config
+	zk  *zkclient.Client
+	seq *sequence.Client
+	log zerolog.Logger
+
+	// Owned by Run's goroutine.
+	epoch   int64 // the store's leader epoch of this term
+	zkEpoch int64
+	audited time.Time // when the store was last read whole (takeStore, audit)
+	records map[string]persist.Record
+	// broken is the error of the store buckets that could not be read at
+	// start (corrupt, or written by a newer format): their sequences are
+	// left alone, reported unhealthy, until a new term reads them again.
+	broken error
+	seqs   map[string]*tracked
+	names  []string // the keys of seqs in order, kept by sortedNames
+	watch  *watcher.Watcher
+
+	mu     sync.Mutex
+	status Status
+	stats  Stats
+}
+
+// tracked is what the primary knows of one sequence.
+type tracked struct {
+	state    sequence.State
+	czxid    int64
+	mzxid    int64
+	version  int32
+	corrupt  error
+	storeErr error // the last store write for this sequence failed
+
+	rate     float64 // IDs per second, smoothed
+	lastNext int64
+	lastAt   time.Time
+
+	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
+}
+
+// New returns a Primary; call Run when the replica becomes leader.
+func New(cfg Config) (*Primary, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Primary{cfg: cfg, zk: cfg.Sequences.ZK(), seq: cfg.Sequences, log: cfg.Logger}, nil
+}
+
+// Run does the primary's work until ctx is cancelled (leadership lost) and
+// returns nil then. It returns ErrFenced (wrapped) as soon as the store
+// shows a newer leader epoch, and other errors when it cannot start; the
+// caller should then give up leadership.
+func (p *Primary) Run(ctx context.Context) error {
+	recs, err := p.takeStore(ctx)
+	p.audited = time.Now()
+	if err != nil {
+		return err
+	}
+	p.log = p.cfg.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.log.Info().Msg("primary: leading")
+	defer func() {
+		p.mu.Lock()
+		p.status.Leading = false
+		p.mu.Unlock()
+		p.log.Info().Msg("primary: stopped leading")
+	}()
+
+	if err := p.start(ctx, recs); err != nil {
+		return err
+	}
+	w, err := watcher.New(p.zk, p.seq.Root(), watcher.Options{Logger: &p.log})
+	if err != nil {
+		return err
+	}
+	p.watch = w
+	wctx, cancel := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { defer close(wdone); _ = w.Run(wctx) }()
+	defer func() {
+		cancel()
+		for range w.Events() {
+		}
+		<-wdone
+	}()
+
+	sweep := time.NewTicker(p.cfg.SweepInterval)
+	defer sweep.Stop()
+	fence := time.NewTicker(p.cfg.FenceCheckInterval)
+	defer fence.Stop()
+	for {
+		var batch []watcher.Event
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-fence.C:
+			err = p.checkFence(ctx)
+		case <-sweep.C:
+			w.Resync()
+			err = p.sweep(ctx)
+		case ev, ok := <-w.Events():
+			if !ok {
+				return nil
+			}
+			batch = append(batch, ev)
+			// Take whatever else is ready, so the store sees one write for
+			// many raises.
+		drain:
+			for len(batch) < 1000 {
+				select {
+				case ev, ok := <-w.Events():
+					if !ok {
+						break drain
+					}
+					batch = append(batch, ev)
+				default:
+					break drain
+				}
+			}
+			err = p.handle(ctx, batch)
+		}
+		p.publish()
+		if errors.Is(err, persist.ErrFenced) {
+			p.log.Error().Err(err).Msg("primary: fenced by a newer leader; stopping")
+			return fmt.Errorf("primary: %w", err)
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.Warn().Err(err).Msg("primary: work failed; will retry on the next event or sweep")
+		}
+	}
+}
+
+// start makes sure the root and marker exist, and restores whatever
+// ZooKeeper lost, from the records takeStore read.
+func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
+	var err error
+	p.records = make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		p.records[r.Name] = r
+	}
+	p.seqs = make(map[string]*tracked)
+	conn := p.zk.Conn()
+	acl := p.acl()
+	if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	if p.zkEpoch, err = p.seq.CurrentEpoch(ctx); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
+	exists, _, err := conn.Exists(p.cfg.MarkerPath)
+	if err != nil {
+		return fmt.Errorf("primary: check the cluster marker %s: %w", p.cfg.MarkerPath, err)
+	}
+	if !exists && len(p.records) > 0 {
+		p.log.Warn().Int("stored_sequences", len(p.records)).Str("marker", p.cfg.MarkerPath).
+			Msg("primary: cluster marker missing while the store holds sequences: ZooKeeper was wiped or replaced; restoring")
+	}
+	if err := p.restore(ctx); err != nil {
+		return err
+	}
+	if !exists {
+		if err := zkclient.EnsurePath(conn, p.cfg.MarkerPath, acl); err != nil {
+			return fmt.Errorf("primary: create the cluster marker: %w", err)
+		}
+	}
+	return nil
+}
+
+// handle processes a batch of watcher events.
+func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
+	var changed []string // in order, once each
+	seen := make(map[string]bool)
+	missing, everything := false, false
+	for _, ev := range batch {
+		switch ev.Kind {
+		case watcher.Added, watcher.Changed:
+			t := p.observe(ev)
+			if t.corrupt == nil && !t.state.Legacy && !t.state.Registered && epochOf(t.mzxid) != p.zkEpoch {
+				// A write in an epoch we have not seen: ZooKeeper may
+				// have elected a leader. Probe; if so, revalidate all.
+				newEpoch, err := p.newEpoch(ctx)
+				if err != nil {
+					return err
+				}
+				everything = everything || newEpoch
+			}
+			if !seen[ev.Name] {
+				seen[ev.Name] = true
+				changed = append(changed, ev.Name)
+			}
+		case watcher.Removed:
+			delete(p.seqs, ev.Name)
+			missing = true
+		case watcher.Synced:
+			missing = true
+		}
+	}
+	if everything {
+		return p.sweep(ctx)
+	}
+	// One decision per sequence, from its latest state: a busy sequence
+	// has many events in a batch, and one plan each would run several
+	// operations on it at once.
+	var plans []plan
+	for _, name := range changed {
+		if t := p.seqs[name]; t != nil {
+			if pl, ok := p.decide(name, t); ok {
+				plans = append(plans, pl)
+			}
+		}
+	}
+	if err := p.apply(ctx, plans); err != nil {
+		return err
+	}
+	if missing {
+		return p.restore(ctx)
+	}
+	return nil
+}
+
+// newEpoch probes ZooKeeper's epoch and reports whether it changed; the
+// caller then revalidates every sequence (decide sees the stale stamps).
+func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
+	e, err := p.seq.CurrentEpoch(ctx)
+	if err != nil {
+		return false, err
+	}
+	if e == p.zkEpoch {
+		return false, nil
+	}
+	p.log.Warn().Int64("zk_epoch", e).Int64("previous_zk_epoch", p.zkEpoch).
+		Msg("primary: ZooKeeper elected a new leader; revalidating every sequence (each skips at most its reserve)")
+	p.zkEpoch = e
+	p.log = p.log.With().Int64("zk_epoch", e).Logger()
+	return true, nil
+}
+
+// sweep re-checks every sequence: the epoch, the reserves (rates change
+// with time even without events), windows, and anything missing.
+func (p *Primary) sweep(ctx context.Context) error {
+	if _, err := p.newEpoch(ctx); err != nil {
+		return err
+	}
+	if p.broken != nil || time.Since(p.audited) >= p.cfg.AuditInterval {
+		if err := p.audit(ctx); err != nil {
+			return err
+		}
+	}
+	var plans []plan
+	for name, t := range p.seqs {
+		if pl, ok := p.decide(name, t); ok {
+			plans = append(plans, pl)
+		}
+	}
+	if err := p.apply(ctx, plans); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.status.LastSweep = time.Now()
+	p.mu.Unlock()
+	return p.restore(ctx)
+}

@@ -1,0 +1,141 @@
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+)
+
+// takeStore takes a new leader epoch in the store and seals every bucket
+// with it (persist.Store.Seal): from then on no earlier primary can write,
+// and the records returned hold everything earlier primaries wrote. If the
+// buckets carry an epoch above the epoch object's (the object was lost), it
+// advances again past them at once instead of losing a term to each.
+func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
+	for attempt := 0; ; attempt++ {
+		epoch, err := p.cfg.Store.AdvanceEpoch(ctx, p.cfg.Holder)
+		if err != nil {
+			return nil, fmt.Errorf("primary: advance the leader epoch in %s: %w", p.cfg.Store, err)
+		}
+		p.epoch = epoch
+		recs, err := p.cfg.Store.Seal(ctx, epoch)
+		if errors.Is(err, persist.ErrFenced) && attempt < 3 {
+			if cur, holder, eerr := p.cfg.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.cfg.Holder {
+				p.cfg.Logger.Warn().Int64("epoch", epoch).Err(err).
+					Msg("primary: store buckets carry a newer epoch than the epoch object (was it lost?); advancing past them")
+				continue
+			}
+		}
+		if errors.Is(err, persist.ErrFenced) {
+			return nil, fmt.Errorf("primary: %w", err)
+		}
+		if err != nil && !persist.Partial(err) {
+			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.cfg.Store, epoch, err)
+		}
+		// Carry on with what could be read: only the sequences of the
+		// buckets that failed (corrupt, or a read that kept failing) are
+		// left alone, and the buckets are read again at every sweep.
+		p.broken = err
+		if err != nil {
+			p.cfg.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until they can be read")
+		}
+		return recs, nil
+	}
+}
+
+// audit reads the whole store again (sealing any bucket object that was
+// lost and comes back empty) and takes what it holds as the truth: a record
+// the store lost, or holds lower than this primary wrote, is forgotten, so
+// that the next decision persists the sequence's ceiling anew. It also
+// reads again the objects that were unreadable, so that a transient failure
+// or an object repaired by an operator does not leave their sequences alone
+// for the rest of the term.
+func (p *Primary) audit(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*p.cfg.StoreTimeout)
+	defer cancel()
+	recs, err := p.cfg.Store.Seal(ctx, p.epoch)
+	if errors.Is(err, persist.ErrFenced) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil // try again at the next sweep
+	}
+	p.audited = time.Now()
+	held := make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		held[r.Name] = r
+	}
+	lost := 0
+	for name, old := range p.records {
+		if err != nil && persist.Affects(err, name) {
+			continue // unreadable: keep what we know
+		}
+		r, ok := held[name]
+		if !ok || r.Ceiling < old.Ceiling {
+			lost++
+		}
+		if !ok {
+			delete(p.records, name)
+		}
+	}
+	for name, r := range held {
+		p.records[name] = r
+	}
+	if lost > 0 {
+		p.count(func(s *Stats) { s.StoreLost += int64(lost) })
+		p.log.Warn().Int("sequences", lost).Msg("primary: the store lost ceilings it had accepted (an object deleted or rolled back); persisting them again")
+	}
+	if p.broken != nil && err == nil {
+		p.log.Info().Msg("primary: the store objects that were unreadable are readable again")
+	}
+	p.broken = err
+	return nil
+}
+
+// checkFence reads the store's leader epoch and returns ErrFenced (wrapped)
+// if a newer primary has taken it. Read errors are left to the store
+// writes, which fence too.
+func (p *Primary) checkFence(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	epoch, holder, err := p.cfg.Store.Epoch(ctx)
+	if err != nil || epoch <= p.epoch {
+		return nil
+	}
+	return fmt.Errorf("%w: leader epoch %d, held by %q, has replaced this primary's epoch %d", persist.ErrFenced, epoch, holder, p.epoch)
+}
+
+// refresh re-reads recs from the store into p.records: one by one for a
+// few, a full load for many.
+func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	if len(recs) > 64 {
+		all, err := p.cfg.Store.Load(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range all {
+			p.records[r.Name] = r
+		}
+		return nil
+	}
+	for _, r := range recs {
+		got, err := p.cfg.Store.Get(ctx, r.Name)
+		if err != nil {
+			return err
+		}
+		p.records[r.Name] = got
+	}
+	return nil
+}
+
+// put writes records to the store within StoreTimeout.
+func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
+	defer cancel()
+	return p.cfg.Store.Put(ctx, p.epoch, recs...)
+}
