@@ -426,7 +426,7 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 
 // handleList serves GET /v1/sequences.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	list, err := ListSequences(r.Context(), s.zk, s.seqs)
+	list, err := ListSequences(r.Context(), s.zk, s.seqs.Root())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -439,7 +439,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 
 // handleDescribe serves GET /v1/sequences/{name}.
 func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
-	d, err := DescribeSequence(r.Context(), s.zk, s.seqs, r.PathValue("name"))
+	d, err := DescribeSequence(r.Context(), s.zk, s.seqs.Root(), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -142,27 +142,27 @@ type SequenceDetail struct {
 // It returns an error wrapping sequence.ErrUnknownSequence when the
 // sequence does not exist, and sequence.ErrCorrupt when its data cannot be
 // read.
-func DescribeSequence(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client, name string) (SequenceDetail, error) {
+func DescribeSequence(ctx context.Context, zkc *zkclient.Client, root, name string) (SequenceDetail, error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return SequenceDetail{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return SequenceDetail{}, err
 	}
-	conn := zkc.Conn()
-	p := seqs.Path(name)
-	children, _, err := conn.Children(p)
+	s := zkc.Session()
+	p := root + "/" + name
+	children, _, err := s.Children(ctx, p)
 	if err == nil {
 		var data []byte
-		if data, _, err = conn.Get(p); err == nil {
+		if data, _, err = s.Get(ctx, p); err == nil {
 			var st sequence.State
-			if st, err = sequence.ParseState(name, data); err != nil {
+			if st, err = state.ParseState(name, data); err != nil {
 				return SequenceDetail{}, err
 			}
-			return detail(ctx, conn, p, st, children)
+			return detail(ctx, s, p, st, children)
 		}
 	}
-	if errors.Is(err, zk.ErrNoNode) {
+	if errors.Is(err, zkclient.ErrNoNode) {
 		return SequenceDetail{}, fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, sequence.ErrUnknownSequence, p, name)
 	}
 	return SequenceDetail{}, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
@@ -170,7 +170,7 @@ func DescribeSequence(ctx context.Context, zkc *zkclient.Client, seqs *sequence.
 
 // detail builds the view of state st of the sequence znode at p, reading
 // the windows among its children.
-func detail(ctx context.Context, conn *zk.Conn, p string, st sequence.State, children []string) (SequenceDetail, error) {
+func detail(ctx context.Context, s zkclient.Session, p string, st sequence.State, children []string) (SequenceDetail, error) {
 	d := SequenceDetail{
 		SequenceSummary: SequenceSummary{
 			Name: st.Name, Kind: KindSequence, Next: st.Next, Ceiling: st.Ceiling, End: st.End,
@@ -192,25 +192,25 @@ func detail(ctx context.Context, conn *zk.Conn, p string, st sequence.State, chi
 	}
 	slices.Sort(children)
 	for _, w := range children {
-		if !strings.HasPrefix(w, sequence.WindowPrefix) {
+		if !strings.HasPrefix(w, state.WindowPrefix) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return SequenceDetail{}, err
 		}
-		data, _, err := conn.Get(p + "/" + w)
-		if errors.Is(err, zk.ErrNoNode) {
+		data, _, err := s.Get(ctx, p+"/"+w)
+		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // pruned meanwhile
 		}
 		if err != nil {
 			return SequenceDetail{}, fmt.Errorf("sequence %q: read window %s: %w", st.Name, w, err)
 		}
-		ws, err := sequence.ParseState(st.Name+"/"+w, data)
+		ws, err := state.ParseState(st.Name+"/"+w, data)
 		if err != nil {
 			return SequenceDetail{}, err
 		}
 		d.WindowDetails = append(d.WindowDetails, WindowDetail{Name: w, Next: ws.Next, End: ws.End, Available: ws.Available()})
-		d.Available = sequence.AddSat(d.Available, ws.Available())
+		d.Available = state.AddSat(d.Available, ws.Available())
 	}
 	d.OpenWindows = len(d.WindowDetails)
 	if d.Kind == KindSequence && d.Available == 0 {
@@ -230,14 +230,14 @@ const listWorkers = 16
 // corrupt, are listed with Kind KindInvalid or KindCorrupt and an Error
 // rather than failing the list; a ZooKeeper error fails it. A root that
 // does not exist is an error naming it.
-func ListSequences(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client) ([]SequenceSummary, error) {
-	names, _, err := zkc.Conn().Children(seqs.Root())
-	if errors.Is(err, zk.ErrNoNode) {
+func ListSequences(ctx context.Context, zkc *zkclient.Client, root string) ([]SequenceSummary, error) {
+	names, _, err := zkc.Children(ctx, root)
+	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
-			sequence.ErrUnknownSequence, seqs.Root())
+			sequence.ErrUnknownSequence, root)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
+		return nil, fmt.Errorf("list %s: %w", root, err)
 	}
 	slices.Sort(names)
 	out := make([]SequenceSummary, len(names))
@@ -250,7 +250,7 @@ func ListSequences(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Cli
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i], keep[i], errs[i] = summarise(ctx, zkc, seqs, names[i])
+				out[i], keep[i], errs[i] = summarise(ctx, zkc, root, names[i])
 			}
 		}()
 	}
@@ -273,11 +273,11 @@ func ListSequences(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Cli
 
 // summarise reads one child of the root for ListSequences; keep is false
 // when it vanished meanwhile.
-func summarise(ctx context.Context, zkc *zkclient.Client, seqs *sequence.Client, name string) (s SequenceSummary, keep bool, err error) {
+func summarise(ctx context.Context, zkc *zkclient.Client, root, name string) (s SequenceSummary, keep bool, err error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return SequenceSummary{Name: name, Kind: KindInvalid, Health: HealthBroken, Error: err.Error()}, true, nil
 	}
-	d, err := DescribeSequence(ctx, zkc, seqs, name)
+	d, err := DescribeSequence(ctx, zkc, root, name)
 	switch {
 	case errors.Is(err, sequence.ErrUnknownSequence):
 		return SequenceSummary{}, false, nil

@@ -152,7 +152,7 @@ func (b *batch) unclaimed() Ranges {
 			continue
 		}
 		start := r.Start + max(0, from-lo)
-		out = append(out, Range{start, r.End})
+		out = append(out, Range{Start: start, End: r.End})
 	}
 	return out
 }

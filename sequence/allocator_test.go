@@ -7,17 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 func TestAllocatorIsUniqueAcrossGoroutinesAndAllocators(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	setup := e.client(sequence.Options{})
-	e.create(setup, "alloc", sequence.Registration{}, 100)
+	e.create("alloc", seqzk.Registration{}, 100)
 	e.raiser("alloc", 2000)
 
-	l := newLedger()
+	l := testenv.NewLedger()
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for a := 0; a < 3; a++ {
@@ -37,7 +38,7 @@ func TestAllocatorIsUniqueAcrossGoroutinesAndAllocators(t *testing.T) {
 						t.Errorf("allocator %d: %v", a, err)
 						return
 					}
-					l.took(worker, sequence.Ranges{{Start: id, End: id}})
+					l.Took(worker, sequence.Ranges{{Start: id, End: id}})
 				}
 			}()
 		}
@@ -48,7 +49,7 @@ func TestAllocatorIsUniqueAcrossGoroutinesAndAllocators(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	l.check(t)
+	l.Check(t)
 }
 
 func TestAllocatorClosePushesBackUnusedIDs(t *testing.T) {
@@ -56,7 +57,7 @@ func TestAllocatorClosePushesBackUnusedIDs(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(sequence.Options{})
 	ctx := context.Background()
-	e.create(c, "close", sequence.Registration{}, 1000)
+	e.create("close", seqzk.Registration{}, 1000)
 	alloc, err := sequence.NewAllocator(c, "close", sequence.AllocatorOptions{InitialBatch: 100, Prefetch: 0.9})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestAllocatorSurfacesFetchFailure(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(sequence.Options{CeilingWait: 200 * time.Millisecond})
 	ctx := context.Background()
-	e.create(c, "starved", sequence.Registration{}, 5)
+	e.create("starved", seqzk.Registration{}, 5)
 	alloc, err := sequence.NewAllocator(c, "starved", sequence.AllocatorOptions{InitialBatch: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +117,7 @@ func TestAllocatorSurfacesFetchFailure(t *testing.T) {
 		t.Fatal("Next hangs when the batch cannot be refilled")
 	}
 	// Once the primary raises the ceiling, the next call recovers.
-	if _, err := c.Raise(ctx, "starved", 100); err != nil {
+	if _, err := e.admin().Raise(ctx, "starved", 100); err != nil {
 		t.Fatal(err)
 	}
 	if id, err := alloc.Next(ctx); err != nil || id != 6 {
@@ -129,7 +130,7 @@ func TestAllocatorAdaptsBatchSize(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(sequence.Options{})
 	ctx := context.Background()
-	e.create(c, "adapt", sequence.Registration{}, 1_000_000)
+	e.create("adapt", seqzk.Registration{}, 1_000_000)
 	alloc, err := sequence.NewAllocator(c, "adapt", sequence.AllocatorOptions{InitialBatch: 10, MaxBatch: 10_000, BatchDuration: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -158,16 +159,5 @@ func TestAllocatorOptionsAreValidated(t *testing.T) {
 		if _, err := sequence.NewAllocator(nil, "x", o); err == nil {
 			t.Errorf("NewAllocator(%+v) accepted bad options", o)
 		}
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

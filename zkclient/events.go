@@ -100,18 +100,82 @@ func (t EventType) String() string { return zk.EventType(t).String() }
 
 func event(ev zk.Event) Event { return Event{Type: EventType(ev.Type), Path: ev.Path, Err: ev.Err} }
 
-// watch turns a go-zookeeper watch channel into one of Events. Like the one
-// it wraps, it receives at most one event and is then closed.
-func watch(in <-chan zk.Event) <-chan Event {
-	if in == nil {
-		return nil
-	}
-	out := make(chan Event, 1)
-	go func() {
-		defer close(out)
-		if ev, ok := <-in; ok {
-			out <- event(ev)
+// watches are the watch channels handed out on one connection. go-zookeeper
+// reports every watch notification, and every watch lost with the
+// connection or session, to the event callback before it delivers the reply
+// of any later request; the callback fires these channels synchronously, so
+// the channels keep that order. (Forwarding go-zookeeper's own channels
+// through a goroutine would lose it.)
+type watches struct {
+	mu sync.Mutex
+	m  map[watchKey][]chan Event
+}
+
+type watchKind uint8
+
+const (
+	dataWatch  watchKind = iota // GetW, ExistsW
+	childWatch                  // ChildrenW
+)
+
+type watchKey struct {
+	path string
+	kind watchKind
+}
+
+// add registers a channel before the request that sets the watch is sent,
+// so that no notification can come in between. A notification of an older
+// watch on the same znode then fires it early: a spurious wake-up, never a
+// missed one.
+func (w *watches) add(path string, kind watchKind) chan Event {
+	ch := make(chan Event, 1)
+	w.mu.Lock()
+	w.m[watchKey{path, kind}] = append(w.m[watchKey{path, kind}], ch)
+	w.mu.Unlock()
+	return ch
+}
+
+// remove drops a channel whose request failed.
+func (w *watches) remove(path string, kind watchKind, ch chan Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := watchKey{path, kind}
+	for i, c := range w.m[k] {
+		if c == ch {
+			w.m[k] = append(w.m[k][:i:i], w.m[k][i+1:]...)
+			break
 		}
-	}()
-	return out
+	}
+	if len(w.m[k]) == 0 {
+		delete(w.m, k)
+	}
+}
+
+// fire delivers a notification to the channels it ends, as ZooKeeper
+// triggers watches: data watches on creation, change and deletion, child
+// watches on a change of children and deletion, all of them when the watch
+// is lost. It never blocks: each channel has room for its one event.
+func (w *watches) fire(zev zk.Event) {
+	var kinds []watchKind
+	switch zev.Type {
+	case zk.EventNodeCreated, zk.EventNodeDataChanged:
+		kinds = []watchKind{dataWatch}
+	case zk.EventNodeChildrenChanged:
+		kinds = []watchKind{childWatch}
+	case zk.EventNodeDeleted, zk.EventNotWatching:
+		kinds = []watchKind{dataWatch, childWatch}
+	default:
+		return
+	}
+	ev := event(zev)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, kind := range kinds {
+		k := watchKey{zev.Path, kind}
+		for _, ch := range w.m[k] {
+			ch <- ev
+			close(ch)
+		}
+		delete(w.m, k)
+	}
 }

@@ -53,7 +53,13 @@ const AnyVersion int32 = -1
 // use the current connection.
 type Session struct {
 	c    *Client
-	conn *zk.Conn
+	conn *link
+}
+
+// link is one go-zookeeper connection and the watches set through it.
+type link struct {
+	*zk.Conn
+	watches *watches
 }
 
 // Session returns the client's current connection.
@@ -112,52 +118,66 @@ func (c *Client) wrap(err error) error {
 type read struct {
 	data []byte
 	st   *zk.Stat
-	w    <-chan zk.Event
 }
 
 type list struct {
 	names []string
 	st    *zk.Stat
-	w     <-chan zk.Event
 }
 
 // Get returns a znode's data and stat.
 func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
 	r, err := run(ctx, s, func() (read, error) {
 		d, st, err := s.conn.Get(path)
-		return read{d, st, nil}, err
+		return read{d, st}, err
 	})
 	return r.data, stat(r.st), err
 }
 
 // GetW is Get that also sets a watch on the znode's data: the channel
 // receives one event, when the data changes, the znode is deleted, or the
-// watch is lost with the session (EventNotWatching), and is then closed.
+// watch is lost with its connection or session (EventNotWatching), and is
+// then closed.
+//
+// As ZooKeeper promises, the event reaches the channel before the reply of
+// any later request on the same connection: a caller that sees its own
+// write succeed can rely on a non-blocking receive to tell whether the
+// watch fired before it.
 func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
+	ch := s.conn.watches.add(path, dataWatch)
 	r, err := run(ctx, s, func() (read, error) {
-		d, st, w, err := s.conn.GetW(path)
-		return read{d, st, w}, err
+		d, st, _, err := s.conn.GetW(path)
+		return read{d, st}, err
 	})
-	return r.data, stat(r.st), watch(r.w), err
+	if err != nil {
+		s.conn.watches.remove(path, dataWatch, ch)
+		return nil, nil, nil, err
+	}
+	return r.data, stat(r.st), ch, nil
 }
 
 // Children returns the names of a znode's children, unsorted.
 func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, error) {
 	r, err := run(ctx, s, func() (list, error) {
 		names, st, err := s.conn.Children(path)
-		return list{names, st, nil}, err
+		return list{names, st}, err
 	})
 	return r.names, stat(r.st), err
 }
 
-// ChildrenW is Children that also sets a watch on the list of children (see
-// GetW).
+// ChildrenW is Children that also sets a watch on the list of children,
+// which also fires when the znode is deleted (see GetW).
 func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
+	ch := s.conn.watches.add(path, childWatch)
 	r, err := run(ctx, s, func() (list, error) {
-		names, st, w, err := s.conn.ChildrenW(path)
-		return list{names, st, w}, err
+		names, st, _, err := s.conn.ChildrenW(path)
+		return list{names, st}, err
 	})
-	return r.names, stat(r.st), watch(r.w), err
+	if err != nil {
+		s.conn.watches.remove(path, childWatch, ch)
+		return nil, nil, nil, err
+	}
+	return r.names, stat(r.st), ch, nil
 }
 
 // Exists reports whether a znode exists, with its stat if it does.
@@ -175,14 +195,19 @@ func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
 // ExistsW is Exists that also sets a watch: on creation if the znode does
 // not exist, else on its data and deletion (see GetW).
 func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
+	ch := s.conn.watches.add(path, dataWatch)
 	r, err := run(ctx, s, func() (read, error) {
-		ok, st, w, err := s.conn.ExistsW(path)
+		ok, st, _, err := s.conn.ExistsW(path)
 		if !ok {
 			st = nil
 		}
-		return read{st: st, w: w}, err
+		return read{st: st}, err
 	})
-	return r.st != nil, stat(r.st), watch(r.w), err
+	if err != nil {
+		s.conn.watches.remove(path, dataWatch, ch)
+		return false, nil, nil, err
+	}
+	return r.st != nil, stat(r.st), ch, nil
 }
 
 // Create makes a znode with the client's ACL and returns its path (which
@@ -351,4 +376,9 @@ func (c *Client) Delete(ctx context.Context, path string, version int32) error {
 // Multi is Session.Multi on the current connection.
 func (c *Client) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	return c.Session().Multi(ctx, ops...)
+}
+
+// Sync is Session.Sync on the current connection.
+func (c *Client) Sync(ctx context.Context, path string) error {
+	return c.Session().Sync(ctx, path)
 }

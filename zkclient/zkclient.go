@@ -64,7 +64,7 @@ type Options struct {
 type Client struct {
 	// conn is the current connection; Redial replaces it. Components must
 	// call Conn for every request rather than keep the *zk.Conn.
-	conn    atomic.Pointer[zk.Conn]
+	conn    atomic.Pointer[link]
 	gen     atomic.Int64 // generation of conn; events of older ones are dropped
 	servers []string
 	opts    Options
@@ -145,9 +145,13 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 func (c *Client) connect() error {
 	gen := c.gen.Add(1)
 	var self atomic.Pointer[zk.Conn]
+	w := &watches{m: make(map[watchKey][]chan Event)}
 	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
 		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false),
 		zk.WithEventCallback(func(ev zk.Event) {
+			// Watches first, on every connection, current or not: a
+			// replaced connection's watches still end (NotWatching).
+			w.fire(ev)
 			if c.gen.Load() == gen {
 				c.onEvent(self.Load(), ev)
 			}
@@ -162,7 +166,7 @@ func (c *Client) connect() error {
 			return fmt.Errorf("zookeeper digest auth: %w", err)
 		}
 	}
-	if old := c.conn.Swap(conn); old != nil {
+	if old := c.conn.Swap(&link{Conn: conn, watches: w}); old != nil {
 		old.Close()
 	}
 	return nil
@@ -251,7 +255,7 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 // Conn is the current go-zookeeper connection.
 //
 // Deprecated: being removed; use the client's operations.
-func (c *Client) Conn() *zk.Conn { return c.conn.Load() }
+func (c *Client) Conn() *zk.Conn { return c.conn.Load().Conn }
 
 // Connection identifies the current connection: it changes every time the
 // client (re)connects, whether or not the session survived. go-zookeeper
@@ -271,6 +275,11 @@ func (c *Client) Redials() int64 { return c.redials.Load() }
 // Servers is the server list the client was dialled with.
 func (c *Client) Servers() []string { return c.servers }
 
+// Server is the address (one of Servers) of the server the current
+// connection is connected to, or was last connected to while it
+// reconnects.
+func (c *Client) Server() string { return c.conn.Load().Server() }
+
 // SessionTimeout is the requested session timeout.
 func (c *Client) SessionTimeout() time.Duration { return c.opts.SessionTimeout }
 
@@ -282,6 +291,10 @@ func (c *Client) SessionID() int64 { return c.conn.Load().SessionID() }
 func (c *Client) HasSession() bool { return c.state() == zk.StateHasSession }
 
 func (c *Client) state() zk.State { return c.conn.Load().State() }
+
+// State names the connection state, for status pages and logs:
+// "StateHasSession", "StateConnecting", "StateDisconnected", ...
+func (c *Client) State() string { return c.state().String() }
 
 // DisconnectedFor is how long the client has been without a connected
 // session; 0 when connected.

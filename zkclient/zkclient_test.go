@@ -3,6 +3,7 @@ package zkclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,5 +93,72 @@ func TestValidateRoot(t *testing.T) {
 		if err := zkclient.ValidateRoot(tc.path); (err == nil) != tc.ok {
 			t.Errorf("ValidateRoot(%q) = %v; want ok=%v", tc.path, err, tc.ok)
 		}
+	}
+}
+
+// A watch fired by a write reaches its channel before the write's reply:
+// the sequence client's cache relies on it to tell its own writes from
+// others'. Checked for every kind of watch, many times over, because a
+// forwarding goroutine would lose the order only now and then.
+func TestWatchFiresBeforeTheReplyOfTheWriteThatTriggersIt(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := testenv.Connect(t, z.Servers, 10*time.Second)
+	ctx := context.Background()
+	for i := range 200 {
+		p := z.Path(fmt.Sprint("n", i))
+		_, _, created, err := c.ExistsW(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(ctx, p, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		_, _, children, err := c.ChildrenW(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, data, err := c.GetW(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustHave(t, created, zkclient.EventNodeCreated)
+		if _, err := c.Create(ctx, p+"/c", nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		mustHave(t, children, zkclient.EventNodeChildrenChanged)
+		if _, err := c.Set(ctx, p, []byte("x"), zkclient.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		mustHave(t, data, zkclient.EventNodeDataChanged)
+	}
+	// A watch lost with its connection ends with EventNotWatching.
+	_, _, w, err := c.GetW(ctx, z.Path("n0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	select {
+	case ev := <-w:
+		if ev.Type != zkclient.EventNotWatching {
+			t.Fatalf("after Close: %v; want EventNotWatching", ev.Type)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not end when its client closed")
+	}
+	if _, _, err := c.Get(ctx, z.Path("n0")); !errors.Is(err, zkclient.ErrClosed) || zkclient.IsTransient(err) {
+		t.Fatalf("Get after Close = %v; want ErrClosed, not transient", err)
+	}
+}
+
+func mustHave(t *testing.T, ch <-chan zkclient.Event, want zkclient.EventType) {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		if !ok || ev.Type != want {
+			t.Fatalf("watch event = %v (open %v); want %v", ev.Type, ok, want)
+		}
+	default:
+		t.Fatalf("watch not fired when the write that triggers it returned; want %v", want)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Timing of the test servers. A short tick lets tests use session timeouts
@@ -183,7 +183,7 @@ func zkClasspath() (string, error) {
 // Len is the number of servers.
 func (e *Ensemble) Len() int { return len(e.servers) }
 
-// Servers returns every server's client address, for zk.Connect.
+// Servers returns every server's client address, for zkclient.Dial.
 func (e *Ensemble) Servers() []string {
 	out := make([]string, len(e.servers))
 	for i := range e.servers {
@@ -359,7 +359,7 @@ func copyTree(src, dst string) error {
 func (e *Ensemble) WaitServing(i int, timeout time.Duration) error {
 	addr := e.Addr(i)
 	return e.servers[i].proc.waitFor(timeout, func(ctx context.Context) error {
-		mode, err := FourLetter(ctx, addr, "srvr")
+		mode, err := zkclient.FourLetterWord(ctx, addr, "srvr")
 		if err != nil {
 			return err
 		}
@@ -373,7 +373,7 @@ func (e *Ensemble) WaitServing(i int, timeout time.Duration) error {
 // Mode returns server i's role: "leader", "follower", "standalone", or an
 // error when it does not serve.
 func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
-	out, err := FourLetter(ctx, e.Addr(i), "srvr")
+	out, err := zkclient.FourLetterWord(ctx, e.Addr(i), "srvr")
 	if err != nil {
 		return "", err
 	}
@@ -384,159 +384,4 @@ func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("server %s not serving: %q", e.Addr(i), strings.TrimSpace(out))
-}
-
-// FourLetter sends a ZooKeeper four-letter-word command and returns the reply.
-func FourLetter(ctx context.Context, addr, cmd string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	if _, err := conn.Write([]byte(cmd)); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := conn.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			if b.Len() > 0 {
-				return b.String(), nil
-			}
-			return "", err
-		}
-	}
-}
-
-// ZK is a ZooKeeper for one test: the servers and a root path no other test
-// uses. Code under test must keep everything it creates under Root.
-type ZK struct {
-	Servers []string
-	Root    string
-}
-
-var shared struct {
-	once    sync.Once
-	servers []string
-	err     error
-}
-
-// ZooKeeper returns the shared ZooKeeper (SEQKEEPER_TEST_ZK, or a standalone
-// server started for this test binary) and a fresh root path for t, created
-// empty. The root is deleted when the test ends.
-func ZooKeeper(t testing.TB) *ZK {
-	t.Helper()
-	shared.once.Do(func() {
-		if env := os.Getenv("SEQKEEPER_TEST_ZK"); env != "" {
-			shared.servers = strings.Split(env, ",")
-			return
-		}
-		dir, err := os.MkdirTemp("", "seqkeeper-zk-")
-		if err != nil {
-			shared.err = err
-			return
-		}
-		e, err := NewEnsemble(dir, 1)
-		if err != nil {
-			shared.err = err
-			return
-		}
-		shared.err = e.StartAll()
-		shared.servers = e.Servers()
-	})
-	if shared.err != nil {
-		t.Fatalf("shared ZooKeeper: %v", shared.err)
-	}
-	z := &ZK{Servers: shared.servers, Root: "/seqkeeper-test/" + uniqueName(t, 60)}
-	conn := Connect(t, z.Servers, 10*time.Second)
-	if err := CreateAll(conn, z.Root); err != nil {
-		t.Fatalf("create test root %s: %v", z.Root, err)
-	}
-	t.Cleanup(func() { _ = DeleteAll(conn, z.Root) })
-	return z
-}
-
-// Path joins elements onto the test's root.
-func (z *ZK) Path(elem ...string) string {
-	return z.Root + "/" + strings.Join(elem, "/")
-}
-
-// Connect opens a ZooKeeper session to servers, waits until it is
-// established, and closes it when the test ends.
-func Connect(t testing.TB, servers []string, sessionTimeout time.Duration) *zk.Conn {
-	t.Helper()
-	conn, err := ConnectE(servers, sessionTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
-	return conn
-}
-
-// ConnectE is Connect for code that is not a test; the caller closes conn.
-// Options are go-zookeeper connection options (zk.WithEventCallback, ...).
-func ConnectE(servers []string, sessionTimeout time.Duration, opts ...func(*zk.Conn)) (*zk.Conn, error) {
-	conn, _, err := zk.Connect(servers, sessionTimeout, zk.WithLogger(quietLogger{}), func(c *zk.Conn) {
-		for _, o := range opts {
-			o(c)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("connect to zookeeper %v: %w", servers, err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for conn.State() != zk.StateHasSession {
-		if time.Now().After(deadline) {
-			conn.Close()
-			return nil, fmt.Errorf("no zookeeper session with %v after 30s (state %s)", servers, conn.State())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return conn, nil
-}
-
-// quietLogger drops go-zookeeper's chatter, which would otherwise fill test
-// output with every reconnect.
-type quietLogger struct{}
-
-func (quietLogger) Printf(string, ...any) {}
-
-// CreateAll creates path and any missing parents as empty persistent znodes.
-func CreateAll(conn *zk.Conn, path string) error {
-	p := ""
-	for _, part := range strings.Split(strings.Trim(path, "/"), "/") {
-		p += "/" + part
-		_, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll))
-		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	return nil
-}
-
-// DeleteAll deletes path and everything under it.
-func DeleteAll(conn *zk.Conn, path string) error {
-	children, _, err := conn.Children(path)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, c := range children {
-		if err := DeleteAll(conn, path+"/"+c); err != nil {
-			return err
-		}
-	}
-	err = conn.Delete(path, -1)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	return err
 }

@@ -1,4 +1,4 @@
-package sequence
+package state
 
 import (
 	"math"

@@ -1,4 +1,4 @@
-package sequence_test
+package seqzk_test
 
 import (
 	"context"
@@ -6,23 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // dialClient returns a client of the sequences under root on a session of
 // its own with servers, closed when the test ends.
-func dialClient(t testing.TB, servers []string, root string, timeout time.Duration) *sequence.Client {
+func dialClient(t testing.TB, servers []string, root string, timeout time.Duration) *seqzk.Client {
 	t.Helper()
 	zc, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(zc.Close)
-	c, err := sequence.NewClient(zc, sequence.Options{Root: root, CeilingWait: 5 * time.Second})
+	c, err := seqzk.NewClient(zc, seqzk.Options{Root: root, CeilingWait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +34,7 @@ type issuedSet struct {
 	ids map[int64]string
 }
 
-func (s *issuedSet) add(who string, rs sequence.Ranges) {
+func (s *issuedSet) add(who string, rs state.Ranges) {
 	s.t.Helper()
 	for _, r := range rs {
 		for id := r.Start; id <= r.End; id++ {
@@ -61,14 +60,14 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	const root = "/all-sequences"
-	newClient := func(servers []string, timeout time.Duration) *sequence.Client {
+	newClient := func(servers []string, timeout time.Duration) *seqzk.Client {
 		return dialClient(t, servers, root, timeout)
 	}
 	admin := newClient(ens.Servers(), 4*time.Second) // stands in for the primary
-	if err := zkclient.EnsurePath(admin.ZK().Conn(), root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := admin.ZK().EnsurePath(context.Background(), root); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Register(ctx, "rb", sequence.Registration{}); err != nil {
+	if err := admin.Register(ctx, "rb", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Revalidate(ctx, "rb", 0, 1000); err != nil { // stamped in epoch E
@@ -82,9 +81,9 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	waitX := func() {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
-		for x.ZK().State() != zk.StateHasSession {
+		for !x.ZK().HasSession() {
 			if time.Now().After(deadline) {
-				t.Fatalf("x never reconnected: %v", x.ZK().State())
+				t.Fatal("x never reconnected")
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -107,7 +106,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Fatal(err)
 	}
 	issued.add("x before the rollback", got)
-	_, stat, err := lost.ZK().Conn().Get(root + "/rb")
+	_, stat, err := lost.ZK().Get(context.Background(), root+"/rb")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +130,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Logf("the restored ensemble did not reuse the epoch (%d, lost history %d): the test shows less than it should", epoch, lostEpoch)
 	}
 	for i := 0; i < 200; i++ { // ordinary traffic: zxids move past the lost history's
-		if _, err := now.ZK().Conn().Set(root, nil, -1); err != nil {
+		if _, err := now.ZK().Set(context.Background(), root, nil, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +140,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := now.ZK().Conn().Get(root + "/rb")
+		_, stat, err := now.ZK().Get(context.Background(), root+"/rb")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,8 +189,8 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	admin := e.client(sequence.Options{})
-	e.create(admin, "s", sequence.Registration{}, 1000)
+	admin := e.client(seqzk.Options{})
+	e.create(admin, "s", seqzk.Registration{}, 1000)
 	proxy := testenv.NewProxy(t, e.servers[0])
 	x := dialClient(t, []string{proxy.Addr()}, e.root, 20*time.Second)
 	issued := &issuedSet{t: t, ids: map[int64]string{}}
@@ -203,8 +202,8 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 		issued.add("x before", got)
 	}
 	path := e.root + "/s"
-	conn := admin.ZK().Conn()
-	_, stat, err := conn.Get(path)
+	conn := admin.ZK()
+	_, stat, err := conn.Get(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +213,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	if err := testenv.DeleteAll(conn, path); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := admin.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	// A fresh incarnation above the old one's ceiling, as a tombstone
@@ -223,7 +222,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := conn.Get(path)
+		_, stat, err := conn.Get(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,34 +276,34 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 func TestPushOfIDsAWindowHoldsIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(c, "w", sequence.Registration{Windows: 1}, 1000)
+	e.create(c, "w", seqzk.Registration{Windows: 1}, 1000)
 	if _, err := c.OpenWindow(ctx, "w", 100); err != nil { // IDs 1..100, next 101
 		t.Fatal(err)
 	}
 	issued := &issuedSet{t: t, ids: map[int64]string{}}
-	worker := e.client(sequence.Options{})
+	worker := e.client(seqzk.Options{})
 	got, err := worker.Take(ctx, "w", 20) // 1..20 from the window
 	if err != nil {
 		t.Fatal(err)
 	}
 	issued.add("the window's first take", got)
 	for _, tt := range []struct {
-		push sequence.Ranges
+		push state.Ranges
 		ok   bool
 	}{
-		{sequence.Ranges{{Start: 50, End: 60}}, false},                      // held by the window
-		{sequence.Ranges{{Start: 15, End: 25}}, false},                      // partly held
-		{sequence.Ranges{{Start: 5, End: 6}, {Start: 99, End: 100}}, false}, // one held range refuses all
-		{sequence.Ranges{{Start: 101, End: 101}}, false},                    // never carved: above next
-		{sequence.Ranges{{Start: 5, End: 6}}, true},                         // issued by the window
+		{state.Ranges{{Start: 50, End: 60}}, false},                      // held by the window
+		{state.Ranges{{Start: 15, End: 25}}, false},                      // partly held
+		{state.Ranges{{Start: 5, End: 6}, {Start: 99, End: 100}}, false}, // one held range refuses all
+		{state.Ranges{{Start: 101, End: 101}}, false},                    // never carved: above next
+		{state.Ranges{{Start: 5, End: 6}}, true},                         // issued by the window
 	} {
 		err := worker.Push(ctx, "w", tt.push)
 		switch {
 		case tt.ok && err != nil:
 			t.Errorf("push %s: %v; want accepted", tt.push, err)
-		case !tt.ok && !errors.Is(err, sequence.ErrBadPush):
+		case !tt.ok && !errors.Is(err, state.ErrBadPush):
 			t.Errorf("push %s: %v; want ErrBadPush", tt.push, err)
 		}
 	}

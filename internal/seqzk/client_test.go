@@ -1,20 +1,18 @@
-package sequence_test
+package seqzk_test
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -30,7 +28,7 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	z := testenv.ZooKeeper(t)
 	e := &env{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
-	if err := zkclient.EnsurePath(e.session(10*time.Second).Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := e.session(10*time.Second).EnsurePath(context.Background(), e.root); err != nil {
 		t.Fatal(err)
 	}
 	return e
@@ -48,10 +46,10 @@ func (e *env) session(timeout time.Duration) *zkclient.Client {
 }
 
 // client returns a sequence client on a session of its own.
-func (e *env) client(opts sequence.Options) *sequence.Client {
+func (e *env) client(opts seqzk.Options) *seqzk.Client {
 	e.t.Helper()
 	opts.Root = e.root
-	c, err := sequence.NewClient(e.session(10*time.Second), opts)
+	c, err := seqzk.NewClient(e.session(10*time.Second), opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -59,7 +57,7 @@ func (e *env) client(opts sequence.Options) *sequence.Client {
 }
 
 // create registers name and raises its ceiling, standing in for the primary.
-func (e *env) create(c *sequence.Client, name string, r sequence.Registration, ceiling int64) {
+func (e *env) create(c *seqzk.Client, name string, r seqzk.Registration, ceiling int64) {
 	e.t.Helper()
 	ctx := context.Background()
 	if err := c.Register(ctx, name, r); err != nil {
@@ -75,10 +73,10 @@ func (e *env) create(c *sequence.Client, name string, r sequence.Registration, c
 // primary would; its "store" is the highest ceiling it ever set.
 func (e *env) raiser(name string, reserve int64) {
 	e.t.Helper()
-	e.raiserOn(e.client(sequence.Options{}), name, reserve)
+	e.raiserOn(e.client(seqzk.Options{}), name, reserve)
 }
 
-func (e *env) raiserOn(c *sequence.Client, name string, reserve int64) {
+func (e *env) raiserOn(c *seqzk.Client, name string, reserve int64) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -107,19 +105,19 @@ func (e *env) raiserOn(c *sequence.Client, name string, reserve int64) {
 	}()
 }
 
-func (e *env) zkData(conn *zk.Conn, name string) []byte {
+func (e *env) zkData(conn *zkclient.Client, name string) []byte {
 	e.t.Helper()
-	data, _, err := conn.Get(e.root + "/" + name)
+	data, _, err := conn.Get(context.Background(), e.root+"/"+name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return data
 }
 
-func ranges(rs ...[2]int64) sequence.Ranges {
-	out := make(sequence.Ranges, len(rs))
+func ranges(rs ...[2]int64) state.Ranges {
+	out := make(state.Ranges, len(rs))
 	for i, r := range rs {
-		out[i] = sequence.Range{Start: r[0], End: r[1]}
+		out[i] = state.Range{Start: r[0], End: r[1]}
 	}
 	return out
 }
@@ -127,13 +125,13 @@ func ranges(rs ...[2]int64) sequence.Ranges {
 func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{CeilingWait: 300 * time.Millisecond})
+	c := e.client(seqzk.Options{CeilingWait: 300 * time.Millisecond})
 	ctx := context.Background()
-	e.create(c, "orders", sequence.Registration{}, 30)
+	e.create(c, "orders", seqzk.Registration{}, 30)
 
 	steps := []struct {
 		take int64
-		push sequence.Ranges
+		push state.Ranges
 		want string
 	}{
 		{take: 10, want: "1:10"},
@@ -161,7 +159,7 @@ func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
 	// At the ceiling with no primary: a clear, bounded failure.
 	start := time.Now()
 	_, err := c.Take(ctx, "orders", 1)
-	if !errors.Is(err, sequence.ErrCeilingReached) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "30") {
+	if !errors.Is(err, seqzk.ErrCeilingReached) || !strings.Contains(err.Error(), `"orders"`) || !strings.Contains(err.Error(), "30") {
 		t.Fatalf("take at the ceiling: err = %v; want ErrCeilingReached naming the sequence and ceiling 30", err)
 	}
 	if waited := time.Since(start); waited > 5*time.Second {
@@ -171,9 +169,9 @@ func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
 	// A raise while a take waits releases it.
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_, _ = e.client(sequence.Options{}).Raise(ctx, "orders", 40)
+		_, _ = e.client(seqzk.Options{}).Raise(ctx, "orders", 40)
 	}()
-	c2 := e.client(sequence.Options{CeilingWait: 10 * time.Second})
+	c2 := e.client(seqzk.Options{CeilingWait: 10 * time.Second})
 	got, err := c2.Take(ctx, "orders", 5)
 	if err != nil || got.String() != "31:35" {
 		t.Fatalf("take during a raise = %s, %v; want 31:35", got, err)
@@ -183,13 +181,13 @@ func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
 func TestTakeExhaustsTheSpace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(c, "small", sequence.Registration{Start: 5, End: 9}, 100)
+	e.create(c, "small", seqzk.Registration{Start: 5, End: 9}, 100)
 	if got, err := c.Take(ctx, "small", 10); err != nil || got.String() != "5:9" {
 		t.Fatalf("take = %s, %v; want 5:9", got, err)
 	}
-	if _, err := c.Take(ctx, "small", 1); !errors.Is(err, sequence.ErrExhausted) {
+	if _, err := c.Take(ctx, "small", 1); !errors.Is(err, state.ErrExhausted) {
 		t.Fatalf("take after the end: err = %v; want ErrExhausted", err)
 	}
 }
@@ -197,9 +195,9 @@ func TestTakeExhaustsTheSpace(t *testing.T) {
 func TestUncontendedTakeIsOneRoundTrip(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(c, "rt", sequence.Registration{}, 1_000_000)
+	e.create(c, "rt", seqzk.Registration{}, 1_000_000)
 	if _, err := c.Take(ctx, "rt", 1); err != nil { // warms the cache
 		t.Fatal(err)
 	}
@@ -215,90 +213,22 @@ func TestUncontendedTakeIsOneRoundTrip(t *testing.T) {
 	}
 }
 
-// ledger is the checker for uniqueness tests: it knows, for every ID ever
-// handed out, whether a worker holds it or has pushed it back.
-type ledger struct {
-	mu       sync.Mutex
-	held     map[int64]int // id -> worker
-	recycled map[int64]bool
-	issued   int
-	dups     []string
-}
-
-func newLedger() *ledger {
-	return &ledger{held: map[int64]int{}, recycled: map[int64]bool{}}
-}
-
-func (l *ledger) took(worker int, rs sequence.Ranges) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range rs {
-		for id := r.Start; id <= r.End; id++ {
-			if w, ok := l.held[id]; ok {
-				l.dups = append(l.dups, fmt.Sprintf("id %d handed to worker %d while worker %d holds it", id, worker, w))
-			}
-			l.held[id] = worker
-			delete(l.recycled, id)
-			l.issued++
-		}
-	}
-}
-
-// pushing records IDs as recycled before the push makes them takeable.
-func (l *ledger) pushing(rs sequence.Ranges) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range rs {
-		for id := r.Start; id <= r.End; id++ {
-			delete(l.held, id)
-			l.recycled[id] = true
-		}
-	}
-}
-
-// lost records IDs that were neither pushed back nor kept.
-func (l *ledger) lost(rs sequence.Ranges) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range rs {
-		for id := r.Start; id <= r.End; id++ {
-			delete(l.recycled, id)
-		}
-	}
-}
-
-func (l *ledger) check(t *testing.T) {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i, d := range l.dups {
-		if i == 10 {
-			t.Errorf("... and %d more", len(l.dups)-10)
-			break
-		}
-		t.Error("DUPLICATE: " + d)
-	}
-}
-
 func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	setup := e.client(sequence.Options{})
-	e.create(setup, "hot", sequence.Registration{}, 200)
+	setup := e.client(seqzk.Options{})
+	e.create(setup, "hot", seqzk.Registration{}, 200)
 	e.raiser("hot", 400)
 
 	const workers = 8
-	l := newLedger()
+	l := testenv.NewLedger()
 	// Run until 5000 IDs were handed out (bounded), not for a fixed time:
 	// the test checks uniqueness, not speed.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	go func() {
 		for ctx.Err() == nil {
-			l.mu.Lock()
-			enough := l.issued >= 5000
-			l.mu.Unlock()
-			if enough {
+			if l.Issued() >= 5000 {
 				cancel()
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -306,7 +236,7 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 	}()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		c := e.client(sequence.Options{})
+		c := e.client(seqzk.Options{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -319,14 +249,14 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 					}
 					return
 				}
-				l.took(w, got)
+				l.Took(w, got)
 				if rng.IntN(3) == 0 { // give some back: the first range's head
 					r := got[0]
-					back := sequence.Ranges{{Start: r.Start, End: r.Start + rng.Int64N(r.Len())}}
-					l.pushing(back)
+					back := state.Ranges{{Start: r.Start, End: r.Start + rng.Int64N(r.Len())}}
+					l.Pushing(back)
 					if err := c.Push(ctx, "hot", back); err != nil {
 						if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-							l.lost(back) // cancelled before the write
+							l.Lost(back) // cancelled before the write
 							return
 						}
 						t.Errorf("worker %d: push %s: %v", w, back, err)
@@ -337,9 +267,9 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	l.check(t)
-	if l.issued < 5000 {
-		t.Errorf("only %d IDs handed out in 2 minutes; the test did not exercise contention", l.issued)
+	l.Check(t)
+	if l.Issued() < 5000 {
+		t.Errorf("only %d IDs handed out in 2 minutes; the test did not exercise contention", l.Issued())
 	}
 
 	// Every recycled ID not taken again must still be in the recycled list:
@@ -349,7 +279,7 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want int64
-	for id := range l.recycled {
+	for _, id := range l.Recycled() {
 		if !st.Recycled.Contains(id) {
 			t.Errorf("id %d was pushed back but is neither recycled nor reissued", id)
 		}
@@ -358,7 +288,7 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 	if st.Recycled.Count() != want {
 		t.Errorf("recycled list holds %d IDs; workers pushed back %d not yet reissued", st.Recycled.Count(), want)
 	}
-	t.Logf("%d IDs issued by %d workers; %d conflicts seen by one client", l.issued, workers, setup.Stats().Conflicts)
+	t.Logf("%d IDs issued by %d workers; %d conflicts seen by one client", l.Issued(), workers, setup.Stats().Conflicts)
 }
 
 // The cached-version trap: a znode deleted and created again restarts its
@@ -367,29 +297,29 @@ func TestUniqueUnderContentionWithRecycling(t *testing.T) {
 func TestRecreatedZnodeIsNotWrittenWithStaleState(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(c, "aba", sequence.Registration{}, 100) // versions 0, 1
+	e.create(c, "aba", seqzk.Registration{}, 100) // versions 0, 1
 	if got, err := c.Take(ctx, "aba", 10); err != nil || got.String() != "1:10" {
 		t.Fatalf("take = %s, %v", got, err)
 	} // version 2, cached by c
 
 	// Another actor deletes the sequence and re-creates it further on,
 	// bringing the new znode to the version c has cached.
-	other := e.session(10 * time.Second).Conn()
+	other := e.session(10 * time.Second)
 	path := e.root + "/aba"
 	if err := testenv.DeleteAll(other, path); err != nil {
 		t.Fatal(err)
 	}
-	fresh := sequence.State{Start: 1, Next: 5000, Ceiling: 6000, End: sequence.MaxID, ZKEpoch: c.Epoch(), Marker: "h-00000000000000aa"}
-	if _, err := other.Create(path, fresh.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	fresh := state.State{Start: 1, Next: 5000, Ceiling: 6000, End: state.MaxID, ZKEpoch: c.Epoch(), Marker: "h-00000000000000aa"}
+	if _, err := other.Create(context.Background(), path, fresh.Encode(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Create(path+"/"+fresh.Marker, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := other.Create(context.Background(), path+"/"+fresh.Marker, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := other.Set(path, fresh.Encode(), int32(i)); err != nil {
+		if _, err := other.Set(context.Background(), path, fresh.Encode(), int32(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -405,18 +335,18 @@ func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	e := &env{t: t, servers: ens.Servers(), root: "/all-sequences"}
 	setup := e.session(20 * time.Second)
-	if err := zkclient.EnsurePath(setup.Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := setup.EnsurePath(context.Background(), e.root); err != nil {
 		t.Fatal(err)
 	}
-	sc, _ := sequence.NewClient(setup, sequence.Options{Root: e.root})
-	e.create(sc, "lossy", sequence.Registration{}, 1000)
+	sc, _ := seqzk.NewClient(setup, seqzk.Options{Root: e.root})
+	e.create(sc, "lossy", seqzk.Registration{}, 1000)
 	e.raiserOn(sc, "lossy", 1000)
 
-	l := newLedger()
+	l := testenv.NewLedger()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
-		c, err := sequence.NewClient(e.session(20*time.Second), sequence.Options{Root: e.root})
+		c, err := seqzk.NewClient(e.session(20*time.Second), seqzk.Options{Root: e.root})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,7 +361,7 @@ func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
 					}
 					return
 				}
-				l.took(w, got)
+				l.Took(w, got)
 			}
 		}()
 	}
@@ -449,26 +379,26 @@ func TestConnectionLossMidTakeNeverDuplicates(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	wg.Wait()
-	l.check(t)
+	l.Check(t)
 
 	st, _, err := sc.Describe(context.Background(), "lossy")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := st.Next - 1 - int64(l.issued)
+	lost := st.Next - 1 - int64(l.Issued())
 	if lost < 0 {
-		t.Fatalf("workers got %d IDs but next is only %d", l.issued, st.Next)
+		t.Fatalf("workers got %d IDs but next is only %d", l.Issued(), st.Next)
 	}
-	t.Logf("%d IDs issued across 2 server crashes, %d lost (replies lost, or skipped when a restart began a new epoch)", l.issued, lost)
+	t.Logf("%d IDs issued across 2 server crashes, %d lost (replies lost, or skipped when a restart began a new epoch)", l.Issued(), lost)
 }
 
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	conn := e.session(10 * time.Second).Conn()
-	e.create(c, "good", sequence.Registration{}, 100)
+	conn := e.session(10 * time.Second)
+	e.create(c, "good", seqzk.Registration{}, 100)
 	if _, err := c.Take(ctx, "good", 20); err != nil {
 		t.Fatal(err)
 	}
@@ -478,21 +408,21 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	before := e.zkData(conn, "good")
 
 	for _, name := range []string{"", "a/b", ".hidden", "-x", strings.Repeat("n", 201), "sp ace"} {
-		if _, err := c.Take(ctx, name, 1); !errors.Is(err, sequence.ErrInvalidName) {
+		if _, err := c.Take(ctx, name, 1); !errors.Is(err, seqzk.ErrInvalidName) {
 			t.Errorf("take from %q: err = %v; want ErrInvalidName", name, err)
 		}
 	}
-	if _, err := c.Take(ctx, "missing", 1); !errors.Is(err, sequence.ErrUnknownSequence) {
+	if _, err := c.Take(ctx, "missing", 1); !errors.Is(err, seqzk.ErrUnknownSequence) {
 		t.Errorf("take from a missing sequence: err = %v; want ErrUnknownSequence", err)
 	}
-	for _, bad := range []sequence.Ranges{
+	for _, bad := range []state.Ranges{
 		ranges([2]int64{21, 22}),               // never issued
 		ranges([2]int64{6, 7}),                 // overlaps recycled 5:6
 		ranges([2]int64{0, 3}),                 // outside the space
 		ranges([2]int64{9, 8}),                 // start after end
 		ranges([2]int64{1, 2}, [2]int64{2, 3}), // overlapping each other
 	} {
-		if err := c.Push(ctx, "good", bad); !errors.Is(err, sequence.ErrBadPush) {
+		if err := c.Push(ctx, "good", bad); !errors.Is(err, state.ErrBadPush) {
 			t.Errorf("push %v: err = %v; want ErrBadPush", bad, err)
 		}
 	}
@@ -502,14 +432,14 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 
 	// Corrupt data: an error naming the problem, and the znode untouched.
 	corrupt := []byte("seqkeeper-sequence v1\nstart 1\nnext 50\nceiling 10\nend 100\n")
-	if _, err := conn.Create(e.root+"/broken", corrupt, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := conn.Create(context.Background(), e.root+"/broken", corrupt, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.Take(ctx, "broken", 1)
-	if !errors.Is(err, sequence.ErrCorrupt) || !strings.Contains(err.Error(), `"broken"`) {
+	if !errors.Is(err, state.ErrCorrupt) || !strings.Contains(err.Error(), `"broken"`) {
 		t.Errorf("take from corrupt data: err = %v; want ErrCorrupt naming the sequence", err)
 	}
-	if err := c.Push(ctx, "broken", ranges([2]int64{1, 1})); !errors.Is(err, sequence.ErrCorrupt) {
+	if err := c.Push(ctx, "broken", ranges([2]int64{1, 1})); !errors.Is(err, state.ErrCorrupt) {
 		t.Errorf("push to corrupt data: err = %v; want ErrCorrupt", err)
 	}
 	if got := e.zkData(conn, "broken"); string(got) != string(corrupt) {
@@ -520,11 +450,11 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 func TestLegacyCounterIsIncrementedInPlace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
-	conn := e.session(10 * time.Second).Conn()
+	c := e.client(seqzk.Options{})
+	conn := e.session(10 * time.Second)
 	counter := make([]byte, 8)
 	binary.BigEndian.PutUint64(counter, 41)
-	if _, err := conn.Create(e.root+"/legacy", counter, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := conn.Create(context.Background(), e.root+"/legacy", counter, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Take(context.Background(), "legacy", 5)
@@ -539,20 +469,20 @@ func TestLegacyCounterIsIncrementedInPlace(t *testing.T) {
 func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	setup := e.client(sequence.Options{})
+	setup := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(setup, "win", sequence.Registration{Windows: 4}, 100_000)
+	e.create(setup, "win", seqzk.Registration{Windows: 4}, 100_000)
 	for i := 0; i < 4; i++ {
 		if _, err := setup.OpenWindow(ctx, "win", 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l := newLedger()
+	l := testenv.NewLedger()
 	var wg sync.WaitGroup
 	used := make(map[int64]bool) // window index (by ID/1000) that served a take
 	var mu sync.Mutex
 	for w := 0; w < 8; w++ {
-		c := e.client(sequence.Options{})
+		c := e.client(seqzk.Options{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -562,7 +492,7 @@ func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
 					t.Errorf("worker %d: %v", w, err)
 					return
 				}
-				l.took(w, got)
+				l.Took(w, got)
 				mu.Lock()
 				used[(got[0].Start-1)/1000] = true
 				mu.Unlock()
@@ -570,7 +500,7 @@ func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	l.check(t)
+	l.Check(t)
 	if len(used) < 3 {
 		t.Errorf("takes landed in %d of 4 windows; clients should spread", len(used))
 	}
@@ -584,9 +514,9 @@ func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
 func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c := e.client(sequence.Options{})
+	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	e.create(c, "w2", sequence.Registration{Windows: 1}, 50)
+	e.create(c, "w2", seqzk.Registration{Windows: 1}, 50)
 	if _, err := c.OpenWindow(ctx, "w2", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -596,7 +526,7 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	if got, err := c.Take(ctx, "w2", 5); err != nil || got.String() != "11:15" {
 		t.Fatalf("take after the window is used up = %s, %v; want 11:15 from the sequence", got, err)
 	}
-	if open, err := c.PruneWindows(ctx, "w2", sequence.VersionLimit); err != nil || open != 0 {
+	if open, err := c.PruneWindows(ctx, "w2", state.VersionLimit); err != nil || open != 0 {
 		t.Fatalf("prune = %d open, %v; want 0", open, err)
 	}
 }
@@ -610,18 +540,18 @@ func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	e := &env{t: t, servers: ens.Servers(), root: "/all-sequences"}
-	newClient := func() *sequence.Client {
-		c, err := sequence.NewClient(e.session(4*time.Second), sequence.Options{Root: e.root, CeilingWait: 500 * time.Millisecond})
+	newClient := func() *seqzk.Client {
+		c, err := seqzk.NewClient(e.session(4*time.Second), seqzk.Options{Root: e.root, CeilingWait: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
 	c := newClient()
-	if err := zkclient.EnsurePath(c.ZK().Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := c.ZK().EnsurePath(context.Background(), e.root); err != nil {
 		t.Fatal(err)
 	}
-	e.create(c, "rb", sequence.Registration{}, 1000) // the last raise: store holds 1000
+	e.create(c, "rb", seqzk.Registration{}, 1000) // the last raise: store holds 1000
 	if got, err := c.Take(ctx, "rb", 10); err != nil || got.String() != "1:10" {
 		t.Fatalf("take = %s, %v", got, err)
 	}
@@ -638,7 +568,7 @@ func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
 	issued := map[int64]bool{}
 	for i := 0; i < 5; i++ {
 		got, err := c.Take(ctx, "rb", 10)
-		if errors.Is(err, sequence.ErrUnvalidated) {
+		if errors.Is(err, seqzk.ErrUnvalidated) {
 			// The restart began a new epoch; stand in for the primary.
 			if _, err := c.Revalidate(ctx, "rb", 1001, 2000); err != nil {
 				t.Fatal(err)
@@ -666,7 +596,7 @@ func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
 	}
 	c = newClient()
 	got, err := c.Take(ctx, "rb", 10)
-	if !errors.Is(err, sequence.ErrUnvalidated) {
+	if !errors.Is(err, seqzk.ErrUnvalidated) {
 		t.Fatalf("take after the rollback = %s, %v; want ErrUnvalidated, not IDs", got, err)
 	}
 	// The primary fast-forwards past the stored ceiling (2000 by now).

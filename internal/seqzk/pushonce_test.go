@@ -1,4 +1,4 @@
-package sequence_test
+package seqzk_test
 
 import (
 	"context"
@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -23,8 +22,8 @@ func TestPushOnceAppliesOnceEvenAfterTheIDsWereTaken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := e.client(sequence.Options{})
-	e.create(c, "s", sequence.Registration{}, 1000)
+	c := e.client(seqzk.Options{})
+	e.create(c, "s", seqzk.Registration{}, 1000)
 	if got, err := c.Take(ctx, "s", 10); err != nil || got.String() != "1:10" {
 		t.Fatalf("take = %s, %v; want 1:10", got, err)
 	}
@@ -33,16 +32,16 @@ func TestPushOnceAppliesOnceEvenAfterTheIDsWereTaken(t *testing.T) {
 	if err != nil || already {
 		t.Fatalf("first PushOnce = %v, %v; want applied now", already, err)
 	}
-	worker := e.client(sequence.Options{})
+	worker := e.client(seqzk.Options{})
 	if got, err := worker.Take(ctx, "s", 3); err != nil || got.String() != "3:5" {
 		t.Fatalf("worker take = %s, %v; want the recycled 3:5", got, err)
 	}
-	conn := e.session(10 * time.Second).Conn()
+	conn := e.session(10 * time.Second)
 	before := e.zkData(conn, "s")
 
 	// The retry, from the same client and from another one (another
 	// replica): already applied, nothing written.
-	for i, retrier := range []*sequence.Client{c, e.client(sequence.Options{})} {
+	for i, retrier := range []*seqzk.Client{c, e.client(seqzk.Options{})} {
 		already, err := retrier.PushOnce(ctx, "s", key, ranges([2]int64{3, 5}))
 		if err != nil || !already {
 			t.Fatalf("retry %d = %v, %v; want already applied", i, already, err)
@@ -60,19 +59,19 @@ func TestPushOnceAppliesOnceEvenAfterTheIDsWereTaken(t *testing.T) {
 	}
 
 	// Bad input changes nothing.
-	for _, bad := range []string{"", "has space", "a/b", strings.Repeat("k", sequence.MaxPushKeyLen+1)} {
-		if _, err := c.PushOnce(ctx, "s", bad, ranges([2]int64{6, 6})); !errors.Is(err, sequence.ErrInvalidPushKey) {
+	for _, bad := range []string{"", "has space", "a/b", strings.Repeat("k", state.MaxPushKeyLen+1)} {
+		if _, err := c.PushOnce(ctx, "s", bad, ranges([2]int64{6, 6})); !errors.Is(err, state.ErrInvalidPushKey) {
 			t.Errorf("PushOnce with key %q: err = %v; want ErrInvalidPushKey", bad, err)
 		}
 	}
-	if _, err := c.PushOnce(ctx, "s", "k2", ranges([2]int64{50, 60})); !errors.Is(err, sequence.ErrBadPush) {
+	if _, err := c.PushOnce(ctx, "s", "k2", ranges([2]int64{50, 60})); !errors.Is(err, state.ErrBadPush) {
 		t.Errorf("PushOnce of IDs never issued: err = %v; want ErrBadPush", err)
 	}
 	if after := e.zkData(conn, "s"); string(after) != string(before) {
 		t.Errorf("refused keyed pushes changed the state:\n%s\nbecame\n%s", before, after)
 	}
 	// The IDs the worker holds are not handed out again.
-	if got, err := e.client(sequence.Options{}).Take(ctx, "s", 3); err != nil || got.String() != "11:13" {
+	if got, err := e.client(seqzk.Options{}).Take(ctx, "s", 3); err != nil || got.String() != "11:13" {
 		t.Fatalf("next take = %s, %v; want fresh 11:13, not the worker's 3:5 again", got, err)
 	}
 }
@@ -84,8 +83,8 @@ func TestPushOnceKeyCapEvictsTheOldest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	c := e.client(sequence.Options{})
-	e.create(c, "s", sequence.Registration{}, 1000)
+	c := e.client(seqzk.Options{})
+	e.create(c, "s", seqzk.Registration{}, 1000)
 	if _, err := c.Take(ctx, "s", 200); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +92,7 @@ func TestPushOnceKeyCapEvictsTheOldest(t *testing.T) {
 		id := int64(2*i + 1) // odd IDs: the recycled ranges do not coalesce
 		return c.PushOnce(ctx, "s", fmt.Sprintf("key-%d", i), ranges([2]int64{id, id}))
 	}
-	for i := range sequence.MaxPushKeys + 1 {
+	for i := range state.MaxPushKeys + 1 {
 		if already, err := push(i); err != nil || already {
 			t.Fatalf("push %d = %v, %v", i, already, err)
 		}
@@ -102,15 +101,15 @@ func TestPushOnceKeyCapEvictsTheOldest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Pushed) != sequence.MaxPushKeys || st.Pushed[0] != "key-1" || st.HasPushKey("key-0") {
-		t.Fatalf("%d keys from %q; want %d from key-1", len(st.Pushed), st.Pushed[0], sequence.MaxPushKeys)
+	if len(st.Pushed) != state.MaxPushKeys || st.Pushed[0] != "key-1" || st.HasPushKey("key-0") {
+		t.Fatalf("%d keys from %q; want %d from key-1", len(st.Pushed), st.Pushed[0], state.MaxPushKeys)
 	}
-	for _, i := range []int{1, sequence.MaxPushKeys / 2, sequence.MaxPushKeys} {
+	for _, i := range []int{1, state.MaxPushKeys / 2, state.MaxPushKeys} {
 		if already, err := push(i); err != nil || !already {
 			t.Errorf("retry of key-%d = %v, %v; want already applied", i, already, err)
 		}
 	}
-	if _, err := push(0); !errors.Is(err, sequence.ErrBadPush) {
+	if _, err := push(0); !errors.Is(err, state.ErrBadPush) {
 		t.Errorf("retry of the evicted key-0 = %v; want ErrBadPush (ID 1 is still recycled)", err)
 	}
 }
@@ -122,9 +121,9 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	admin := e.client(sequence.Options{})
-	e.create(admin, "s", sequence.Registration{}, 1000)
-	c := e.client(sequence.Options{})
+	admin := e.client(seqzk.Options{})
+	e.create(admin, "s", seqzk.Registration{}, 1000)
+	c := e.client(seqzk.Options{})
 	if _, err := c.Take(ctx, "s", 10); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +132,7 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 	}
 	check := func(what string) {
 		t.Helper()
-		for i, cl := range []*sequence.Client{c, e.client(sequence.Options{})} {
+		for i, cl := range []*seqzk.Client{c, e.client(seqzk.Options{})} {
 			already, err := cl.PushOnce(ctx, "s", "k", ranges([2]int64{3, 5}))
 			if err != nil || !already {
 				t.Fatalf("after %s, retry %d = %v, %v; want already applied", what, i, already, err)
@@ -159,7 +158,7 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 	// A keyed push of IDs handed out before the fast-forward is refused
 	// (it could be the retry of a push whose record a rollback lost); one
 	// of IDs taken since is applied.
-	if _, err := c.PushOnce(ctx, "s", "k2", ranges([2]int64{7, 7})); !errors.Is(err, sequence.ErrBadPush) {
+	if _, err := c.PushOnce(ctx, "s", "k2", ranges([2]int64{7, 7})); !errors.Is(err, state.ErrBadPush) {
 		t.Fatalf("a new key for an ID below the push floor = %v; want ErrBadPush", err)
 	}
 	got, err := c.Take(ctx, "s", 3)
@@ -181,12 +180,12 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	const root = "/all-sequences"
-	dial := func() *sequence.Client { return dialClient(t, ens.Servers(), root, 4*time.Second) }
+	dial := func() *seqzk.Client { return dialClient(t, ens.Servers(), root, 4*time.Second) }
 	admin := dial()
-	if err := zkclient.EnsurePath(admin.ZK().Conn(), root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := admin.ZK().EnsurePath(context.Background(), root); err != nil {
 		t.Fatal(err)
 	}
-	if err := admin.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := admin.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.Revalidate(ctx, "s", 0, 1000); err != nil {
@@ -215,7 +214,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	already, err := now.PushOnce(ctx, "s", "retry-me", held)
-	if !errors.Is(err, sequence.ErrBadPush) {
+	if !errors.Is(err, state.ErrBadPush) {
 		t.Fatalf("keyed retry after the rollback = %v, %v; want ErrBadPush", already, err)
 	}
 	st, _, err := now.Describe(ctx, "s")
@@ -229,7 +228,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 
 // lossyClient returns a sequence client whose ZooKeeper traffic goes through
 // a proxy the test controls.
-func lossyClient(t *testing.T, e *env) (*sequence.Client, *testenv.Proxy) {
+func lossyClient(t *testing.T, e *env) (*seqzk.Client, *testenv.Proxy) {
 	t.Helper()
 	proxy := testenv.NewProxy(t, e.servers[0])
 	zc, err := zkclient.Dial(context.Background(), []string{proxy.Addr()}, zkclient.Options{SessionTimeout: 20 * time.Second})
@@ -237,7 +236,7 @@ func lossyClient(t *testing.T, e *env) (*sequence.Client, *testenv.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(zc.Close)
-	c, err := sequence.NewClient(zc, sequence.Options{Root: e.root})
+	c, err := seqzk.NewClient(zc, seqzk.Options{Root: e.root})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,15 +251,15 @@ func TestPushOnceRetriesAfterALostReply(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin := e.client(sequence.Options{})
-	e.create(admin, "s", sequence.Registration{}, 1000)
+	admin := e.client(seqzk.Options{})
+	e.create(admin, "s", seqzk.Registration{}, 1000)
 	x, proxy := lossyClient(t, e)
 	if got, err := x.Take(ctx, "s", 20); err != nil || got.String() != "1:20" {
 		t.Fatalf("take = %s, %v", got, err)
 	}
 	// loseReply runs op with replies held, waits until its write landed,
 	// then cuts the connection, so op sees the connection lost.
-	loseReply := func(op func() error, landed func(sequence.State) bool) error {
+	loseReply := func(op func() error, landed func(state.State) bool) error {
 		t.Helper()
 		proxy.PauseReplies()
 		done := make(chan error, 1)
@@ -277,8 +276,8 @@ func TestPushOnceRetriesAfterALostReply(t *testing.T) {
 	}
 
 	err := loseReply(func() error { return x.Push(ctx, "s", ranges([2]int64{3, 4})) },
-		func(st sequence.State) bool { return st.Recycled.Contains(3) })
-	if !errors.Is(err, sequence.ErrUncertain) {
+		func(st state.State) bool { return st.Recycled.Contains(3) })
+	if !errors.Is(err, seqzk.ErrUncertain) {
 		t.Fatalf("plain push with its reply lost: err = %v; want ErrUncertain", err)
 	}
 
@@ -293,7 +292,7 @@ func TestPushOnceRetriesAfterALostReply(t *testing.T) {
 		var err error
 		already, err = x.PushOnce(ctx, "s", "lost-reply", ranges([2]int64{7, 9}))
 		return err
-	}, func(st sequence.State) bool { return st.HasPushKey("lost-reply") })
+	}, func(st state.State) bool { return st.HasPushKey("lost-reply") })
 	if err != nil || already {
 		t.Fatalf("keyed push with its reply lost = %v, %v; want applied by this call", already, err)
 	}
@@ -318,8 +317,8 @@ func TestPushOnceStopsWhenTheStateWasRevalidatedAfterALostWrite(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin := e.client(sequence.Options{})
-	e.create(admin, "s", sequence.Registration{}, 1000)
+	admin := e.client(seqzk.Options{})
+	e.create(admin, "s", seqzk.Registration{}, 1000)
 	x, proxy := lossyClient(t, e)
 	if _, err := x.Take(ctx, "s", 20); err != nil {
 		t.Fatal(err)
@@ -342,7 +341,7 @@ func TestPushOnceStopsWhenTheStateWasRevalidatedAfterALostWrite(t *testing.T) {
 	}
 	proxy.Heal()
 	err = <-done
-	if !errors.Is(err, sequence.ErrUncertain) {
+	if !errors.Is(err, seqzk.ErrUncertain) {
 		t.Fatalf("PushOnce across a revalidation after a lost write: err = %v; want ErrUncertain", err)
 	}
 	st, _, err := admin.Describe(ctx, "s")
@@ -351,5 +350,16 @@ func TestPushOnceStopsWhenTheStateWasRevalidatedAfterALostWrite(t *testing.T) {
 	}
 	if st.HasPushKey("k") || len(st.Recycled) != 0 || st.Marker == before.Marker {
 		t.Fatalf("state %+v: want the new marker, no key, nothing recycled", st)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

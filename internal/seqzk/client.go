@@ -1,0 +1,392 @@
+package seqzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Defaults for Options.
+const (
+	DefaultRoot        = "/all-sequences"
+	DefaultCeilingWait = 30 * time.Second
+)
+
+var (
+	// ErrUnknownSequence reports a sequence whose znode does not exist.
+	ErrUnknownSequence = errors.New("unknown sequence")
+
+	// ErrInvalidName reports a sequence name that cannot be a znode name.
+	ErrInvalidName = errors.New("invalid sequence name")
+
+	// ErrCeilingReached reports that a Take found no IDs below the reserved
+	// ceiling and no primary raised it within Options.CeilingWait.
+	ErrCeilingReached = errors.New("reserved ceiling reached")
+
+	// ErrRecreated reports that a write landed on a sequence znode that had
+	// been deleted and created again since it was read. The client fenced
+	// the znode off (no fresh IDs until the primary fast-forwards it) and
+	// handed out nothing.
+	ErrRecreated = errors.New("sequence znode was re-created under a write")
+
+	// ErrUnvalidated reports that a sequence was not validated in the
+	// current ZooKeeper epoch within Options.CeilingWait: ZooKeeper elected
+	// a new leader (restarted, failed over, or was restored from an older
+	// copy) and no primary has yet fast-forwarded the sequence past its
+	// stored ceiling. See State.ZKEpoch.
+	ErrUnvalidated = errors.New("sequence not validated in the current ZooKeeper epoch")
+
+	// ErrMarkerGone reports that a sequence's state names a marker znode
+	// (State.Marker) that does not exist: the state was written in another
+	// ZooKeeper history or incarnation. Nothing may be taken from it until
+	// the primary validates it again (FastForward).
+	ErrMarkerGone = errors.New("validation marker missing")
+
+	// ErrUncertain reports a push whose write may or may not have been
+	// applied (the connection was lost before the reply). After Push,
+	// pushing the same IDs again could hand them out twice, so they must be
+	// treated as lost. After PushOnce, pushing again with the same key is
+	// safe and tells whether the first was applied.
+	ErrUncertain = errors.New("outcome unknown after connection loss")
+)
+
+// namePattern is the sequence name grammar: what is safe as a znode name,
+// an S3 key part, a URL path segment and a shell word.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
+
+// ValidateName reports whether name can name a sequence: 1 to 200 of
+// A-Z a-z 0-9 . _ -, starting with a letter or digit.
+func ValidateName(name string) error {
+	if !namePattern.MatchString(name) {
+		why := "use 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit"
+		switch {
+		case name == "":
+			why = "the name is empty; " + why
+		case strings.Contains(name, "/"):
+			why = "'/' would make it a path, not a name; " + why
+		}
+		return fmt.Errorf("%w %q: %s", ErrInvalidName, name, why)
+	}
+	return nil
+}
+
+// Options configure a Client. The zero value is usable.
+type Options struct {
+	// Root is the znode under which sequences live. Default DefaultRoot.
+	Root string
+	// CeilingWait bounds how long Take waits at the ceiling for the
+	// primary to raise it before failing with ErrCeilingReached. The
+	// caller's context bounds it too. Default DefaultCeilingWait.
+	CeilingWait time.Duration
+}
+
+// Client takes IDs from and pushes IDs back to sequences in ZooKeeper by
+// compare-and-set. It caches each sequence's state and znode version, so an
+// uncontended Take costs one ZooKeeper round trip. It is safe for
+// concurrent use; calls on the same sequence are serialised within a Client
+// (separate Clients, or separate processes, contend through ZooKeeper).
+//
+// The cache cannot be fooled by a deleted and re-created znode (whose
+// version restarts at 0, so an old cached version could match it): a cached
+// state is used only while the session that read it is still the session,
+// and a child watch set on the znode when it was read has not fired. The
+// child watch fires when the znode is deleted but not when its data changes,
+// so the client's own writes do not invalidate the cache; others' writes
+// show up as a failed compare-and-set. Every write also checks that the
+// znode it changed has the creation zxid that was read.
+type Client struct {
+	zk   *zkclient.Client
+	opts Options
+
+	mu    sync.Mutex
+	nodes map[string]*node
+
+	// epoch is the ZooKeeper epoch of the zxid of this client's latest
+	// write: the best guess of the current epoch.
+	epoch atomic.Int64
+
+	stats struct {
+		requests, conflicts, retries, unvalidated atomic.Int64
+	}
+}
+
+// node is the cached view of one znode (a sequence or one of its windows).
+type node struct {
+	mu   sync.Mutex
+	path string
+	// seq is the path of the sequence znode: path itself, or a window's
+	// parent. Markers (State.Marker) are its children.
+	seq     string
+	valid   bool
+	state   state.State
+	version int32
+	czxid   int64
+	// conn is the zkclient connection (zkclient.Client.Connection) the
+	// cache was read on: any reconnect voids it.
+	conn int64
+	// deleted is the child watch set when the znode was read; any event on
+	// it (deletion, a change of windows or markers, a lost session) voids
+	// the cache.
+	deleted <-chan zkclient.Event
+	windows []string
+	markers []string
+	// preferred is, on a sequence node, 1 + the index in windows of the
+	// window this client last took from without a conflict (0: none yet).
+	// See takeOnce.
+	preferred atomic.Int64
+	// seen is set once the znode was read: if it vanishes later, Take
+	// waits for the primary to restore it instead of failing at once.
+	seen bool
+}
+
+// NewClient returns a Client for the sequences under opts.Root.
+func NewClient(c *zkclient.Client, opts Options) (*Client, error) {
+	if c == nil {
+		return nil, errors.New("sequence: NewClient needs a zookeeper client")
+	}
+	if opts.Root == "" {
+		opts.Root = DefaultRoot
+	}
+	if err := zkclient.ValidateRoot(opts.Root); err != nil {
+		return nil, fmt.Errorf("sequence root: %w", err)
+	}
+	if opts.CeilingWait == 0 {
+		opts.CeilingWait = DefaultCeilingWait
+	}
+	if opts.CeilingWait < 0 {
+		return nil, fmt.Errorf("sequence: CeilingWait %s is negative", opts.CeilingWait)
+	}
+	return &Client{zk: c, opts: opts, nodes: make(map[string]*node)}, nil
+}
+
+// Stats are counters of a Client's ZooKeeper traffic, for benchmarks and
+// metrics.
+type Stats struct {
+	// Requests is the number of ZooKeeper requests sent (reads, writes,
+	// watches): the round trips the client paid.
+	Requests int64
+	// Conflicts is the number of compare-and-set writes that lost to
+	// another writer (BadVersion).
+	Conflicts int64
+	// Retries is the number of operations retried after a connection
+	// error.
+	Retries int64
+	// Unvalidated is the number of takes whose write landed in a ZooKeeper
+	// epoch the sequence was not validated in; their IDs were discarded.
+	Unvalidated int64
+}
+
+// Stats returns the client's counters so far.
+func (c *Client) Stats() Stats {
+	return Stats{
+		Requests:  c.stats.requests.Load(),
+		Conflicts: c.stats.conflicts.Load(),
+		Retries:   c.stats.retries.Load(),
+
+		Unvalidated: c.stats.unvalidated.Load(),
+	}
+}
+
+// ZK returns the ZooKeeper session the client uses.
+func (c *Client) ZK() *zkclient.Client { return c.zk }
+
+// Path returns the znode path of sequence name.
+func (c *Client) Path(name string) string { return c.opts.Root + "/" + name }
+
+// Root returns the znode under which the sequences live.
+func (c *Client) Root() string { return c.opts.Root }
+
+func (c *Client) node(path string) *node { return c.nodeIn(path, path) }
+
+// window returns the node of window w of sequence name.
+func (c *Client) window(name, w string) *node {
+	return c.nodeIn(c.Path(name)+"/"+w, c.Path(name))
+}
+
+func (c *Client) nodeIn(path, seq string) *node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[path]
+	if n == nil {
+		n = &node{path: path, seq: seq}
+		c.nodes[path] = n
+	}
+	return n
+}
+
+// usable reports whether the cached state may be used: read on the current
+// connection, and its child watch not fired. It consumes a fired watch, so
+// the next load re-arms it.
+func (n *node) usable(conn int64) bool {
+	if !n.valid || n.deleted == nil || n.conn != conn {
+		return false
+	}
+	select {
+	case <-n.deleted:
+		n.deleted, n.valid = nil, false
+		return false
+	default:
+		return true
+	}
+}
+
+// load reads the znode into the cache. With dataWatch it also returns a
+// watch that fires on the next change of the data (used to wait for a
+// raise). The caller holds n.mu.
+func (c *Client) load(ctx context.Context, name string, n *node, dataWatch bool) (<-chan zkclient.Event, error) {
+	for attempt := 0; ; attempt++ {
+		gen := c.zk.Connection()
+		s := c.zk.Session()
+		if n.deleted != nil {
+			select {
+			case <-n.deleted: // fired: one-shot, so it must be set again
+				n.deleted = nil
+			default:
+			}
+		}
+		if n.deleted == nil || n.conn != gen {
+			// The deletion watch comes first: set before the read, it
+			// covers whatever incarnation the read then sees (checked by
+			// comparing creation zxids below).
+			children, stat, ch, err := s.ChildrenW(ctx, n.path)
+			c.stats.requests.Add(1)
+			if err != nil {
+				return nil, c.zkError(name, err)
+			}
+			sort.Strings(children)
+			n.deleted, n.czxid, n.conn = ch, stat.Czxid, gen
+			n.windows = childrenWith(children, state.WindowPrefix)
+			n.markers = childrenWith(children, state.MarkerPrefix)
+		}
+		var (
+			data  []byte
+			stat  *zkclient.Stat
+			watch <-chan zkclient.Event
+			err   error
+		)
+		if dataWatch {
+			data, stat, watch, err = s.GetW(ctx, n.path)
+		} else {
+			data, stat, err = s.Get(ctx, n.path)
+		}
+		c.stats.requests.Add(1)
+		if err != nil {
+			n.valid = false
+			return nil, c.zkError(name, err)
+		}
+		if stat.Czxid != n.czxid || c.zk.Connection() != gen {
+			// Re-created (or reconnected) between the two requests: the
+			// watch may belong to another incarnation or history.
+			n.deleted, n.valid = nil, false
+			if attempt > 10 {
+				return nil, fmt.Errorf("sequence %q: znode keeps being re-created; is something deleting it?", name)
+			}
+			continue
+		}
+		st, err := state.ParseState(name, data)
+		if err != nil {
+			n.valid = false
+			return nil, err
+		}
+		n.state, n.version, n.valid, n.seen = st, stat.Version, true, true
+		return watch, nil
+	}
+}
+
+// zkError turns a ZooKeeper error into the package's errors.
+func (c *Client) zkError(name string, err error) error {
+	if errors.Is(err, zkclient.ErrNoNode) {
+		return fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, ErrUnknownSequence, c.Path(name), name)
+	}
+	return fmt.Errorf("sequence %q: %w", name, err)
+}
+
+// retryable reports whether err is a connection-level ZooKeeper error after
+// which the operation may be tried again from a fresh read.
+func retryable(err error) bool {
+	return zkclient.IsTransient(err)
+}
+
+// retryDelay spaces the retries of conflicts and connection errors.
+var retryDelay = backoff.Policy{Initial: time.Millisecond, Max: 500 * time.Millisecond}
+
+// errAtCeiling is returned by takeNode when the node has no IDs below its
+// ceiling; the caller decides whether to wait or try elsewhere.
+var errAtCeiling = errors.New("at ceiling")
+
+// unvalidatedError is returned by takeNode when the state may not be used
+// until the primary acts on it: it is not validated, its marker is gone (it
+// belongs to another history or incarnation), its write landed in a
+// ZooKeeper epoch other than its stamp (the write happened, so its IDs are
+// lost), or its znode version is at the limit and must be rotated. No IDs
+// are handed out. marker is the state's marker, so that a waiter can tell
+// when the primary has stamped a new one.
+type unvalidatedError struct {
+	marker string
+	reason string
+}
+
+func (e *unvalidatedError) Error() string { return e.reason }
+
+// errMarkerGone reports a write refused because the marker of the state it
+// was prepared from no longer exists: nothing was written.
+var errMarkerGone = errors.New("marker znode gone")
+
+// cas writes st to nd at the cached version. A validated state is written
+// in a transaction that first checks that its marker exists (markers are
+// created at version 0 and never written), so the write cannot land in
+// another ZooKeeper history or on another incarnation of the znode; it
+// then fails with errMarkerGone and writes nothing.
+func (c *Client) cas(ctx context.Context, nd *node, st state.State) (*zkclient.Stat, error) {
+	if nd.version < 0 || nd.version >= state.VersionLimit {
+		return nil, &unvalidatedError{marker: st.Marker,
+			reason: fmt.Sprintf("znode %s is at data version %d, at the limit %d: the primary rotates it onto a fresh znode", nd.path, nd.version, state.VersionLimit)}
+	}
+	c.stats.requests.Add(1)
+	if st.Legacy || !st.Validated() {
+		return c.zk.Set(ctx, nd.path, st.Encode(), nd.version)
+	}
+	res, err := c.zk.Multi(ctx,
+		zkclient.CheckOp(nd.seq+"/"+st.Marker, 0),
+		zkclient.SetOp(nd.path, st.Encode(), nd.version))
+	switch {
+	case zkclient.FailedOp(err) == 0 && errors.Is(err, zkclient.ErrNoNode):
+		return nil, errMarkerGone
+	case err != nil:
+		return nil, err
+	}
+	return res[1].Stat, nil
+}
+
+// unvalidatedOf says why st cannot be taken from yet, or returns nil.
+func unvalidatedOf(st state.State) error {
+	if st.Legacy || st.Registered || st.Validated() {
+		return nil
+	}
+	return &unvalidatedError{reason: "state not validated by a primary in this ZooKeeper history"}
+}
+
+// epochOf is the ZooKeeper epoch of a zxid: its high 32 bits, incremented
+// by every leader election.
+func epochOf(zxid int64) int64 { return zxid >> 32 }
+
+// observe records the epoch of a write this client made.
+func (c *Client) observe(stat *zkclient.Stat) int64 {
+	e := epochOf(stat.Mzxid)
+	c.epoch.Store(e)
+	return e
+}
+
+// Epoch returns the ZooKeeper epoch of this client's latest write, 0 before
+// the first.
+func (c *Client) Epoch() int64 { return c.epoch.Load() }

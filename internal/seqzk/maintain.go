@@ -1,0 +1,345 @@
+package seqzk
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Registration is what an operator asks for when creating a sequence. The
+// zero value asks for the defaults.
+type Registration struct {
+	Start   int64 // first ID; 0 means state.DefaultStart
+	End     int64 // last ID; 0 means state.MaxID
+	Windows int   // open windows the primary keeps; 0 for none
+}
+
+// Register creates the znode of sequence name holding a registration; the
+// primary initialises it. The root must exist. It fails if the sequence
+// exists.
+func (c *Client) Register(ctx context.Context, name string, r Registration) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st := state.State{Name: name, Registered: true, Start: r.Start, End: r.End, Windows: r.Windows}
+	if st.Start == 0 {
+		st.Start = state.DefaultStart
+	}
+	if st.End == 0 {
+		st.End = state.MaxID
+	}
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	_, err := c.zk.Create(ctx, c.Path(name), st.Encode(), 0)
+	c.stats.requests.Add(1)
+	if errors.Is(err, zkclient.ErrNodeExists) {
+		return fmt.Errorf("sequence %q already exists", name)
+	}
+	if err != nil {
+		return c.zkError(name, err)
+	}
+	return nil
+}
+
+// Raise moves the reserved ceiling of sequence name up to ceiling (capped at
+// the end of the space; it never lowers it) and returns the new state. It
+// keeps the state's ZooKeeper epoch stamp; a registration must first be
+// initialised with Revalidate. Legacy counters have no ceiling and are
+// refused.
+//
+// Raise is the primary's operation: it must be called only after the
+// durable store has accepted ceiling, or invariant 2 (durable before usable)
+// breaks. Tests use it to stand in for the primary. It retries conflicts
+// with clients until ctx is done.
+func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (state.State, error) {
+	return c.update(ctx, name, func(st *state.State) (bool, error) {
+		if st.Legacy {
+			return false, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no ceiling to raise", name)
+		}
+		if st.Registered {
+			return false, fmt.Errorf("sequence %q is not initialised yet: the primary initialises it with Revalidate", name)
+		}
+		ceiling = min(ceiling, st.End)
+		if ceiling <= st.Ceiling {
+			return false, nil
+		}
+		st.Ceiling = ceiling
+		return true, nil
+	})
+}
+
+// ForwardLegacy moves the legacy 8-byte counter of sequence name up to at
+// least to (it never lowers it) and returns the new state. The primary
+// calls it after a ZooKeeper leader election, with the mark the store
+// holds, in case the election followed a restore from an older copy. It
+// retries conflicts with workers until ctx is done.
+func (c *Client) ForwardLegacy(ctx context.Context, name string, to int64) (state.State, error) {
+	return c.update(ctx, name, func(st *state.State) (bool, error) {
+		if !st.Legacy {
+			return false, fmt.Errorf("sequence %q is not a legacy 8-byte counter", name)
+		}
+		if to <= st.Next {
+			return false, nil
+		}
+		st.Next = min(to, state.MaxLegacyCounter)
+		return true, nil
+	})
+}
+
+// reload reads nd afresh for the primary's read-modify-write loops. It
+// reports retry after a connection error (having backed off), and an error
+// when the loop must stop (ctx done, the znode missing or corrupt).
+func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int) (retry bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if _, err := c.load(ctx, name, nd, false); err != nil {
+		if !retryable(err) {
+			return false, err
+		}
+		if err := retryDelay.Wait(ctx, attempt); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// Revalidate makes sequence name usable in the current ZooKeeper epoch and
+// raises its ceiling; it is how the primary initialises, fast-forwards and
+// restores sequences. See State.ZKEpoch for why.
+//
+// If the state is a registration, or is stamped with another epoch than the
+// current one, ZooKeeper may have lost writes since it was validated, so:
+// next moves up to at least floor (the primary passes the stored ceiling +
+// 1, above every ID ever issued); the recycled list and every window are
+// dropped, since their IDs may have been issued again since; and the
+// current epoch is stamped. The IDs skipped are the price of the rule: at
+// most one reserve per sequence per ZooKeeper leader election. A state
+// already stamped with the current epoch keeps its next and recycled IDs.
+// In both cases the ceiling then rises to ceiling (capped at the end of the
+// space).
+//
+// Like Raise, it must be called only after the durable store holds
+// ceiling. It retries until the stamp matches the epoch its write landed
+// in, or ctx is done.
+func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, false)
+}
+
+// FastForward is Revalidate that always moves next up to floor and drops
+// recycled IDs and windows, even when the state carries the current epoch.
+// The primary uses it for a znode whose creation zxid differs from the one
+// the store recorded: deleted and re-created, possibly with old data.
+func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, true)
+}
+
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool) (state.State, error) {
+	if err := ValidateName(name); err != nil {
+		return state.State{}, err
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
+			return state.State{}, err
+		}
+		st := nd.state
+		if st.Legacy {
+			return state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+		}
+		epoch := c.Epoch()
+		if epoch == 0 {
+			epoch = c.probeEpoch(ctx)
+		}
+		stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
+		if stamp {
+			next := st.Next
+			if st.Registered {
+				next = st.Start
+				st = state.State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
+			}
+			st.Next = clampNext(max(next, floor), st.End)
+			st.Ceiling = max(st.Ceiling, st.Next-1)
+			st.Recycled = nil
+			st.ZKEpoch = epoch
+			st.Marker = newMarker()
+			st.PushFloor = st.Next
+		}
+		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
+		if st.Equal(nd.state) {
+			return st, nil // already valid in this epoch and high enough
+		}
+		if err := st.Validate(); err != nil {
+			return state.State{}, err
+		}
+		var err error
+		var stat *zkclient.Stat
+		if stamp {
+			// One transaction: the new state, its new marker, and the
+			// removal of every window and older marker (their IDs and
+			// writes may belong to a lost history). The children come
+			// from the load just made, which lists them afresh after any
+			// reconnect or child event. No marker check: next moves to at
+			// least floor, above everything the store covers, whatever
+			// history this lands in.
+			ops := []zkclient.Op{
+				zkclient.SetOp(nd.path, st.Encode(), nd.version),
+				zkclient.CreateOp(nd.path+"/"+st.Marker, nil, 0),
+			}
+			for _, ch := range slices.Concat(nd.windows, nd.markers) {
+				ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
+			}
+			var res []zkclient.OpResult
+			res, err = c.zk.Multi(ctx, ops...)
+			c.stats.requests.Add(1)
+			if err == nil {
+				stat = res[0].Stat
+			}
+		} else {
+			stat, err = c.cas(ctx, nd, st)
+		}
+		switch {
+		case err == nil:
+			landed := c.observe(stat)
+			nd.state, nd.version = st, stat.Version
+			if stamp {
+				nd.valid = false // the child watch fired
+			}
+			if landed == st.ZKEpoch {
+				return st, nil
+			}
+			force = false // next is already past floor
+			// ZooKeeper changed epochs under us (or our guess was from
+			// before a restore): validate again in the epoch we now know.
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNodeExists),
+			errors.Is(err, zkclient.ErrNotEmpty), errors.Is(err, errMarkerGone):
+			// Lost to a client's take, or the children changed meanwhile:
+			// read again, listing the children afresh. Back off once it
+			// keeps happening, so that a transaction that cannot succeed
+			// never spins hot.
+			c.stats.conflicts.Add(1)
+			nd.valid, nd.deleted = false, nil
+			if errors.Is(err, errMarkerGone) {
+				force = true // the state is not of this history: stamp it
+			}
+			if attempt >= 3 {
+				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
+					return state.State{}, err
+				}
+			}
+		case errors.As(err, new(*unvalidatedError)):
+			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
+		case retryable(err):
+			nd.valid = false
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return state.State{}, err
+			}
+		default:
+			return state.State{}, c.zkError(name, err)
+		}
+	}
+}
+
+// newMarker returns a fresh marker name (see State.Marker).
+func newMarker() string {
+	var b [8]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		panic("sequence: crypto/rand failed: " + err.Error())
+	}
+	return state.MarkerPrefix + hex.EncodeToString(b[:])
+}
+
+// is MaxID (the space is then used up).
+func clampNext(next, end int64) int64 {
+	if end == state.MaxID {
+		return min(next, state.MaxID)
+	}
+	return min(next, end+1)
+}
+
+// probeEpoch learns the current ZooKeeper epoch with a write (the empty data
+// of the root znode, which nothing else uses), or returns 0.
+func (c *Client) probeEpoch(ctx context.Context) int64 {
+	stat, err := c.zk.Set(ctx, c.opts.Root, nil, zkclient.AnyVersion)
+	c.stats.requests.Add(1)
+	if err != nil {
+		return 0
+	}
+	return c.observe(stat)
+}
+
+// CurrentEpoch returns the current ZooKeeper epoch, learned by writing the
+// (unused, empty) data of the root znode: only a write reveals the zxid of
+// now. The primary calls it periodically to notice leader elections.
+func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	stat, err := c.zk.Set(ctx, c.opts.Root, nil, zkclient.AnyVersion)
+	c.stats.requests.Add(1)
+	if err != nil {
+		return 0, fmt.Errorf("probe zookeeper epoch at %s: %w", c.opts.Root, err)
+	}
+	return c.observe(stat), nil
+}
+
+// update applies change to a freshly read state of sequence name and writes
+// it back by compare-and-set, retrying conflicts. change reports whether it
+// changed anything.
+func (c *Client) update(ctx context.Context, name string, change func(*state.State) (bool, error)) (state.State, error) {
+	if err := ValidateName(name); err != nil {
+		return state.State{}, err
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
+			return state.State{}, err
+		}
+		st := nd.state
+		changed, err := change(&st)
+		if err != nil || !changed {
+			return nd.state, err
+		}
+		if err := st.Validate(); err != nil {
+			return state.State{}, err
+		}
+		stat, err := c.cas(ctx, nd, st)
+		switch {
+		case err == nil:
+			nd.state, nd.version = st, stat.Version
+			return st, nil
+		case errors.Is(err, errMarkerGone):
+			return state.State{}, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
+		case errors.As(err, new(*unvalidatedError)):
+			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
+		case errors.Is(err, zkclient.ErrBadVersion):
+			c.stats.conflicts.Add(1)
+		case retryable(err):
+			// A raise is idempotent: re-reading shows whether it landed.
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return state.State{}, err
+			}
+		default:
+			return state.State{}, c.zkError(name, err)
+		}
+	}
+}

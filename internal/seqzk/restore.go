@@ -1,0 +1,153 @@
+package seqzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Limits of one restore transaction: ZooKeeper refuses requests above
+// jute.maxbuffer (1 MB by default), so batches stay well below it.
+const (
+	restoreBatchBytes = 512 << 10
+	restoreBatchOps   = 1000
+	// restoreParallelism bounds the restore transactions in flight.
+	restoreParallelism = 4
+)
+
+// Restore creates the znodes of states that do not exist, in batched
+// multi() transactions (all or nothing per batch, each under 512 KB), and
+// returns how many it created. It is the primary's operation after
+// ZooKeeper lost data: every state must already be covered by the durable
+// store. States are stamped with epoch and a fresh marker, created in the
+// same transaction; each transaction also writes the root so the epoch it
+// landed in is known, and Restore returns the names whose stamp turned out
+// wrong (ZooKeeper changed leaders meanwhile), for the caller to
+// Revalidate. Existing znodes are left alone. An invalid state is left out
+// and reported in err; it does not hold back the others.
+func (c *Client) Restore(ctx context.Context, states []state.State, epoch int64) (created int, stale []string, err error) {
+	// Validate everything and cut it into transactions first.
+	var batches [][]state.State
+	var batch []state.State
+	var invalid []error
+	size := 0
+	for _, st := range states {
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
+		if err := ValidateName(st.Name); err != nil {
+			invalid = append(invalid, err)
+			continue
+		}
+		if !st.Legacy {
+			st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), st.Next
+		}
+		if err := st.Validate(); err != nil {
+			invalid = append(invalid, fmt.Errorf("restore: %w", err))
+			continue
+		}
+		n := len(st.Encode()) + 2*len(c.Path(st.Name)) + 128
+		if len(batch) > 0 && (size+n > restoreBatchBytes || len(batch) >= restoreBatchOps) {
+			batches = append(batches, batch)
+			batch, size = nil, 0
+		}
+		batch = append(batch, st)
+		size += n
+	}
+	if len(batch) > 0 {
+		batches = append(batches, batch)
+	}
+
+	// Performance: the transactions are independent, so up to
+	// restoreParallelism of them are in flight at once. go-zookeeper
+	// pipelines them on the one connection and the server commits them
+	// with shared fsyncs, instead of one round trip (and one fsync) after
+	// another. The first failure stops new transactions from starting.
+	var (
+		mu     sync.Mutex
+		errs   []error
+		failed atomic.Bool
+		wg     sync.WaitGroup
+	)
+	sem := make(chan struct{}, restoreParallelism)
+	for _, b := range batches {
+		if failed.Load() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			n, st, err := c.restoreBatch(ctx, b, epoch)
+			mu.Lock()
+			defer mu.Unlock()
+			created += n
+			stale = append(stale, st...)
+			if err != nil {
+				failed.Store(true)
+				errs = append(errs, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) == 0 && ctx.Err() != nil {
+		return created, stale, ctx.Err()
+	}
+	return created, stale, errors.Join(append(invalid, errs...)...)
+}
+
+// createOps returns the operations that create the znode of st and, for a
+// validated state, its marker.
+func (c *Client) createOps(st state.State) []zkclient.Op {
+	ops := []zkclient.Op{zkclient.CreateOp(c.Path(st.Name), st.Encode(), 0)}
+	if st.Marker != "" {
+		ops = append(ops, zkclient.CreateOp(c.Path(st.Name)+"/"+st.Marker, nil, 0))
+	}
+	return ops
+}
+
+// restoreBatch creates the znodes of one batch of Restore in one multi()
+// transaction, or one by one when some exist already.
+func (c *Client) restoreBatch(ctx context.Context, batch []state.State, epoch int64) (created int, stale []string, err error) {
+	ops := make([]zkclient.Op, 0, 2*len(batch)+1)
+	for _, st := range batch {
+		ops = append(ops, c.createOps(st)...)
+	}
+	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
+	res, err := c.zk.Multi(ctx, ops...)
+	c.stats.requests.Add(1)
+	switch {
+	case err == nil:
+		if c.observe(res[len(res)-1].Stat) != epoch {
+			for _, st := range batch {
+				stale = append(stale, st.Name)
+			}
+		}
+		return len(batch), stale, nil
+	case errors.Is(err, zkclient.ErrNodeExists):
+		// Some exist already: create the rest one by one.
+		for _, st := range batch {
+			if err := ctx.Err(); err != nil {
+				return created, stale, err
+			}
+			_, err := c.zk.Multi(ctx, c.createOps(st)...)
+			c.stats.requests.Add(1)
+			switch {
+			case err == nil:
+				created++
+				stale = append(stale, st.Name) // epoch not verified
+			case errors.Is(err, zkclient.ErrNodeExists):
+			default:
+				return created, stale, c.zkError(st.Name, err)
+			}
+		}
+		return created, stale, nil
+	default:
+		return 0, nil, fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
+	}
+}
