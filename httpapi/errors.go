@@ -6,9 +6,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Error codes of the API. They are part of the contract (docs/http-api.md):
@@ -74,8 +73,7 @@ func classify(err error) (int, string) {
 		return http.StatusServiceUnavailable, CodeUnvalidated
 	case errors.Is(err, sequence.ErrClosed), errors.Is(err, errShuttingDown):
 		return http.StatusServiceUnavailable, CodeShuttingDown
-	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired),
-		errors.Is(err, zk.ErrSessionMoved), errors.Is(err, zk.ErrClosing):
+	case zkclient.IsTransient(err), errors.Is(err, zkclient.ErrClosed):
 		return http.StatusServiceUnavailable, CodeZKUnavailable
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, CodeUnavailable

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -26,7 +28,7 @@ func (r *replica) recycle(name, body string, keys ...string) (int, []byte) {
 // zkData reads the raw data of sequence name's znode.
 func (e *env) zkData(name string) string {
 	e.t.Helper()
-	data, _, err := e.admin.ZK().Conn().Get(e.root + "/" + name)
+	data, _, err := e.admin.ZK().Get(context.Background(), e.root+"/"+name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -41,7 +43,7 @@ func (e *env) zkData(name string) string {
 func TestRecycleWithIdempotencyKeyAppliesOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("r", sequence.Registration{}, 1000)
+	e.create("r", seqzk.Registration{}, 1000)
 	rep := e.replica(httpapi.Options{}, sequence.Options{})
 	if got := rep.ids("r", 10); got.String() != "1:10" {
 		t.Fatalf("ids: %v", got)
@@ -96,7 +98,7 @@ func TestRecycleWithIdempotencyKeyAppliesOnce(t *testing.T) {
 func TestRecycleIdempotencyKeyErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("r", sequence.Registration{}, 1000)
+	e.create("r", seqzk.Registration{}, 1000)
 	rep := e.replica(httpapi.Options{}, sequence.Options{})
 	if got := rep.ids("r", 10); got.String() != "1:10" {
 		t.Fatalf("ids: %v", got)

@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
@@ -31,7 +32,7 @@ type env struct {
 	t       testing.TB
 	servers []string
 	root    string
-	admin   *sequence.Client // stands in for the operator and the primary
+	admin   *seqzk.Client // stands in for the operator and the primary
 }
 
 func newEnv(t testing.TB) *env {
@@ -39,10 +40,14 @@ func newEnv(t testing.TB) *env {
 	z := testenv.ZooKeeper(t)
 	e := &env{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
 	zc := e.session()
-	if err := zkclient.EnsurePath(zc.Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := zc.EnsurePath(context.Background(), e.root); err != nil {
 		t.Fatal(err)
 	}
-	e.admin = e.client(zc, sequence.Options{})
+	admin, err := seqzk.NewClient(zc, seqzk.Options{Root: e.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.admin = admin
 	return e
 }
 
@@ -68,7 +73,7 @@ func (e *env) client(zc *zkclient.Client, opts sequence.Options) *sequence.Clien
 }
 
 // create registers name and raises its ceiling, standing in for the primary.
-func (e *env) create(name string, r sequence.Registration, ceiling int64) {
+func (e *env) create(name string, r seqzk.Registration, ceiling int64) {
 	e.t.Helper()
 	if err := e.admin.Register(context.Background(), name, r); err != nil {
 		e.t.Fatal(err)
@@ -172,7 +177,7 @@ func wantError(t testing.TB, what string, code int, body []byte, wantStatus int,
 func TestIDs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("orders", sequence.Registration{}, 1_000_000)
+	e.create("orders", seqzk.Registration{}, 1_000_000)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
 
 	if got := r.ids("orders", 1); got.String() != "1" {
@@ -195,7 +200,7 @@ func TestIDs(t *testing.T) {
 func TestIDsErrors(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("orders", sequence.Registration{}, 1000)
+	e.create("orders", seqzk.Registration{}, 1000)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
 	tests := []struct {
 		method, path string
@@ -228,8 +233,8 @@ func TestIDsErrors(t *testing.T) {
 func TestIDsAtCeilingAndExhausted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("capped", sequence.Registration{}, 10)
-	e.create("small", sequence.Registration{End: 5}, 5)
+	e.create("capped", seqzk.Registration{}, 10)
+	e.create("small", seqzk.Registration{End: 5}, 5)
 	r := e.replica(httpapi.Options{}, sequence.Options{CeilingWait: 200 * time.Millisecond})
 
 	// Fewer IDs than asked for: the ten below the ceiling, not an error.
@@ -259,7 +264,7 @@ func TestIDsAtCeilingAndExhausted(t *testing.T) {
 func TestRecycle(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("r", sequence.Registration{}, 1000)
+	e.create("r", seqzk.Registration{}, 1000)
 	rep := e.replica(httpapi.Options{}, sequence.Options{})
 	if got := rep.ids("r", 10); got.String() != "1:10" {
 		t.Fatalf("ids: %v", got)
@@ -268,7 +273,7 @@ func TestRecycle(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), `"recycled":4`) {
 		t.Fatalf("recycle: %d %s", code, body)
 	}
-	d, err := httpapi.DescribeSequence(context.Background(), e.session(), e.admin, "r")
+	d, err := httpapi.DescribeSequence(context.Background(), e.session(), e.root, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +321,7 @@ func TestRecycle(t *testing.T) {
 func TestToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("t", sequence.Registration{}, 1000)
+	e.create("t", seqzk.Registration{}, 1000)
 	r := e.replica(httpapi.Options{Token: "s3cret-token"}, sequence.Options{})
 	for _, path := range []string{"/v1/sequences/t/ids", "/v1/sequences", "/v1/status", "/metrics"} {
 		method := "GET"
@@ -360,15 +365,15 @@ func TestToken(t *testing.T) {
 func TestListDescribeStatusReady(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("plain", sequence.Registration{Start: 100}, 199)
-	if err := e.admin.Register(context.Background(), "waiting", sequence.Registration{}); err != nil {
+	e.create("plain", seqzk.Registration{Start: 100}, 199)
+	if err := e.admin.Register(context.Background(), "waiting", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	conn := e.session().Conn()
+	conn := e.session()
 	legacy := make([]byte, 8)
 	binary.BigEndian.PutUint64(legacy, 41)
 	for name, data := range map[string][]byte{"legacy": legacy, "broken": []byte("seqkeeper-sequence v1\nnext x\n"), "bad name!": nil} {
-		if _, err := conn.Create(e.root+"/"+name, data, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		if _, err := conn.Create(context.Background(), e.root+"/"+name, data, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -452,7 +457,7 @@ func TestListMissingRoot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
-	if err := e.session().Conn().Delete(e.root, -1); err != nil {
+	if err := e.session().Delete(context.Background(), e.root, zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	code, _, body := r.call("GET", "/v1/sequences", "", "")
@@ -462,7 +467,7 @@ func TestListMissingRoot(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("m", sequence.Registration{}, 100_000)
+	e.create("m", seqzk.Registration{}, 100_000)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
 	r.ids("m", 100)
 	r.ids("m", 1)
@@ -493,7 +498,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// A second Server on the same registry is refused, not half-built.
-	_, err := httpapi.New(httpapi.Options{Sequences: e.admin, ZooKeeper: e.session(), Registry: r.reg})
+	_, err := httpapi.New(httpapi.Options{Sequences: e.client(e.session(), sequence.Options{}), ZooKeeper: e.session(), Registry: r.reg})
 	if err == nil || !strings.Contains(err.Error(), "register metrics") {
 		t.Fatalf("second Server on one registry: %v", err)
 	}
@@ -505,10 +510,10 @@ func TestNewChecksOptions(t *testing.T) {
 	zc := e.session()
 	for name, opts := range map[string]httpapi.Options{
 		"no sequences": {ZooKeeper: zc},
-		"no zookeeper": {Sequences: e.admin},
-		"bad count":    {Sequences: e.admin, ZooKeeper: zc, MaxCount: -1},
-		"bad token":    {Sequences: e.admin, ZooKeeper: zc, Token: "a b"},
-		"bad batches":  {Sequences: e.admin, ZooKeeper: zc, Allocator: sequence.AllocatorOptions{MinBatch: 10, InitialBatch: 5}},
+		"no zookeeper": {Sequences: e.client(zc, sequence.Options{})},
+		"bad count":    {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, MaxCount: -1},
+		"bad token":    {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, Token: "a b"},
+		"bad batches":  {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, Allocator: sequence.AllocatorOptions{MinBatch: 10, InitialBatch: 5}},
 	} {
 		if _, err := httpapi.New(opts); err == nil {
 			t.Errorf("%s: New accepted it", name)
@@ -548,7 +553,7 @@ func (l *ledger) check(t testing.TB) int64 {
 func TestConcurrentRequestsAcrossReplicasAreUnique(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("hot", sequence.Registration{}, 1<<40)
+	e.create("hot", seqzk.Registration{}, 1<<40)
 	small := sequence.AllocatorOptions{InitialBatch: 50, MinBatch: 10, MaxBatch: 400, BatchDuration: 20 * time.Millisecond}
 	replicas := []*replica{
 		e.replica(httpapi.Options{Allocator: small}, sequence.Options{}),
@@ -596,8 +601,8 @@ func TestConcurrentRequestsAcrossReplicasAreUnique(t *testing.T) {
 func TestClosePushesBackUnusedIDs(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.create("c", sequence.Registration{}, 1000)
-	e.create("d", sequence.Registration{}, 1000)
+	e.create("c", seqzk.Registration{}, 1000)
+	e.create("d", seqzk.Registration{}, 1000)
 	r := e.replica(httpapi.Options{Allocator: sequence.AllocatorOptions{InitialBatch: 100}}, sequence.Options{})
 	var l ledger
 	l.add(r.ids("c", 7))
@@ -619,7 +624,7 @@ func TestClosePushesBackUnusedIDs(t *testing.T) {
 	// recycled, and nothing is both.
 	zc := e.session()
 	for name, answered := range map[string]sequence.Ranges{"c": nil, "d": d} {
-		det, err := httpapi.DescribeSequence(context.Background(), zc, e.admin, name)
+		det, err := httpapi.DescribeSequence(context.Background(), zc, e.root, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -644,7 +649,7 @@ func BenchmarkHTTPIDs(b *testing.B) {
 	for _, count := range []int{1, 100} {
 		b.Run(fmt.Sprintf("count=%d/callers=8", count), func(b *testing.B) {
 			e := newEnv(b)
-			e.create("bench", sequence.Registration{}, 1<<60)
+			e.create("bench", seqzk.Registration{}, 1<<60)
 			r := e.replica(httpapi.Options{Allocator: sequence.AllocatorOptions{InitialBatch: 10_000, MaxBatch: 1_000_000}}, sequence.Options{})
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 			url := fmt.Sprintf("%s/v1/sequences/bench/ids?count=%d", r.ts.URL, count)
