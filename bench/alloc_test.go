@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -37,8 +39,8 @@ func BenchmarkAllocatorNext(b *testing.B) {
 func newAllocator(b *testing.B, opts sequence.AllocatorOptions) *sequence.Allocator {
 	b.Helper()
 	e := newEnv(b)
+	e.create("bench", seqzk.Registration{})
 	c := e.client()
-	e.create(c, "bench", sequence.Registration{})
 	alloc, err := sequence.NewAllocator(c, "bench", opts)
 	if err != nil {
 		b.Fatal(err)
@@ -158,8 +160,8 @@ func BenchmarkZKRoundTrips(b *testing.B) {
 		} {
 			b.Run(mode+"/"+batch.name, func(b *testing.B) {
 				e := newEnv(b)
+				e.create("bench", seqzk.Registration{})
 				c := e.client()
-				e.create(c, "bench", sequence.Registration{})
 				ctx := context.Background()
 				before := c.Stats().Requests
 				b.ResetTimer()

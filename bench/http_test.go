@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // BenchmarkHTTP is the sidecar row: POST /v1/sequences/{name}/ids with
@@ -26,7 +28,7 @@ func BenchmarkHTTP(b *testing.B) {
 	for _, count := range []int{1, 100} {
 		b.Run(fmt.Sprintf("count=%d/callers=%d", count, callers), func(b *testing.B) {
 			e := newEnv(b)
-			e.create(e.client(), "bench", sequence.Registration{})
+			e.create("bench", seqzk.Registration{})
 			zc := e.session()
 			seqs, err := sequence.NewClient(zc, sequence.Options{Root: e.root})
 			if err != nil {

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/sequence"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -40,7 +41,7 @@ func newEnv(b *testing.B) *env {
 	b.Helper()
 	z := testenv.ZooKeeper(b)
 	e := &env{b: b, servers: z.Servers, root: z.Root + "/all-sequences"}
-	if err := zkclient.EnsurePath(e.session().Conn(), e.root, zk.WorldACL(zk.PermAll)); err != nil {
+	if err := e.session().EnsurePath(context.Background(), e.root); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -58,7 +59,7 @@ func (e *env) session() *zkclient.Client {
 	return c
 }
 
-// client returns a sequence client on a session of its own.
+// client returns a worker's sequence client on a session of its own.
 func (e *env) client() *sequence.Client {
 	e.b.Helper()
 	c, err := sequence.NewClient(e.session(), sequence.Options{Root: e.root})
@@ -68,10 +69,21 @@ func (e *env) client() *sequence.Client {
 	return c
 }
 
+// admin returns a client with the primary's powers on a session of its own.
+func (e *env) admin() *seqzk.Client {
+	e.b.Helper()
+	c, err := seqzk.NewClient(e.session(), seqzk.Options{Root: e.root})
+	if err != nil {
+		e.b.Fatal(err)
+	}
+	return c
+}
+
 // create registers name and sets its ceiling, standing in for the primary
 // (a ceiling of 1<<50 never needs raising during a benchmark).
-func (e *env) create(c *sequence.Client, name string, r sequence.Registration) {
+func (e *env) create(name string, r seqzk.Registration) *seqzk.Client {
 	e.b.Helper()
+	c := e.admin()
 	ctx := context.Background()
 	if err := c.Register(ctx, name, r); err != nil {
 		e.b.Fatal(err)
@@ -79,6 +91,7 @@ func (e *env) create(c *sequence.Client, name string, r sequence.Registration) {
 	if _, err := c.Revalidate(ctx, name, 0, 1<<50); err != nil {
 		e.b.Fatal(err)
 	}
+	return c
 }
 
 // hist is a latency histogram with 1 ns buckets up to histLinear and the

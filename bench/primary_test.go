@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // openStore returns a Store on a fresh MinIO bucket with the default
@@ -31,19 +35,18 @@ func openStore(b *testing.B, s3 *testenv.S3) *persist.Store {
 }
 
 // startPrimary runs a primary on e's root until the benchmark ends.
-func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*primary.Config)) *primary.Primary {
+func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*config.Primary)) *primary.Primary {
 	b.Helper()
-	cfg := primary.DefaultConfig()
-	seqs, err := sequence.NewClient(e.session(), sequence.Options{Root: e.root})
+	cfg := config.DefaultPrimary()
+	seqs, err := seqzk.NewClient(e.session(), seqzk.Options{Root: e.root})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg.Sequences, cfg.Store, cfg.Holder = seqs, store, "bench"
 	cfg.MarkerPath = e.root + "-cluster"
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := primary.New(cfg)
+	p, err := primary.New(cfg, primary.Deps{Sequences: seqs, Store: store, Holder: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func restoreOnce(b *testing.B, n int) {
 	}
 	recs := make([]persist.Record, n)
 	for i := range recs {
-		recs[i] = persist.Record{Name: fmt.Sprintf("s%06d", i), Ceiling: int64(1000 + i), Start: 1, End: sequence.MaxID}
+		recs[i] = persist.Record{Name: fmt.Sprintf("s%06d", i), Ceiling: int64(1000 + i), Start: 1, End: state.MaxID}
 	}
 	if err := seed.Put(ctx, epoch, recs...); err != nil {
 		b.Fatal(err)
@@ -152,15 +155,15 @@ func BenchmarkRaises(b *testing.B) {
 	const sequences, clients = 200, 8
 	ctx := context.Background()
 	e := newEnv(b)
-	admin := e.client()
+	admin := e.admin()
 	names := make([]string, sequences)
 	for i := range names {
 		names[i] = fmt.Sprintf("r%03d", i)
-		if err := admin.Register(ctx, names[i], sequence.Registration{}); err != nil {
+		if err := admin.Register(ctx, names[i], seqzk.Registration{}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	p := startPrimary(b, e, openStore(b, testenv.ObjectStore(b)), func(c *primary.Config) {
+	p := startPrimary(b, e, openStore(b, testenv.ObjectStore(b)), func(c *config.Primary) {
 		c.MinReserve, c.Runway = 100, time.Nanosecond
 	})
 	waitUntil(b, time.Minute, "initialise", func() bool { return p.Stats().Initialised >= sequences })

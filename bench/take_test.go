@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/go-zookeeper/zk"
-
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // BenchmarkContention is the contention row: single-ID takes (batch 1) by
@@ -25,26 +25,27 @@ func BenchmarkContention(b *testing.B) {
 		b.Run(fmt.Sprintf("naive/clients=%d", clients), func(b *testing.B) {
 			e := newEnv(b)
 			path := e.root + "/naive"
-			if _, err := e.session().Conn().Create(path, make([]byte, 8), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			if _, err := e.session().Create(context.Background(), path, make([]byte, 8), 0); err != nil {
 				b.Fatal(err)
 			}
-			conns := make([]*zk.Conn, clients)
+			conns := make([]*zkclient.Client, clients)
 			for i := range conns {
-				conns[i] = e.session().Conn()
+				conns[i] = e.session()
 			}
+			ctx := context.Background()
 			var requests atomic.Int64
 			forDuration(b, clients, func(i int) error {
 				for {
-					data, stat, err := conns[i].Get(path)
+					data, stat, err := conns[i].Get(ctx, path)
 					requests.Add(1)
 					if err != nil {
 						return err
 					}
 					next := make([]byte, 8)
 					binary.BigEndian.PutUint64(next, binary.BigEndian.Uint64(data)+1)
-					_, err = conns[i].Set(path, next, stat.Version)
+					_, err = conns[i].Set(ctx, path, next, stat.Version)
 					requests.Add(1)
-					if !errors.Is(err, zk.ErrBadVersion) {
+					if !errors.Is(err, zkclient.ErrBadVersion) {
 						return err
 					}
 				}
@@ -56,8 +57,7 @@ func BenchmarkContention(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("sequence/clients=%d/windows=%d", clients, windows), func(b *testing.B) {
 				e := newEnv(b)
-				setup := e.client()
-				e.create(setup, "take", sequence.Registration{Windows: windows})
+				setup := e.create("take", seqzk.Registration{Windows: windows})
 				for range windows {
 					if _, err := setup.OpenWindow(context.Background(), "take", 1<<30); err != nil {
 						b.Fatal(err)
