@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Candidate node names: _c_<guid>-n_<sequence>. The GUID is what makes a
@@ -96,7 +98,8 @@ func compareInt(a, b int64) int {
 // lookup can index past the end of a short foreign name. Looking first also
 // makes adoption the ordinary path rather than a rare recovery.
 func (e *Election) join(ctx context.Context, c *candidate) error {
-	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	pause := e.retryPolicy()
+	failures := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -108,12 +111,13 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 		sid := e.client.SessionID()
 		switch {
 		case err != nil:
-			if errors.Is(err, zk.ErrNoNode) || isFatal(err) {
+			if errors.Is(err, zkclient.ErrNoNode) || isFatal(err) {
 				return err
 			}
-			if !sleep(ctx, pause.next()) {
+			if pause.Wait(ctx, failures) != nil {
 				return ctx.Err()
 			}
+			failures++
 			continue
 		case found != "" && owner == sid:
 			c.node, c.session = found, sid
@@ -131,15 +135,17 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 		if err := e.ready(ctx); err != nil {
 			return err
 		}
-		sid = e.client.SessionID()
+		s := e.client.Session()
+		sid = s.ID()
 		if e.beforeCreate != nil {
 			e.beforeCreate()
 		}
 		c.created = true
 		done := make(chan createResult, 1)
-		conn := e.client.Conn()
 		go func() {
-			p, err := conn.Create(e.path+"/"+nodePrefix+c.guid+seqMarker, e.data, zk.FlagEphemeral|zk.FlagSequence, e.acl)
+			// Not bound to ctx: leave needs the outcome of a create that
+			// was still running when join gave up waiting.
+			p, err := s.Create(context.WithoutCancel(ctx), e.path+"/"+nodePrefix+c.guid+seqMarker, e.data, zkclient.Ephemeral|zkclient.Sequential)
 			done <- createResult{p, err}
 		}()
 		var r createResult
@@ -158,22 +164,28 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 			// The session changed around the create (a request queued
 			// while disconnected is sent on the next connection): find out
 			// which session owns the node.
-		case errors.Is(r.err, zk.ErrNoNode), isFatal(r.err):
+		case errors.Is(r.err, zkclient.ErrNoNode), isFatal(r.err):
 			return r.err
 		default:
 			// Connection loss or session expiry: the node may or may not
 			// exist. Look for it before creating another.
 			e.log.Debug().Err(r.err).Str("guid", c.guid).Msg("election: create failed; looking for the node by GUID")
-			if !sleep(ctx, pause.next()) {
+			if pause.Wait(ctx, failures) != nil {
 				return ctx.Err()
 			}
+			failures++
 		}
 	}
 }
 
 // isFatal tells errors that retrying cannot fix.
 func isFatal(err error) bool {
-	return errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrInvalidACL) || errors.Is(err, zk.ErrBadArguments)
+	return errors.Is(err, zkclient.ErrNoAuth) || errors.Is(err, zkclient.ErrInvalidACL) || errors.Is(err, zkclient.ErrBadArguments)
+}
+
+// retryPolicy spaces the retries of one candidacy's requests.
+func (e *Election) retryPolicy() backoff.Policy {
+	return backoff.Policy{Initial: 20 * time.Millisecond, Max: max(e.lossAfter/2, 50*time.Millisecond)}
 }
 
 func mustSeq(path string) int64 {
@@ -184,9 +196,9 @@ func mustSeq(path string) int64 {
 // find returns the candidate node with this GUID and its owner session, or
 // "" when there is none.
 func (e *Election) find(ctx context.Context, guid string) (node string, owner int64, err error) {
-	children, err := call(ctx, e, func(conn *zk.Conn) ([]string, error) {
-		ch, _, err := conn.Children(e.path)
-		return ch, err
+	children, err := call(ctx, e, func(s zkclient.Session) ([]string, error) {
+		names, _, err := s.Children(ctx, e.path)
+		return names, err
 	})
 	if err != nil {
 		return "", 0, err
@@ -196,11 +208,8 @@ func (e *Election) find(ctx context.Context, guid string) (node string, owner in
 			continue
 		}
 		p := e.path + "/" + name
-		st, err := call(ctx, e, func(conn *zk.Conn) (*zk.Stat, error) {
-			ok, st, err := conn.Exists(p)
-			if err == nil && !ok {
-				return nil, nil
-			}
+		st, err := call(ctx, e, func(s zkclient.Session) (*zkclient.Stat, error) {
+			_, st, err := s.Exists(ctx, p)
 			return st, err
 		})
 		if err != nil {
@@ -219,25 +228,27 @@ func (e *Election) find(ctx context.Context, guid string) (node string, owner in
 func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 	changes, stop := e.client.Changes()
 	defer stop()
-	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	pause := e.retryPolicy()
+	failures := 0
 	for {
 		if e.client.SessionID() != c.session {
 			return ErrSessionLost
 		}
-		children, err := call(ctx, e, func(conn *zk.Conn) ([]string, error) {
-			ch, _, err := conn.Children(e.path)
-			return ch, err
+		children, err := call(ctx, e, func(s zkclient.Session) ([]string, error) {
+			names, _, err := s.Children(ctx, e.path)
+			return names, err
 		})
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, zk.ErrNoNode) || isFatal(err) {
+			if ctx.Err() != nil || errors.Is(err, zkclient.ErrNoNode) || isFatal(err) {
 				return err
 			}
-			if !sleep(ctx, pause.next()) {
+			if pause.Wait(ctx, failures) != nil {
 				return ctx.Err()
 			}
+			failures++
 			continue
 		}
-		pause.reset()
+		failures = 0
 		queue := sortedCandidates(children)
 		i := slices.IndexFunc(queue, func(x entry) bool { return e.path+"/"+x.name == c.node })
 		switch {
@@ -249,21 +260,21 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 		pred := e.path + "/" + queue[i-1].name
 		// A data watch, not an exists watch: on a node that is already gone
 		// go-zookeeper would keep an exists watch registered for ever.
-		type watched struct{ ch <-chan zk.Event }
-		w, err := call(ctx, e, func(conn *zk.Conn) (watched, error) {
-			_, _, ch, err := conn.GetW(pred)
-			return watched{ch}, err
+		predGone, err := call(ctx, e, func(s zkclient.Session) (<-chan zkclient.Event, error) {
+			_, _, ch, err := s.GetW(ctx, pred)
+			return ch, err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // gone already: look again
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
 			}
-			if !sleep(ctx, pause.next()) {
+			if pause.Wait(ctx, failures) != nil {
 				return ctx.Err()
 			}
+			failures++
 			continue
 		}
 		e.logc(zerolog.DebugLevel, c).Str("predecessor", pred).Int("position", i).Msg("election: waiting for predecessor")
@@ -272,7 +283,7 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-w.ch:
+			case <-predGone:
 				// Deleted, or the session ended (EventNotWatching): either
 				// way the queue must be read again; the predecessor's
 				// departure does not make us the lowest.
@@ -322,9 +333,9 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 
 	changes, stop := e.client.Changes()
 	defer stop()
-	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
+	pause := e.retryPolicy()
 	var expire <-chan time.Time
-	for {
+	for failures := 0; ; failures++ {
 		if c.session != 0 && e.client.SessionID() != c.session {
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; the node went with its session")
 			return
@@ -335,7 +346,7 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 			expire = t.C
 		}
 		err := e.deleteNode(c.node, limit)
-		if err == nil || errors.Is(err, zk.ErrNoNode) {
+		if err == nil || errors.Is(err, zkclient.ErrNoNode) {
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; candidate node deleted")
 			return
 		}
@@ -345,7 +356,7 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 		}
 		select {
 		case <-changes:
-		case <-time.After(pause.next()):
+		case <-time.After(pause.Delay(failures)):
 		case <-expire:
 			e.logc(zerolog.WarnLevel, c).Err(err).Msg("election: gave up deleting candidate node; it goes when the session ends")
 			return
@@ -357,6 +368,6 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 func (e *Election) deleteNode(p string, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	_, err := call(ctx, e, func(conn *zk.Conn) (struct{}, error) { return struct{}{}, conn.Delete(p, -1) })
+	_, err := call(ctx, e, func(s zkclient.Session) (struct{}, error) { return struct{}{}, s.Delete(ctx, p, zkclient.AnyVersion) })
 	return err
 }

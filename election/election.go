@@ -10,10 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -82,7 +82,8 @@ type Term struct {
 }
 
 // Config configures an Election. Client, Path and Identity.ID are required;
-// New fills in the rest.
+// New fills in the rest. The nodes the election creates get the Client's
+// ACL.
 type Config struct {
 	// Client is the process's shared ZooKeeper session. It must stay open
 	// while Run runs. Its SessionTimeout is the time base of LossFraction.
@@ -100,8 +101,6 @@ type Config struct {
 	// step-downs on a slow network. Default DefaultLossFraction; must lie in
 	// (0, MaxLossFraction].
 	LossFraction float64
-	// ACL of the nodes this package creates. Default zk.WorldACL(zk.PermAll).
-	ACL []zk.ACL
 	// Logger receives every transition. Default: disabled.
 	Logger zerolog.Logger
 }
@@ -126,7 +125,6 @@ type Election struct {
 	path      string
 	epochPath string
 	data      []byte
-	acl       []zk.ACL
 	lossAfter time.Duration
 	log       zerolog.Logger
 
@@ -177,9 +175,6 @@ func New(cfg Config) (*Election, error) {
 	if lossAfter := time.Duration(float64(timeout) * cfg.LossFraction); lossAfter < 10*time.Millisecond {
 		return nil, fmt.Errorf("election: session timeout %s × LossFraction %v = %s: too short to detect a loss in time", timeout, cfg.LossFraction, lossAfter)
 	}
-	if cfg.ACL == nil {
-		cfg.ACL = zk.WorldACL(zk.PermAll)
-	}
 	data, err := json.Marshal(cfg.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("election: encode identity: %w", err)
@@ -189,7 +184,6 @@ func New(cfg Config) (*Election, error) {
 		path:      cfg.Path,
 		epochPath: cfg.Path + "-epoch",
 		data:      data,
-		acl:       cfg.ACL,
 		lossAfter: time.Duration(float64(timeout) * cfg.LossFraction),
 		log:       cfg.Logger.With().Str("component", "election").Str("id", cfg.Identity.ID).Logger(),
 		newGUID:   uuid.NewString,
@@ -232,7 +226,8 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context, term 
 	}
 	defer e.running.Store(false)
 
-	pause := backoff{min: 50 * time.Millisecond, max: max(e.lossAfter, 100*time.Millisecond)}
+	pause := backoff.Policy{Initial: 50 * time.Millisecond, Max: max(e.lossAfter, 100*time.Millisecond)}
+	failures := 0
 	pathReady := false
 	for ctx.Err() == nil {
 		var err error
@@ -248,7 +243,7 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context, term 
 			return nil
 		case isFatal(err):
 			return fmt.Errorf("election %s: %w", e.path, err)
-		case errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zkclient.ErrNoNode):
 			pathReady = false // the directory was deleted under us
 		}
 		switch {
@@ -256,14 +251,15 @@ func (e *Election) Run(ctx context.Context, lead func(ctx context.Context, term 
 			// Not a failure, but a lead that returns at once would spin
 			// through terms as fast as ZooKeeper allows.
 		case err == nil || isLoss(err):
-			pause.reset()
+			failures = 0
 			continue
 		default:
 			e.log.Warn().Err(err).Msg("election: campaign failed; retrying")
 		}
-		if !sleep(ctx, pause.next()) {
+		if pause.Wait(ctx, failures) != nil {
 			return nil
 		}
+		failures++
 	}
 	return nil
 }
@@ -330,46 +326,28 @@ func isLoss(err error) bool {
 
 // ensurePaths creates the candidate directory and its parents.
 func (e *Election) ensurePaths(ctx context.Context) error {
-	_, err := call(ctx, e, func(conn *zk.Conn) (struct{}, error) {
-		return struct{}{}, zkclient.EnsurePath(conn, e.path, e.acl)
-	})
-	return err
+	if err := e.ready(ctx); err != nil {
+		return err
+	}
+	return e.client.EnsurePath(ctx, e.path)
 }
 
-// call runs a go-zookeeper request on the client's current connection
-// (zkclient replaces it after a long disconnect) once the client has a
-// session, and stops waiting when ctx is done. Waiting for the session
-// keeps requests from queueing up inside go-zookeeper while it is
-// disconnected, to be sent in a burst on reconnection (see reconnectGrace).
-// A request already sent cannot be cancelled; it completes in the
-// background, as go-zookeeper fails every request when the connection
-// drops or closes.
-func call[T any](ctx context.Context, e *Election, f func(conn *zk.Conn) (T, error)) (T, error) {
-	var zero T
+// call runs op on the client's session once it has one. Waiting for the
+// session keeps requests from queueing up inside go-zookeeper while it is
+// disconnected, to be sent in a burst on reconnection. op's own requests
+// take ctx: a request already sent when ctx ends completes in the
+// background.
+func call[T any](ctx context.Context, e *Election, op func(s zkclient.Session) (T, error)) (T, error) {
 	if err := e.ready(ctx); err != nil {
+		var zero T
 		return zero, err
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	conn := e.client.Conn()
-	go func() {
-		v, err := f(conn)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
+	return op(e.client.Session())
 }
 
 // ready waits until the client has a session.
 func (e *Election) ready(ctx context.Context) error {
-	if e.client.State() == zk.StateHasSession {
+	if e.client.HasSession() {
 		return nil
 	}
 	changes, stop := e.client.Changes()
@@ -377,7 +355,7 @@ func (e *Election) ready(ctx context.Context) error {
 	// Poll as well: Changes only reports changes after the subscription.
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for e.client.State() != zk.StateHasSession {
+	for !e.client.HasSession() {
 		select {
 		case <-changes:
 		case <-tick.C:
@@ -385,44 +363,5 @@ func (e *Election) ready(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	if !sleep(ctx, reconnectGrace) {
-		return ctx.Err()
-	}
 	return nil
-}
-
-// reconnectGrace is how long requests wait after a session is (re)gained.
-// go-zookeeper reports the session before it re-registers watches, and a
-// reply arriving while it does races with it on lastZxid; on a busy machine
-// the race detector sees it (samuel/go-zookeeper#260, unfixed in
-// go-zookeeper/zk v1.0.4). The race is harmless in production; the wait
-// keeps -race test runs clean and costs nothing while connected.
-const reconnectGrace = 100 * time.Millisecond
-
-// backoff spaces retries after failures, doubling up to max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits d or until ctx is done, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

@@ -195,7 +195,7 @@ func TestStepDownWithLiveSessionReleasesNode(t *testing.T) {
 	if second.replica != rs[1] {
 		t.Fatalf("successor is %s; want b", second.replica.name)
 	}
-	if ok, _, _ := old.client.Conn().Exists(first.term.Node); ok {
+	if ok, _, _ := old.client.Exists(t.Context(), first.term.Node); ok {
 		t.Fatal("old leader's node still exists")
 	}
 	t.Logf("stepped down %s after the cut; successor started %s after healing", c.snapshot(first).end.Sub(at), second.start.Sub(healed))
@@ -245,16 +245,16 @@ func TestZooKeeperRestart(t *testing.T) {
 		{"longer than the loss fraction", 3 * time.Second, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			zk := testenv.StartEnsemble(t, 1)
-			c := newCluster(t, clusterOpts{servers: zk.Servers(), timeout: 4 * time.Second})
+			ens := testenv.StartEnsemble(t, 1)
+			c := newCluster(t, clusterOpts{servers: ens.Servers(), timeout: 4 * time.Second})
 			rs := five(t, c)
 			first := c.waitTerm(0, time.Second)
-			zk.Stop(0)
+			ens.Stop(0)
 			if tc.down > 0 {
 				// Hold the server's port while it is down: other test
 				// processes pick "free" ports and could take it. Clients
 				// connecting meanwhile see their connection closed.
-				hold, err := net.Listen("tcp", zk.Addr(0))
+				hold, err := net.Listen("tcp", ens.Addr(0))
 				if err != nil {
 					t.Fatalf("hold port of stopped server: %v", err)
 				}
@@ -270,7 +270,7 @@ func TestZooKeeperRestart(t *testing.T) {
 				time.Sleep(tc.down)
 				hold.Close()
 			}
-			if err := zk.Start(0); err != nil {
+			if err := ens.Start(0); err != nil {
 				t.Fatal(err)
 			}
 			waitSettled(t, c, rs)
@@ -295,9 +295,9 @@ func TestEnsembleMemberDown(t *testing.T) {
 	c := newCluster(t, clusterOpts{servers: ens.Servers(), timeout: 4 * time.Second})
 	rs := five(t, c)
 
-	leaderServer := slices.Index(ens.Servers(), rs[0].client.Conn().Server())
+	leaderServer := slices.Index(ens.Servers(), rs[0].client.Server())
 	if leaderServer < 0 {
-		t.Fatalf("leader connected to %s, not one of %v", rs[0].client.Conn().Server(), ens.Servers())
+		t.Fatalf("leader connected to %s, not one of %v", rs[0].client.Server(), ens.Servers())
 	}
 	ens.Kill(leaderServer)
 	time.Sleep(2 * time.Second)
@@ -330,7 +330,7 @@ func waitSettled(t *testing.T, c *cluster, rs []*replica) {
 	t.Helper()
 	observer := testenv.Connect(t, c.servers, 10*time.Second)
 	eventually(t, 30*time.Second, "one leader and five candidates", func() bool {
-		children, _, err := observer.Children(c.path)
+		children, _, err := observer.Children(context.Background(), c.path)
 		return err == nil && len(sortedCandidates(children)) == len(rs) && c.current() != nil
 	})
 }

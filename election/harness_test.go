@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -309,10 +308,12 @@ func (c *cluster) waitFor(within time.Duration, what string, cond func() (*termR
 	}
 }
 
-// queue lists the candidate nodes in order with the replica owning each.
-func (c *cluster) queue(conn *zk.Conn) []*replica {
+// queue lists the candidate nodes in order with the replica owning each,
+// as observer sees them.
+func (c *cluster) queue(observer *zkclient.Client) []*replica {
 	c.t.Helper()
-	children, _, err := conn.Children(c.path)
+	ctx := context.Background()
+	children, _, err := observer.Children(ctx, c.path)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func (c *cluster) queue(conn *zk.Conn) []*replica {
 	c.mu.Unlock()
 	var out []*replica
 	for _, e := range sortedCandidates(children) {
-		ok, st, err := conn.Exists(c.path + "/" + e.name)
+		ok, st, err := observer.Exists(ctx, c.path+"/"+e.name)
 		if err != nil {
 			c.t.Fatal(err)
 		}

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // serve leads one term: it takes the next epoch, calls lead, and guards the
@@ -35,7 +36,7 @@ func (e *Election) serve(ctx context.Context, c *candidate, lead func(context.Co
 	e.logc(zerolog.InfoLevel, c).Int64("epoch", epoch).Msg("election: elected leader")
 	go func() {
 		defer close(guarded)
-		e.guard(leaderCtx, cancel, c, w.conn, w.ch, t, sent)
+		e.guard(leaderCtx, cancel, c, w.session, w.ch, t, sent)
 		e.awaitReturn(leaderCtx, c, epoch, returned)
 	}()
 	lead(leaderCtx, term)
@@ -59,12 +60,12 @@ func (e *Election) serve(ctx context.Context, c *candidate, lead func(context.Co
 	return cause
 }
 
-// watched is a node's stat and data watch, with the connection that holds
-// the watch.
+// watched is a node's stat and data watch, with the session (connection)
+// that holds the watch.
 type watched struct {
-	st   *zk.Stat
-	ch   <-chan zk.Event
-	conn *zk.Conn
+	st      *zkclient.Stat
+	ch      <-chan zkclient.Event
+	session zkclient.Session
 }
 
 // takeOffice sets the data watch on our own node (the fastest sign of its
@@ -73,14 +74,14 @@ type watched struct {
 // our place at the head of the queue. sent is the send time of the request
 // that proved our session alive.
 func (e *Election) takeOffice(ctx context.Context, c *candidate) (w watched, epoch int64, sent time.Time, err error) {
-	pause := backoff{min: 20 * time.Millisecond, max: max(e.lossAfter/2, 50*time.Millisecond)}
-	for {
+	pause := e.retryPolicy()
+	for failures := 0; ; failures++ {
 		if e.client.SessionID() != c.session {
 			return w, 0, sent, ErrSessionLost
 		}
-		w, err = call(ctx, e, func(conn *zk.Conn) (watched, error) {
-			_, st, ch, err := conn.GetW(c.node)
-			return watched{st, ch, conn}, err
+		w, err = call(ctx, e, func(s zkclient.Session) (watched, error) {
+			_, st, ch, err := s.GetW(ctx, c.node)
+			return watched{st, ch, s}, err
 		})
 		if err == nil {
 			sent = time.Now()
@@ -93,26 +94,15 @@ func (e *Election) takeOffice(ctx context.Context, c *candidate) (w watched, epo
 			return w, epoch, sent, nil
 		case err == nil:
 			return w, 0, sent, ErrSessionLost
-		case errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zkclient.ErrNoNode):
 			return w, 0, sent, ErrNodeLost
-		case !isConnErr(err) || ctx.Err() != nil:
+		case !zkclient.IsTransient(err) || ctx.Err() != nil:
 			return w, 0, sent, err
 		}
-		if !sleep(ctx, pause.next()) {
+		if pause.Wait(ctx, failures) != nil {
 			return w, 0, sent, ctx.Err()
 		}
 	}
-}
-
-// isConnErr tells the errors of a request lost with its connection, which
-// a retry on the next connection can fix.
-func isConnErr(err error) bool {
-	for _, target := range []error{zk.ErrConnectionClosed, zk.ErrNoServer, zk.ErrSessionExpired, zk.ErrSessionMoved, zk.ErrClosing} {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }
 
 // guard watches a term and ends it, by clearing IsLeader and then cancelling
@@ -120,7 +110,8 @@ func isConnErr(err error) bool {
 // lastAck is the send time of the last request known to have reached the
 // server in our session: the server cannot expire the session before
 // lastAck + session timeout, so the term ends at lastAck + lossAfter.
-func (e *Election) guard(ctx context.Context, cancel context.CancelCauseFunc, c *candidate, conn *zk.Conn, own <-chan zk.Event, t *termState, lastAck time.Time) {
+// own is the data watch on our node, held by session.
+func (e *Election) guard(ctx context.Context, cancel context.CancelCauseFunc, c *candidate, session zkclient.Session, own <-chan zkclient.Event, t *termState, lastAck time.Time) {
 	lose := func(cause error) {
 		e.leading.Store(false)
 		cancel(cause)
@@ -152,13 +143,15 @@ func (e *Election) guard(ctx context.Context, cancel context.CancelCauseFunc, c 
 		case ev := <-own:
 			own = nil
 			switch {
-			case ev.Type == zk.EventNodeDeleted:
+			case ev.Type == zkclient.EventNodeDeleted:
 				lose(ErrNodeLost)
 				return
-			case ev.Type == zk.EventNotWatching && errors.Is(ev.Err, zk.ErrClosing) && e.client.Conn() == conn:
+			case ev.Type == zkclient.EventNotWatching && errors.Is(ev.Err, zkclient.ErrClosing) && session.Current():
+				// The watch's connection was closed and is still the
+				// client's (a redial would have replaced it): Close.
 				lose(ErrClientClosed)
 				return
-			case ev.Type == zk.EventNotWatching:
+			case ev.Type == zkclient.EventNotWatching:
 				lose(ErrSessionLost)
 				return
 			default:
@@ -223,30 +216,22 @@ type beat struct {
 func (e *Election) heartbeat(ctx context.Context, c *candidate, out chan<- beat) {
 	tick := time.NewTicker(e.lossAfter / 4)
 	defer tick.Stop()
-	wasDown := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if e.client.State() != zk.StateHasSession {
-			wasDown = true // nothing to learn; see call on queued requests
-			continue
+		if !e.client.HasSession() {
+			continue // nothing to learn; see call on queued requests
 		}
-		if wasDown {
-			wasDown = false
-			if !sleep(ctx, reconnectGrace) {
-				return
-			}
-		}
-		conn := e.client.Conn()
+		s := e.client.Session()
 		b := beat{sent: time.Now()}
-		if _, err := conn.Sync(e.path); err != nil {
+		if err := s.Sync(ctx, e.path); err != nil {
 			e.logc(zerolog.DebugLevel, c).Err(err).Msg("election: heartbeat sync failed")
 			continue // the guard's deadline decides
 		}
-		ok, st, err := conn.Exists(c.node)
+		ok, st, err := s.Exists(ctx, c.node)
 		if err != nil {
 			e.logc(zerolog.DebugLevel, c).Err(err).Msg("election: heartbeat exists failed")
 			continue
@@ -277,20 +262,20 @@ func (e *Election) heartbeat(ctx context.Context, c *candidate, out chan<- beat)
 func (e *Election) nextEpoch(ctx context.Context, c *candidate, ownVersion int32) (int64, error) {
 	type read struct {
 		data []byte
-		st   *zk.Stat
+		st   *zkclient.Stat
 	}
 	for {
-		r, err := call(ctx, e, func(conn *zk.Conn) (read, error) {
-			data, st, err := conn.Get(e.epochPath)
+		r, err := call(ctx, e, func(s zkclient.Session) (read, error) {
+			data, st, err := s.Get(ctx, e.epochPath)
 			return read{data, st}, err
 		})
-		check := &zk.CheckVersionRequest{Path: c.node, Version: ownVersion}
+		check := zkclient.CheckOp(c.node, ownVersion)
 		var next int64
-		var op any
+		var op zkclient.Op
 		switch {
-		case errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zkclient.ErrNoNode):
 			next = 1
-			op = &zk.CreateRequest{Path: e.epochPath, Data: formatEpoch(next), Acl: e.acl}
+			op = zkclient.CreateOp(e.epochPath, formatEpoch(next), 0)
 		case err != nil:
 			return 0, fmt.Errorf("read epoch %s: %w", e.epochPath, err)
 		default:
@@ -299,16 +284,16 @@ func (e *Election) nextEpoch(ctx context.Context, c *candidate, ownVersion int32
 				return 0, fmt.Errorf("epoch node %s: %w", e.epochPath, err)
 			}
 			next = cur + 1
-			op = &zk.SetDataRequest{Path: e.epochPath, Data: formatEpoch(next), Version: r.st.Version}
+			op = zkclient.SetOp(e.epochPath, formatEpoch(next), r.st.Version)
 		}
-		res, err := call(ctx, e, func(conn *zk.Conn) ([]zk.MultiResponse, error) { return conn.Multi(check, op) })
+		_, err = call(ctx, e, func(s zkclient.Session) ([]zkclient.OpResult, error) { return s.Multi(ctx, check, op) })
 		switch {
 		case err == nil:
 			return next, nil
-		case len(res) == 2 && res[0].Error != nil:
+		case zkclient.FailedOp(err) == 0:
 			// Our node is gone or not what we made: we do not lead.
-			return 0, fmt.Errorf("%w: %w", ErrNodeLost, res[0].Error)
-		case len(res) == 2 && (errors.Is(res[1].Error, zk.ErrBadVersion) || errors.Is(res[1].Error, zk.ErrNodeExists)):
+			return 0, fmt.Errorf("%w: %w", ErrNodeLost, err)
+		case zkclient.FailedOp(err) == 1 && (errors.Is(err, zkclient.ErrBadVersion) || errors.Is(err, zkclient.ErrNodeExists)):
 			// Someone else wrote the epoch since we read it (an operator;
 			// no leader can): read it again.
 			e.logc(zerolog.WarnLevel, c).Str("epoch_node", e.epochPath).Msg("election: epoch changed while taking it; retrying")

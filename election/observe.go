@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Leader returns the identity of the current primary as ZooKeeper sees it:
@@ -24,15 +25,17 @@ func (e *Election) Leader(ctx context.Context) (Identity, error) {
 // once and again every time it changes, the zero Identity while there is
 // none. Values are not buffered: a slow reader may skip intermediate
 // leaders, or get one that was already replaced, but the last value it gets
-// is always the current one. The channel is closed when ctx is done. Observers watch only the lowest candidate (or, when there is none,
-// the directory), so they are woken only when the primary changes.
+// is always the current one. The channel is closed when ctx is done.
+// Observers watch only the lowest candidate (or, when there is none, the
+// directory), so they are woken only when the primary changes.
 func (e *Election) Observe(ctx context.Context) <-chan Identity {
 	out := make(chan Identity)
 	go func() {
 		defer close(out)
 		changes, stop := e.client.Changes()
 		defer stop()
-		pause := backoff{min: 50 * time.Millisecond, max: max(e.lossAfter, 100*time.Millisecond)}
+		pause := backoff.Policy{Initial: 50 * time.Millisecond, Max: max(e.lossAfter, 100*time.Millisecond)}
+		failures := 0
 		var last *Identity
 		for ctx.Err() == nil {
 			id, changed, err := e.current(ctx, true)
@@ -45,14 +48,15 @@ func (e *Election) Observe(ctx context.Context) <-chan Identity {
 				}
 				e.log.Debug().Err(err).Msg("election: observe: cannot read the leader; retrying")
 				select {
-				case <-time.After(pause.next()):
+				case <-time.After(pause.Delay(failures)):
 				case <-changes:
 				case <-ctx.Done():
 					return
 				}
+				failures++
 				continue
 			}
-			pause.reset()
+			failures = 0
 			if last == nil || *last != id {
 				select {
 				case out <- id:
@@ -78,21 +82,21 @@ func (e *Election) Observe(ctx context.Context) <-chan Identity {
 // watch on the lowest candidate (nobody can queue ahead of it, so only its
 // departure changes the leader), or a child watch on the directory when
 // there is no candidate.
-func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zk.Event, error) {
+func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zkclient.Event, error) {
 	type listing struct {
 		children []string
-		ch       <-chan zk.Event
+		ch       <-chan zkclient.Event
 	}
 	type read struct {
 		data []byte
-		ch   <-chan zk.Event
+		ch   <-chan zkclient.Event
 	}
 	for {
-		l, err := call(ctx, e, func(conn *zk.Conn) (listing, error) {
-			ch, _, err := conn.Children(e.path)
-			return listing{children: ch}, err
+		l, err := call(ctx, e, func(s zkclient.Session) (listing, error) {
+			names, _, err := s.Children(ctx, e.path)
+			return listing{children: names}, err
 		})
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
 			return Identity{}, nil, err
 		}
 		queue := sortedCandidates(l.children)
@@ -102,15 +106,15 @@ func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zk
 			}
 			// Watch the directory, and look again in case a candidate
 			// arrived between the two reads.
-			l, err = call(ctx, e, func(conn *zk.Conn) (listing, error) {
-				children, _, ch, err := conn.ChildrenW(e.path)
+			l, err = call(ctx, e, func(s zkclient.Session) (listing, error) {
+				children, _, ch, err := s.ChildrenW(ctx, e.path)
 				return listing{children, ch}, err
 			})
-			if errors.Is(err, zk.ErrNoNode) {
+			if errors.Is(err, zkclient.ErrNoNode) {
 				// No directory yet: wait for it (an exists watch fires on
 				// its creation).
-				l, err = call(ctx, e, func(conn *zk.Conn) (listing, error) {
-					ok, _, ch, err := conn.ExistsW(e.path)
+				l, err = call(ctx, e, func(s zkclient.Session) (listing, error) {
+					ok, _, ch, err := s.ExistsW(ctx, e.path)
 					if ok {
 						ch = closedEvents
 					}
@@ -130,15 +134,15 @@ func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zk
 			continue
 		}
 		p := e.path + "/" + queue[0].name
-		r, err := call(ctx, e, func(conn *zk.Conn) (read, error) {
+		r, err := call(ctx, e, func(s zkclient.Session) (read, error) {
 			if watch {
-				data, _, ch, err := conn.GetW(p)
+				data, _, ch, err := s.GetW(ctx, p)
 				return read{data, ch}, err
 			}
-			data, _, err := conn.Get(p)
+			data, _, err := s.Get(ctx, p)
 			return read{data: data}, err
 		})
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // it just left
 		}
 		if err != nil {
@@ -154,8 +158,8 @@ func (e *Election) current(ctx context.Context, watch bool) (Identity, <-chan zk
 
 // closedEvents is a channel that is always ready, for a watch that would
 // fire at once.
-var closedEvents = func() <-chan zk.Event {
-	ch := make(chan zk.Event)
+var closedEvents = func() <-chan zkclient.Event {
+	ch := make(chan zkclient.Event)
 	close(ch)
 	return ch
 }()

@@ -26,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -168,7 +167,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if needSync && w.zk.State() == zk.StateHasSession {
+		if needSync && w.zk.HasSession() {
 			// Notifications that arrive during the sync are handled after
 			// it; reading those sequences again is harmless.
 			session = w.zk.SessionID()
@@ -192,7 +191,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		case <-w.resync:
 			needSync = true
 		case <-changes:
-			has := w.zk.State() == zk.StateHasSession
+			has := w.zk.HasSession()
 			if has && (!connected || w.zk.SessionID() != session) {
 				// Reconnected (notifications may have been missed), or a
 				// new session, whose watches are all gone.
@@ -215,12 +214,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 const retryPause = 500 * time.Millisecond
 
 // handle answers a batch of notifications.
-func (w *Watcher) handle(ctx context.Context, evs []zk.Event) error {
+func (w *Watcher) handle(ctx context.Context, evs []zkclient.Event) error {
 	relist := false
 	reread := map[string]bool{}
 	for _, ev := range evs {
 		switch {
-		case ev.Type == zk.EventNotWatching:
+		case ev.Type == zkclient.EventNotWatching:
 			return fmt.Errorf("watches lost: %v", ev.Err)
 		case ev.Path == w.root:
 			relist = true
@@ -250,7 +249,7 @@ func (w *Watcher) handle(ctx context.Context, evs []zk.Event) error {
 // fullSync re-reads the children and every sequence, reporting differences,
 // and ends with a Synced event.
 func (w *Watcher) fullSync(ctx context.Context) error {
-	names, rootExists, err := w.listChildren()
+	names, rootExists, err := w.listChildren(ctx)
 	if err != nil {
 		return err
 	}
@@ -277,7 +276,7 @@ func (w *Watcher) fullSync(ctx context.Context) error {
 
 // syncChildren re-lists the root after a children notification.
 func (w *Watcher) syncChildren(ctx context.Context) error {
-	names, _, err := w.listChildren()
+	names, _, err := w.listChildren(ctx)
 	if err != nil {
 		return err
 	}
@@ -309,16 +308,18 @@ func setOf(names []string) map[string]bool {
 
 // listChildren lists the root and sets the children watch; if the root is
 // missing it sets an existence watch instead, so its creation is noticed.
-func (w *Watcher) listChildren() ([]string, bool, error) {
-	conn := w.zk.Conn()
-	names, _, _, err := conn.ChildrenW(w.root)
-	if errors.Is(err, zk.ErrNoNode) {
-		exists, _, _, err := conn.ExistsW(w.root)
+// The notifications come through the event queue, so the watch channels
+// are not read.
+func (w *Watcher) listChildren(ctx context.Context) ([]string, bool, error) {
+	s := w.zk.Session()
+	names, _, _, err := s.ChildrenW(ctx, w.root)
+	if errors.Is(err, zkclient.ErrNoNode) {
+		exists, _, _, err := s.ExistsW(ctx, w.root)
 		if err != nil {
 			return nil, false, fmt.Errorf("watch %s: %w", w.root, err)
 		}
 		if exists { // created in between
-			return w.listChildren()
+			return w.listChildren(ctx)
 		}
 		return nil, false, nil
 	}
@@ -329,14 +330,16 @@ func (w *Watcher) listChildren() ([]string, bool, error) {
 	return names, true, nil
 }
 
-// readAll reads names with bounded parallelism, in order of the results.
+// readAll reads names with bounded parallelism, setting their data watches
+// (notified through the event queue), and reports them in order of names.
 func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	type result struct {
 		data []byte
-		stat *zk.Stat
+		stat *zkclient.Stat
 		err  error
 	}
 	results := make([]result, len(names))
+	s := w.zk.Session()
 	sem := make(chan struct{}, w.opts.Parallelism)
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -344,7 +347,7 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			data, stat, _, err := w.zk.Conn().GetW(w.root + "/" + name)
+			data, stat, _, err := s.GetW(ctx, w.root+"/"+name)
 			results[i] = result{data, stat, err}
 		}()
 	}
@@ -358,8 +361,8 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	return nil
 }
 
-func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk.Stat, err error) error {
-	if errors.Is(err, zk.ErrNoNode) {
+func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zkclient.Stat, err error) error {
+	if errors.Is(err, zkclient.ErrNoNode) {
 		if _, ok := w.known[name]; !ok {
 			return nil
 		}

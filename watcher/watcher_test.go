@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/watcher"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var acl = zk.WorldACL(zk.PermAll)
 
 func dial(t *testing.T, servers []string) *zkclient.Client {
 	t.Helper()
@@ -68,11 +64,11 @@ func TestReportsAddedChangedRemoved(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	c := dial(t, z.Servers)
 	root := z.Path("seqs")
-	conn := c.Conn()
-	if err := zkclient.EnsurePath(conn, root, acl); err != nil {
+	ctx := t.Context()
+	if err := c.EnsurePath(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Create(root+"/before", []byte("1"), 0, acl); err != nil {
+	if _, err := c.Create(ctx, root+"/before", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
 	w := start(t, c, root)
@@ -86,22 +82,22 @@ func TestReportsAddedChangedRemoved(t *testing.T) {
 	}
 
 	// A znode created later, a window below a sequence (ignored), a change.
-	if _, err := conn.Create(root+"/after", nil, 0, acl); err != nil {
+	if _, err := c.Create(ctx, root+"/after", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "after" {
 		t.Fatalf("got %+v; want added after", ev)
 	}
-	if _, err := conn.Create(root+"/after/w-", nil, zk.FlagSequence, acl); err != nil {
+	if _, err := c.Create(ctx, root+"/after/w-", nil, zkclient.Sequential); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Set(root+"/before", []byte("2"), -1); err != nil {
+	if _, err := c.Set(ctx, root+"/before", []byte("2"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "before" || string(ev.Data) != "2" || ev.Version != 1 {
 		t.Fatalf("got %+v; want changed before to 2 at version 1", ev)
 	}
-	if err := conn.Delete(root+"/before", -1); err != nil {
+	if err := c.Delete(ctx, root+"/before", zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Removed || ev.Name != "before" {
@@ -116,16 +112,16 @@ func TestBurstOfChangesEndsOnTheLatest(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	c := dial(t, z.Servers)
 	root := z.Path("seqs")
-	if err := zkclient.EnsurePath(c.Conn(), root+"/hot", acl); err != nil {
+	if err := c.EnsurePath(t.Context(), root+"/hot"); err != nil {
 		t.Fatal(err)
 	}
 	w := start(t, c, root)
 	next(t, w, false) // added hot
 
-	writer := dial(t, z.Servers).Conn()
+	writer := dial(t, z.Servers)
 	const n = 300
 	for i := 1; i <= n; i++ {
-		if _, err := writer.Set(root+"/hot", []byte(strconv.Itoa(i)), -1); err != nil {
+		if _, err := writer.Set(t.Context(), root+"/hot", []byte(strconv.Itoa(i)), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -153,7 +149,7 @@ func TestWipedEnsembleIsReportedAndFollowed(t *testing.T) {
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 1)
 	c := dial(t, ens.Servers())
-	if err := zkclient.EnsurePath(c.Conn(), "/all-sequences/a", acl); err != nil {
+	if err := c.EnsurePath(t.Context(), "/all-sequences/a"); err != nil {
 		t.Fatal(err)
 	}
 	w := start(t, c, "/all-sequences")
@@ -171,7 +167,7 @@ func TestWipedEnsembleIsReportedAndFollowed(t *testing.T) {
 	if ev := next(t, w, true); ev.Kind != watcher.Synced || ev.Root || len(ev.Names) != 0 {
 		t.Fatalf("after the wipe: %+v; want synced with no root", ev)
 	}
-	if err := zkclient.EnsurePath(c.Conn(), "/all-sequences/b", acl); err != nil {
+	if err := c.EnsurePath(t.Context(), "/all-sequences/b"); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "b" {
@@ -184,16 +180,16 @@ func TestInitialSyncOfManySequences(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	c := dial(t, z.Servers)
 	root := z.Path("many")
-	conn := c.Conn()
-	if err := zkclient.EnsurePath(conn, root, acl); err != nil {
+	ctx := t.Context()
+	if err := c.EnsurePath(ctx, root); err != nil {
 		t.Fatal(err)
 	}
 	const n = 2000
-	ops := make([]any, 0, 500)
+	ops := make([]zkclient.Op, 0, 500)
 	for i := 0; i < n; i++ {
-		ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("%s/s%05d", root, i), Data: []byte("x"), Acl: acl})
+		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%05d", root, i), []byte("x"), 0))
 		if len(ops) == cap(ops) {
-			if _, err := conn.Multi(ops...); err != nil {
+			if _, err := c.Multi(ctx, ops...); err != nil {
 				t.Fatal(err)
 			}
 			ops = ops[:0]
@@ -221,10 +217,11 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	root := "/seqs"
 	setup := dial(t, ens.Servers())
-	if err := zkclient.EnsurePath(setup.Conn(), root, acl); err != nil {
+	ctx := t.Context()
+	if err := setup.EnsurePath(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := setup.Conn().Create(root+"/s", []byte("v0"), 0, acl); err != nil {
+	if _, err := setup.Create(ctx, root+"/s", []byte("v0"), 0); err != nil {
 		t.Fatal(err)
 	}
 	saved := ens.Snapshot(t, 0)
@@ -233,7 +230,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	if ev := next(t, w, false); ev.Kind != watcher.Added || string(ev.Data) != "v0" {
 		t.Fatalf("first event %+v", ev)
 	}
-	if _, err := c.Conn().Set(root+"/s", []byte("lost"), 0); err != nil {
+	if _, err := c.Set(ctx, root+"/s", []byte("lost"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); string(ev.Data) != "lost" || ev.Version != 1 {
@@ -242,7 +239,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	// Roll back to the copy (version 0), and write version 1 again.
 	ens.Rollback(t, 0, saved)
 	other := dial(t, ens.Servers())
-	if _, err := other.Conn().Set(root+"/s", []byte("kept"), 0); err != nil {
+	if _, err := other.Set(ctx, root+"/s", []byte("kept"), 0); err != nil {
 		t.Fatal(err)
 	}
 	w.Resync()
