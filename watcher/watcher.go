@@ -308,13 +308,13 @@ func setOf(names []string) map[string]bool {
 
 // listChildren lists the root and sets the children watch; if the root is
 // missing it sets an existence watch instead, so its creation is noticed.
-// The notifications come through the event queue, so the watch channels
-// are not read.
+// The notifications come through the event queue (the Q variants of the
+// watching reads keep no channel per watch).
 func (w *Watcher) listChildren(ctx context.Context) ([]string, bool, error) {
 	s := w.zk.Session()
-	names, _, _, err := s.ChildrenW(ctx, w.root)
+	names, _, err := s.ChildrenQ(ctx, w.root)
 	if errors.Is(err, zkclient.ErrNoNode) {
-		exists, _, _, err := s.ExistsW(ctx, w.root)
+		exists, _, err := s.ExistsQ(ctx, w.root)
 		if err != nil {
 			return nil, false, fmt.Errorf("watch %s: %w", w.root, err)
 		}
@@ -347,7 +347,7 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			data, stat, _, err := s.GetW(ctx, w.root+"/"+name)
+			data, stat, err := s.GetQ(ctx, w.root+"/"+name)
 			results[i] = result{data, stat, err}
 		}()
 	}

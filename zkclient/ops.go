@@ -210,6 +210,41 @@ func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan 
 	return r.st != nil, stat(r.st), ch, nil
 }
 
+// GetQ, ChildrenQ and ExistsQ set the same watches as GetW, ChildrenW and
+// ExistsW but return no channel: the notification reaches only the queues
+// of NodeEvents. A subscriber that re-sets watches on many znodes uses them,
+// so that no channel is kept per watch until it fires.
+
+// GetQ is GetW without the channel.
+func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		d, st, _, err := s.conn.GetW(path)
+		return read{d, st}, err
+	})
+	return r.data, stat(r.st), err
+}
+
+// ChildrenQ is ChildrenW without the channel.
+func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, error) {
+	r, err := run(ctx, s, func() (list, error) {
+		names, st, _, err := s.conn.ChildrenW(path)
+		return list{names, st}, err
+	})
+	return r.names, stat(r.st), err
+}
+
+// ExistsQ is ExistsW without the channel.
+func (s Session) ExistsQ(ctx context.Context, path string) (bool, *Stat, error) {
+	r, err := run(ctx, s, func() (read, error) {
+		ok, st, _, err := s.conn.ExistsW(path)
+		if !ok {
+			st = nil
+		}
+		return read{st: st}, err
+	})
+	return r.st != nil, stat(r.st), err
+}
+
 // Create makes a znode with the client's ACL and returns its path (which
 // differs from path for Sequential znodes).
 func (s Session) Create(ctx context.Context, path string, data []byte, flags CreateFlags) (string, error) {
