@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -636,15 +637,14 @@ func TestDocsListEverySetting(t *testing.T) {
 	g.bindSettings(sub, serveSettings...)
 }
 
-// TestExtraCommandsHook checks the seam serve.go uses: a command added
-// through extraCommands gets the resolved configuration, its own setting
-// flags and the helpers. Not parallel: it changes a package variable.
-func TestExtraCommandsHook(t *testing.T) {
+// TestCommandSeesResolvedConfig checks what a command built on globals
+// gets, as serve does: the resolved configuration, its own setting flags
+// and the helpers.
+func TestCommandSeesResolvedConfig(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
-	saved := extraCommands
-	defer func() { extraCommands = saved }()
 	var got *config.Config
-	extraCommands = append(extraCommands, func(g *globals) *cobra.Command {
+	fakeServe := func(g *globals) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:  "fake-serve",
 			Args: usageArgs(cobra.NoArgs),
@@ -662,12 +662,29 @@ func TestExtraCommandsHook(t *testing.T) {
 		}
 		g.bindSettings(cmd, serveSettings...)
 		return cmd
-	})
-	c.ok("fake-serve", "--http", "127.0.0.1:9999", "--runway", "5m", "--id", "r9")
+	}
+	run := func(args ...string) (string, int) {
+		var stderr lockedBuffer
+		g := &globals{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr,
+			lookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
+		root := newRootCmd(g)
+		root.AddCommand(fakeServe(g))
+		root.SetArgs(append([]string{"--root", c.root}, args...))
+		root.SetOut(g.stdout)
+		root.SetErr(g.stderr)
+		err := root.ExecuteContext(context.Background())
+		if err != nil {
+			fmt.Fprintln(g.stderr, "seqkeeper:", err)
+		}
+		return stderr.String(), exitCode(err)
+	}
+	if errOut, code := run("fake-serve", "--http", "127.0.0.1:9999", "--runway", "5m", "--id", "r9"); code != 0 {
+		t.Fatalf("fake serve: exit %d %q", code, errOut)
+	}
 	if got == nil || got.HTTP != "127.0.0.1:9999" || got.Runway != 5*time.Minute || got.ID != "r9" || got.Root != c.root {
 		t.Fatalf("fake serve saw %+v", got)
 	}
-	if _, errOut, code := c.run("", "fake-serve", "--runway", "soon"); code != 2 || !strings.Contains(errOut, "not a duration") {
+	if errOut, code := run("fake-serve", "--runway", "soon"); code != 2 || !strings.Contains(errOut, "not a duration") {
 		t.Fatalf("bad serve flag: exit %d %q", code, errOut)
 	}
 }

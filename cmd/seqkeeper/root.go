@@ -20,18 +20,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// extraCommands are added to the root command by other files of this
-// package, so that they need not edit this one. serve.go registers itself
-// with:
-//
-//	func init() { extraCommands = append(extraCommands, newServeCmd) }
-//
-// A command built here gets, through *globals: the resolved and validated
-// configuration (g.cfg, set before its RunE runs), g.logger, dialZK,
-// newSequenceClient, zkACL, g.bindSettings for its own setting flags
-// (serve: g.bindSettings(cmd, serveSettings...)), and g.stdout/g.stderr.
-var extraCommands []func(*globals) *cobra.Command
-
 // globalSettings are the settings every command takes as flags; the others
 // are set in the config file or the environment, or bound by the commands
 // that use them.
@@ -59,8 +47,11 @@ const envOutput = "SEQKEEPER_OUTPUT"
 const annotationNoConfig = "seqkeeper/no-config"
 
 // globals is what every command shares: the global flags, the process's
-// standard streams and environment (tests replace them), the hooks, and the
-// configuration resolved before a command runs.
+// standard streams, environment and store reader (tests replace them), and
+// the configuration resolved before a command runs. A command gets through
+// it the resolved and validated configuration (g.cfg, set before its RunE
+// runs), g.logger, dialZK, newSequenceClient, zkACL, g.bindSettings for its
+// own setting flags, and g.stdout/g.stderr.
 type globals struct {
 	configPath string
 	output     string
@@ -71,8 +62,8 @@ type globals struct {
 	stderr    io.Writer
 	lookupEnv func(string) (string, bool)
 
-	// storeCeiling starts as the package-level hook (see hooks.go); tests
-	// replace it per run.
+	// storeCeiling reads a sequence's stored ceiling for describe; nil
+	// when the command line runs without one (tests).
 	storeCeiling storeCeilingFunc
 
 	// cfg is the resolved, validated configuration; set by load before a
@@ -190,10 +181,10 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newDeleteCmd(g),
 		newLeaderCmd(g),
 		newBenchCmd(g),
+		newServeCmd(g),
+		newVerifyCmd(g),
+		newRestoreCmd(g),
 	)
-	for _, f := range extraCommands {
-		root.AddCommand(f(g))
-	}
 	return root
 }
 

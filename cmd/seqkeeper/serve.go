@@ -24,10 +24,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-func init() {
-	extraCommands = append(extraCommands, newServeCmd)
-}
-
 // keyAllowStandalone is the setting that lets serve run on a standalone
 // ZooKeeper.
 const keyAllowStandalone = "allow_standalone_zookeeper"

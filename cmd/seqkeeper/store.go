@@ -9,23 +9,31 @@ import (
 	"github.com/seqkeeper/seqkeeper/persist"
 )
 
-// The store hook of the operator commands (see hooks.go), backed by
-// package persist.
-func init() {
-	storeCeiling = func(ctx context.Context, cfg *config.Config, name string) (int64, error) {
-		s, err := openStore(ctx, cfg, false)
-		if err != nil {
-			return 0, err
-		}
-		rec, err := s.Get(ctx, name)
-		if errors.Is(err, persist.ErrNotFound) {
-			return 0, fmt.Errorf("%w: %v", errNotInStore, err)
-		}
-		if err != nil {
-			return 0, err
-		}
-		return rec.Ceiling, nil
+// storeCeilingFunc returns the ceiling the store named by cfg holds for
+// sequence name, or an error wrapping errNotInStore when it holds none.
+// describe reads the stored ceiling through one (globals.storeCeiling);
+// cfg.Store is never empty when it is called.
+type storeCeilingFunc func(ctx context.Context, cfg *config.Config, name string) (int64, error)
+
+// errNotInStore is wrapped by a storeCeilingFunc when the store has no
+// record of the sequence (not yet picked up by a primary).
+var errNotInStore = errors.New("no record in the store")
+
+// storeCeiling is the storeCeilingFunc of the real process: it opens the
+// store and reads the sequence's record.
+func storeCeiling(ctx context.Context, cfg *config.Config, name string) (int64, error) {
+	s, err := openStore(ctx, cfg, false)
+	if err != nil {
+		return 0, err
 	}
+	rec, err := s.Get(ctx, name)
+	if errors.Is(err, persist.ErrNotFound) {
+		return 0, fmt.Errorf("%w: %v", errNotInStore, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return rec.Ceiling, nil
 }
 
 // openStore opens the store named by cfg.Store. With create, a missing

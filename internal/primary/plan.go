@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/watcher"
@@ -98,6 +99,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 	st := t.state
 	rec, stored := p.records[name]
 	reserve := p.reserve(t)
+	headroom := reconcile.Headroom(reserve)
 	base := persist.Record{Name: name, Czxid: t.czxid, Mzxid: t.mzxid, Version: t.version,
 		Start: st.Start, End: st.End, Windows: st.Windows}
 	switch {
@@ -123,40 +125,27 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		if stored {
 			floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
 		}
-		return plan{name: name, kind: planInit, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
 	}
-	// The floor: above everything the store covers, and above the ceiling
-	// ZooKeeper shows (a store that lost the record must not lower it).
-	floor := sequence.AddSat(st.Ceiling, 1)
-	if stored {
-		floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
-	}
+	floor := reconcile.Floor(st, rec, stored)
 	switch {
 	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
 		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
 			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
-		return plan{name: name, kind: planFastForward, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+		return plan{name: name, kind: planFastForward, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
 	case !st.Validated() || st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
 		// Not stamped in this epoch (or stamped by a release without
 		// markers, which clients no longer take from).
-		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: ceil(floor, 2*reserve, st.End), rec: base}, true
+		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
 	case t.version >= p.cfg.RotateVersion:
 		return plan{name: name, kind: planRotate, floor: floor, ceiling: st.Ceiling, rec: base}, true
 	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
-		return plan{name: name, kind: planRaise, floor: floor, ceiling: ceil(st.Next, 2*reserve, st.End), rec: base}, true
+		return plan{name: name, kind: planRaise, floor: floor, ceiling: reconcile.Ceiling(st.Next, headroom, st.End), rec: base}, true
 	case !stored || rec.Ceiling < st.Ceiling:
 		// The store must cover the ZooKeeper ceiling; persist it again.
 		return plan{name: name, kind: planRaise, floor: floor, ceiling: st.Ceiling, rec: base}, true
 	}
 	return plan{}, false
-}
-
-// ceil returns from+n-1 capped at end, without overflow.
-func ceil(from, n, end int64) int64 {
-	if from > end || n > end-from {
-		return end
-	}
-	return from + n - 1
 }
 
 func epochOf(zxid int64) int64 { return zxid >> 32 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -72,9 +72,8 @@ func (p *Primary) restore(ctx context.Context) error {
 	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })
 	states := make([]sequence.State, 0, len(really))
 	recs := make([]persist.Record, 0, len(really))
-	reserve := 2 * p.cfg.MinReserve // no traffic seen yet
 	for _, r := range really {
-		st, r := Recreate(r, reserve)
+		st, r := reconcile.Recreate(r, p.cfg.MinReserve) // no traffic seen yet
 		states = append(states, st)
 		recs = append(recs, r)
 	}
@@ -90,34 +89,4 @@ func (p *Primary) restore(ctx context.Context) error {
 	p.log.Warn().Int("restored", created).Int("stale_epoch", len(stale)).
 		Msg("primary: restored sequences missing from ZooKeeper at their stored ceiling + 1")
 	return err
-}
-
-// Recreate returns the state that re-creates in ZooKeeper the sequence of
-// record r, lost there, above everything r covers and with reserve IDs
-// usable at once, and r with its ceiling moved to cover them. The record
-// must reach the store before the state reaches ZooKeeper. A legacy
-// counter comes back at its mark, and the mark moves up by reserve.
-func Recreate(r persist.Record, reserve int64) (sequence.State, persist.Record) {
-	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
-	if st.End == 0 {
-		st.End = sequence.MaxID
-	}
-	if r.Legacy {
-		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
-		r.Ceiling = min(r.Ceiling, sequence.MaxLegacyCounter-reserve) + reserve
-	} else {
-		// Above everything r covers. With every ID of the space covered,
-		// the sequence comes back exhausted (next one past the last ID
-		// it may issue), never at its last ID again.
-		last := min(st.End, math.MaxInt64-1) // see sequence.MaxID
-		st.Next = max(sequence.AddSat(r.Ceiling, 1), st.Start)
-		if st.Next > last {
-			st.Next, st.Ceiling = last+1, last
-		} else {
-			st.Ceiling = ceil(st.Next, reserve, st.End)
-		}
-		r.Ceiling = max(r.Ceiling, st.Ceiling)
-	}
-	r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
-	return st, r
 }

@@ -190,46 +190,6 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 	}
 }
 
-// Findings 3 and 4, one level down: Recreate restores above everything a
-// record covers, including at the end of a bounded space and at the top of
-// int64, and never produces an invalid state.
-func TestRecreateAboveTheRecord(t *testing.T) {
-	const top = math.MaxInt64
-	for _, tt := range []struct {
-		name               string
-		rec                persist.Record
-		wantNext, wantCeil int64
-	}{
-		{"plain", persist.Record{Name: "a", Start: 1, Ceiling: 500}, 501, 700},
-		{"never issued: from start", persist.Record{Name: "a", Start: 100, Ceiling: 0}, 100, 299},
-		{"bounded, room left: capped at end", persist.Record{Name: "b", Start: 1, End: 550, Ceiling: 500}, 501, 550},
-		{"bounded, ceiling at end: exhausted", persist.Record{Name: "b", Start: 1, End: 50, Ceiling: 50}, 51, 50},
-		{"top of int64, room left", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 100}, top - 99, top},
-		{"ceiling MaxInt64: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top}, top, top - 1},
-		{"ceiling MaxInt64-1: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 1}, top, top - 1},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			st, rec := primary.Recreate(tt.rec, 200)
-			if err := st.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			if st.Next != tt.wantNext || st.Ceiling != tt.wantCeil {
-				t.Fatalf("next %d ceiling %d; want %d, %d", st.Next, st.Ceiling, tt.wantNext, tt.wantCeil)
-			}
-			if rec.Ceiling < st.Ceiling || rec.Ceiling < tt.rec.Ceiling {
-				t.Fatalf("record ceiling %d does not cover the state's %d and the old %d", rec.Ceiling, st.Ceiling, tt.rec.Ceiling)
-			}
-			got, err := st.Take(1000)
-			if err != nil && !errors.Is(err, sequence.ErrExhausted) {
-				t.Fatal(err)
-			}
-			if len(got) > 0 && got[0].Start <= tt.rec.Ceiling {
-				t.Fatalf("the restored state hands out %s again (the record covers up to %d)", got, tt.rec.Ceiling)
-			}
-		})
-	}
-}
-
 // Finding 3: a bounded sequence whose ceiling reached its end, lost by
 // ZooKeeper, came back at next = end and handed out its last ID again.
 func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {

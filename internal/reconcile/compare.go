@@ -1,0 +1,249 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// Level says how serious a Finding is.
+type Level string
+
+const (
+	// OK: ZooKeeper and the store agree.
+	OK Level = "ok"
+	// Pending: a running primary fixes it by itself (a sequence missing
+	// from ZooKeeper, not validated in the current ZooKeeper epoch, or
+	// registered and not initialised yet).
+	Pending Level = "pending"
+	// Unsafe: an ID may be, or may have been, handed out twice or above
+	// the durable ceiling.
+	Unsafe Level = "unsafe"
+)
+
+// Action is what Apply does about a Finding.
+type Action int
+
+const (
+	// Nothing is done.
+	Nothing Action = iota
+	// RecreateZnode re-creates a sequence the store knows and ZooKeeper
+	// lacks, at its stored ceiling + 1 (Recreate).
+	RecreateZnode
+	// CoverInStore raises the stored ceiling to what ZooKeeper shows: the
+	// store lost the record, or never saw the ceiling.
+	CoverInStore
+	// Revalidate fast-forwards a sequence not validated in the current
+	// ZooKeeper epoch to its Floor and stamps the epoch.
+	Revalidate
+)
+
+// Finding is what Compare found for one sequence name.
+type Finding struct {
+	Sequence string `json:"sequence"`
+	Level    Level  `json:"level"`
+	Problem  string `json:"problem,omitempty"`
+	Next     int64  `json:"next,omitempty"`
+	Ceiling  int64  `json:"ceiling,omitempty"`
+	Stored   int64  `json:"stored_ceiling,omitempty"`
+	// Description says what Apply does (set by Plan).
+	Description string `json:"action,omitempty"`
+
+	// Action is what Apply does about it.
+	Action Action `json:"-"`
+	// State is what ZooKeeper holds (zero when the znode is missing).
+	State sequence.State `json:"-"`
+	// Record is what the store holds (zero when it holds nothing).
+	Record persist.Record `json:"-"`
+}
+
+// Report is the result of Compare.
+type Report struct {
+	// ZKEpoch is the ZooKeeper epoch the comparison was made in.
+	ZKEpoch int64
+	// Findings has one entry per name, sorted by name.
+	Findings []Finding
+}
+
+// Unsafe returns how many findings are Unsafe.
+func (r *Report) Unsafe() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Level == Unsafe {
+			n++
+		}
+	}
+	return n
+}
+
+// Compare reads every sequence in ZooKeeper and every record in the store
+// and classifies each name. It changes nothing.
+func Compare(ctx context.Context, seqs *sequence.Client, store *persist.Store) (*Report, error) {
+	epoch, err := seqs.CurrentEpoch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load the store: %w", err)
+	}
+	byName := make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	names, _, err := seqs.ZK().Conn().Children(seqs.Root())
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
+	}
+	inZK := make(map[string]bool, len(names))
+	var out []Finding
+	for _, name := range names {
+		inZK[name] = true
+		st, _, err := seqs.Describe(ctx, name)
+		if errors.Is(err, sequence.ErrUnknownSequence) {
+			continue // deleted meanwhile
+		}
+		rec, stored := byName[name]
+		f, err := check(name, st, err, rec, stored, epoch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	for _, r := range recs {
+		if !inZK[r.Name] && !r.Deleted {
+			out = append(out, Finding{Sequence: r.Name, Level: Pending, Stored: r.Ceiling, Record: r, Action: RecreateZnode,
+				Problem: "in the store but not in ZooKeeper"})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Sequence < out[j].Sequence })
+	return &Report{ZKEpoch: epoch, Findings: out}, nil
+}
+
+// check classifies one sequence ZooKeeper holds: st as read (readErr the
+// error of the read), rec as stored (if stored), in ZooKeeper epoch epoch.
+// It returns readErr when it is not about the sequence itself (a
+// connection problem).
+func check(name string, st sequence.State, readErr error, rec persist.Record, stored bool, epoch int64) (Finding, error) {
+	f := Finding{Sequence: name, Level: OK, State: st, Record: rec, Stored: rec.Ceiling}
+	switch {
+	case errors.Is(readErr, sequence.ErrCorrupt):
+		f.Level, f.Problem = Unsafe, readErr.Error()
+	case errors.Is(readErr, sequence.ErrInvalidName):
+		f.Level, f.Problem = Pending, "not a sequence name; seqkeeper ignores this znode"
+	case readErr != nil:
+		return Finding{}, readErr
+	case st.Registered:
+		f.Level, f.Problem = Pending, "registered; the primary has not initialised it yet"
+	case st.Legacy:
+		f.Next = st.Next
+		switch {
+		case !stored:
+			f.Level, f.Problem, f.Action = Unsafe, "legacy counter with no mark in the store", CoverInStore
+		case st.Next > rec.Ceiling:
+			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("legacy counter %d is past its stored mark %d", st.Next, rec.Ceiling), CoverInStore
+		}
+	default:
+		f.Next, f.Ceiling = st.Next, st.Ceiling
+		switch {
+		case !stored:
+			f.Level, f.Problem, f.Action = Unsafe, "no record in the store: a ZooKeeper data loss would reissue its IDs", CoverInStore
+		case st.Ceiling > rec.Ceiling:
+			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("ZooKeeper ceiling %d is above the stored ceiling %d", st.Ceiling, rec.Ceiling), CoverInStore
+		case rec.Deleted:
+			f.Level, f.Problem = Pending, "the store holds a tombstone for this name; the primary fast-forwards the re-created sequence"
+		case st.ZKEpoch != epoch:
+			f.Level, f.Problem, f.Action = Pending, fmt.Sprintf("validated in ZooKeeper epoch %d, now %d: clients wait until it is revalidated", st.ZKEpoch, epoch), Revalidate
+		}
+	}
+	return f, nil
+}
+
+// Plan fills in every finding's Description: what Apply does about it.
+func (r *Report) Plan() {
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		switch f.Action {
+		case RecreateZnode:
+			f.Description = fmt.Sprintf("re-create at %d", sequence.AddSat(f.Record.Ceiling, 1))
+		case CoverInStore:
+			f.Description = fmt.Sprintf("raise the stored ceiling to %d", cover(f.State, f.Record))
+		case Revalidate:
+			f.Description = fmt.Sprintf("fast-forward to %d and stamp the current epoch", Floor(f.State, f.Record, true))
+		}
+	}
+}
+
+// cover is the stored ceiling that covers what ZooKeeper shows of st:
+// its ceiling, or for a legacy counter the counter (the highest ID it may
+// have issued; its State.Ceiling is for display only).
+func cover(st sequence.State, rec persist.Record) int64 {
+	if st.Legacy {
+		return max(rec.Ceiling, st.Next)
+	}
+	return max(rec.Ceiling, st.Ceiling, st.Next)
+}
+
+// Apply carries out the report's actions, the store always first: it
+// writes every new ceiling to the store (at the store's current leader
+// epoch, so a primary that takes over later fences it out), then
+// re-creates the missing sequences in ZooKeeper and revalidates the stale
+// ones, each with Headroom(minReserve) IDs (see Recreate). Nothing reaches
+// ZooKeeper if the store write fails.
+func Apply(ctx context.Context, seqs *sequence.Client, store *persist.Store, r *Report, minReserve int64) error {
+	storeEpoch, _, err := store.Epoch(ctx)
+	if err != nil {
+		return err
+	}
+	n := Headroom(minReserve)
+	var recs []persist.Record
+	var recreate []sequence.State
+	for _, f := range r.Findings {
+		rec := f.Record
+		rec.Name = f.Sequence
+		switch f.Action {
+		case RecreateZnode:
+			var st sequence.State
+			st, rec = Recreate(rec, minReserve)
+			recreate = append(recreate, st)
+		case CoverInStore:
+			rec.Ceiling = cover(f.State, rec)
+			rec.Legacy = f.State.Legacy
+			if !rec.Legacy {
+				// What the primary records too: a restore after a
+				// ZooKeeper data loss brings the sequence back with them.
+				rec.Start, rec.End, rec.Windows = f.State.Start, f.State.End, f.State.Windows
+			}
+		case Revalidate:
+			rec.Ceiling = max(rec.Ceiling, Ceiling(Floor(f.State, f.Record, true), n, f.State.End))
+		default:
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := store.Put(ctx, storeEpoch, recs...); err != nil {
+		return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
+	}
+	if _, _, err := seqs.Restore(ctx, recreate, r.ZKEpoch); err != nil {
+		return err
+	}
+	for _, f := range r.Findings {
+		if f.Action != Revalidate {
+			continue
+		}
+		floor := Floor(f.State, f.Record, true)
+		if _, err := seqs.Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package reconcile is the one policy that compares what the durable store
+// holds for a sequence (a persist.Record) with what ZooKeeper holds (a
+// sequence.State) and decides what must happen. The primary calls it when
+// it raises, revalidates and restores sequences; the operator commands
+// 'seqkeeper verify' and 'seqkeeper restore' call it through Compare, Plan
+// and Apply. Neither decides on its own.
+//
+// The rules, all serving invariant 2 of DESIGN.md (every ID handed out is
+// at most the ceiling in the store):
+//
+//   - A sequence that starts again (revalidated after a ZooKeeper leader
+//     election, fast-forwarded, re-created after a loss) starts at its
+//     Floor: above everything the store covers and above the ceiling
+//     ZooKeeper shows.
+//   - It gets Headroom(reserve) IDs above that floor: twice its reserve,
+//     which is what the primary raises any sequence to when it falls to
+//     its low-water mark. Where no traffic has been seen (a restore, the
+//     operator's 'seqkeeper restore') the reserve is the configured
+//     minimum, so a restored sequence holds exactly what the primary would
+//     give an idle one and the primary has nothing to redo when it takes
+//     over. docs/architecture.md says why this rule and not one reserve.
+//   - The store is written first; only then may ZooKeeper hold the new
+//     ceiling.
+//   - Recycled ranges are never restored from the store.
+package reconcile
+
+import (
+	"math"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// Headroom returns how many IDs a sequence gets above its floor (or above
+// next, for a raise) when its ceiling is set: twice its reserve, so that it
+// falls to the low-water mark (reserve) only after it has used as much
+// again. The reserve is at most config.MaxReserveLimit (2^50), so the
+// result never overflows.
+func Headroom(reserve int64) int64 { return 2 * reserve }
+
+// Ceiling returns the ceiling that gives n IDs from from: from+n-1, capped
+// at end, without overflow.
+func Ceiling(from, n, end int64) int64 {
+	if from > end || n > end-from {
+		return end
+	}
+	return from + n - 1
+}
+
+// Floor returns the lowest ID a sequence in state st may hand out after it
+// is revalidated or fast-forwarded: above everything the store covers (rec,
+// when stored) and above the ceiling ZooKeeper shows, so that a store that
+// lost the record does not lower it.
+func Floor(st sequence.State, rec persist.Record, stored bool) int64 {
+	floor := sequence.AddSat(st.Ceiling, 1)
+	if stored {
+		floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
+	}
+	return floor
+}
+
+// Recreate returns the state that re-creates in ZooKeeper the sequence of
+// record r, lost there, above everything r covers and with
+// Headroom(minReserve) IDs usable at once, and r with its ceiling moved to
+// cover them. The record must reach the store before the state reaches
+// ZooKeeper. A legacy counter comes back at its mark, and the mark moves up
+// by the same headroom.
+func Recreate(r persist.Record, minReserve int64) (sequence.State, persist.Record) {
+	n := Headroom(minReserve)
+	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
+	if st.End == 0 {
+		st.End = sequence.MaxID
+	}
+	if r.Legacy {
+		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
+		r.Ceiling = min(r.Ceiling, sequence.MaxLegacyCounter-n) + n
+	} else {
+		// Above everything r covers. With every ID of the space covered,
+		// the sequence comes back exhausted (next one past the last ID
+		// it may issue), never at its last ID again.
+		last := min(st.End, math.MaxInt64-1) // see sequence.MaxID
+		st.Next = max(sequence.AddSat(r.Ceiling, 1), st.Start)
+		if st.Next > last {
+			st.Next, st.Ceiling = last+1, last
+		} else {
+			st.Ceiling = Ceiling(st.Next, n, st.End)
+		}
+		r.Ceiling = max(r.Ceiling, st.Ceiling)
+	}
+	r.Czxid, r.Mzxid, r.Version = 0, 0, 0 // new znodes: recorded when seen
+	return st, r
+}
