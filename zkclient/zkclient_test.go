@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -35,7 +33,7 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 	defer c.Close()
 	// Writing makes the client remember a zxid the wiped server never saw;
 	// the server refuses such a client, so only a new connection recovers.
-	if _, err := c.Conn().Create("/x", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.Create(context.Background(), "/x", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	first := c.SessionID()

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -93,7 +92,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 			return leaderOutput{}, err
 		}
 		children, _, err := zc.Conn().Children(dir)
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(err, zkclient.ErrNoNode) {
 			return leaderOutput{}, errNoLeader
 		}
 		if err != nil {
@@ -104,7 +103,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 			return leaderOutput{}, errNoLeader
 		}
 		data, _, err := zc.Conn().Get(dir + "/" + cands[0])
-		if errors.Is(err, zk.ErrNoNode) {
+		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // it just left; look again
 		}
 		if err != nil {
