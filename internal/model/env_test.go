@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -55,20 +57,20 @@ func specsFor(seed uint64) []seqSpec {
 	windows := 2 + int(seed%3)
 	return []seqSpec{
 		{name: "plain", kind: "plain"},
-		{name: "plain-hi", kind: "plain", reg: sequence.Registration{Start: 1_000_000_000}},
-		{name: "windowed", kind: "windowed", reg: sequence.Registration{Windows: windows}},
-		{name: "bounded", kind: "bounded", reg: sequence.Registration{Start: 1000, End: 6000}},
-		{name: "tiny", kind: "bounded", reg: sequence.Registration{Start: 1, End: 300}},
-		{name: "top", kind: "top", reg: sequence.Registration{Start: math.MaxInt64 - 500}},
+		{name: "plain-hi", kind: "plain", reg: seqzk.Registration{Start: 1_000_000_000}},
+		{name: "windowed", kind: "windowed", reg: seqzk.Registration{Windows: windows}},
+		{name: "bounded", kind: "bounded", reg: seqzk.Registration{Start: 1000, End: 6000}},
+		{name: "tiny", kind: "bounded", reg: seqzk.Registration{Start: 1, End: 300}},
+		{name: "top", kind: "top", reg: seqzk.Registration{Start: math.MaxInt64 - 500}},
 	}
 }
 
 // worker is one client process: its own ZooKeeper session and
-// sequence.Client, directly or through a proxy that can freeze it.
+// seqzk.Client, directly or through a proxy that can freeze it.
 type worker struct {
 	label  string
 	zk     *zkclient.Client
-	seq    *sequence.Client
+	seq    *seqzk.Client
 	proxy  *testenv.Proxy
 	frozen bool // its proxy is paused (a delayed take is in flight); driver only
 }
@@ -117,7 +119,7 @@ type env struct {
 	storeDir string
 	copyDir  string
 	store    *persist.Store // the test's own: checks, tombstones
-	admin    *sequence.Client
+	admin    *seqzk.Client
 	workers  []*worker
 	prim     *primaryRun
 	nprim    int
@@ -149,9 +151,9 @@ func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client 
 	return c
 }
 
-func (e *env) client(zc *zkclient.Client, wait time.Duration) *sequence.Client {
+func (e *env) client(zc *zkclient.Client, wait time.Duration) *seqzk.Client {
 	e.t.Helper()
-	c, err := sequence.NewClient(zc, sequence.Options{Root: e.seqRoot, CeilingWait: wait})
+	c, err := seqzk.NewClient(zc, seqzk.Options{Root: e.seqRoot, CeilingWait: wait})
 	if err != nil {
 		e.fatalf("%v", err)
 	}
@@ -189,7 +191,7 @@ func setup(t *testing.T, seed uint64, m *model, specs []seqSpec) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 	e.waitFor(ctx, "the sequences root", func() bool {
-		ok, _, _ := e.admin.ZK().Conn().Exists(e.seqRoot)
+		ok, _, _ := e.admin.ZK().Exists(context.Background(), e.seqRoot)
 		return ok
 	})
 	for _, s := range specs {
@@ -268,22 +270,20 @@ func (e *env) startPrimary() {
 	proxy := testenv.NewProxy(e.t, e.zkAddr)
 	e.closers = append(e.closers, proxy.Close)
 	zc := e.dial(proxy.Addr(), primarySession, 0)
-	cfg := primary.DefaultConfig()
-	cfg.Sequences = e.client(zc, time.Second)
-	cfg.Store = e.newStore()
-	cfg.Holder = fmt.Sprintf("p%d", e.nprim)
+	holder := fmt.Sprintf("p%d", e.nprim)
+	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = e.marker
 	cfg.Runway = time.Second
 	cfg.MinReserve = 50
 	cfg.MaxReserve = maxReserve
 	cfg.SweepInterval = 200 * time.Millisecond
 	cfg.StoreTimeout = 2 * time.Second
-	p, err := primary.New(cfg)
+	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: e.newStore(), Holder: holder})
 	if err != nil {
 		e.fatalf("%v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr := &primaryRun{holder: cfg.Holder, p: p, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
+	pr := &primaryRun{holder: holder, p: p, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pr.done)
 		for {
@@ -527,12 +527,12 @@ func (e *env) fault(what string) {
 }
 
 // getState reads the state of a znode with its stat.
-func (e *env) getState(path, name string) (sequence.State, *zk.Stat, error) {
-	data, stat, err := e.admin.ZK().Conn().Get(path)
+func (e *env) getState(path, name string) (sequence.State, *zkclient.Stat, error) {
+	data, stat, err := e.admin.ZK().Get(context.Background(), path)
 	if err != nil {
 		return sequence.State{}, nil, err
 	}
-	st, err := sequence.ParseState(name, data)
+	st, err := state.ParseState(name, data)
 	return st, stat, err
 }
 

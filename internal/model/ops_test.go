@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -159,8 +160,7 @@ func classify(err error) string {
 		return "deadline"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
-	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer),
-		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrSessionMoved):
+	case zkclient.IsTransient(err):
 		return "zk-connection"
 	case strings.Contains(err.Error(), "already exists"):
 		return "exists"
@@ -346,8 +346,8 @@ func (e *env) invalidFor(r *rand.Rand, kind, name string) (invalidPush, bool) {
 			k := 1 + r.Int64N(min(20, s-1))
 			opts = append(opts, sequence.Range{Start: s - k, End: s - 1}, sequence.Range{Start: s - k, End: s + r.Int64N(5)})
 		}
-		if end := spec.end(); end < sequence.MaxID {
-			k := 1 + r.Int64N(min(20, sequence.MaxID-end))
+		if end := spec.end(); end < state.MaxID {
+			k := 1 + r.Int64N(min(20, state.MaxID-end))
 			opts = append(opts, sequence.Range{Start: end + 1, End: end + k}, sequence.Range{Start: max(spec.start(), end-r.Int64N(5)), End: end + k})
 		}
 		if len(opts) == 0 {
@@ -371,13 +371,13 @@ func (e *env) invalidFor(r *rand.Rand, kind, name string) (invalidPush, bool) {
 				return true, ""
 			}}, true
 	case "window":
-		children, _, err := e.admin.ZK().Conn().Children(path)
+		children, _, err := e.admin.ZK().Children(context.Background(), path)
 		if err != nil {
 			return invalidPush{}, false
 		}
 		var windows []string
 		for _, c := range children {
-			if strings.HasPrefix(c, sequence.WindowPrefix) {
+			if strings.HasPrefix(c, state.WindowPrefix) {
 				windows = append(windows, c)
 			}
 		}
@@ -487,7 +487,7 @@ func (e *env) opPruneWindows(r *rand.Rand) (string, bool) {
 	name := names[r.IntN(len(names))]
 	w := e.pickWorker(r)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	open, err := w.seq.PruneWindows(ctx, name, sequence.VersionLimit)
+	open, err := w.seq.PruneWindows(ctx, name, state.VersionLimit)
 	cancel()
 	e.m.mu.Lock()
 	class := e.m.call("window-prune", err)
@@ -536,7 +536,7 @@ func (e *env) deleteName(name string) string {
 // errors for a while; it says true when it cannot tell.
 func (e *env) existsSure(name string) bool {
 	for range 50 {
-		ok, _, err := e.admin.ZK().Conn().Exists(e.admin.Path(name))
+		ok, _, err := e.admin.ZK().Exists(context.Background(), e.admin.Path(name))
 		if err == nil {
 			return ok
 		}

@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -98,28 +101,28 @@ func (s *idSet) count() int64 {
 type seqSpec struct {
 	name string
 	kind string // plain, windowed, bounded, top
-	reg  sequence.Registration
+	reg  seqzk.Registration
 }
 
 func (s seqSpec) start() int64 {
 	if s.reg.Start == 0 {
-		return sequence.DefaultStart
+		return state.DefaultStart
 	}
 	return s.reg.Start
 }
 
 func (s seqSpec) end() int64 {
 	if s.reg.End == 0 {
-		return sequence.MaxID
+		return state.MaxID
 	}
 	return s.reg.End
 }
 
 // inSpace reports whether r may be handed out by the sequence: inside
 // [start, end], and never MaxID itself when the space ends there (see
-// sequence.MaxID).
+// state.MaxID).
 func (s seqSpec) inSpace(r sequence.Range) bool {
-	return r.Start >= s.start() && r.End <= s.end() && !(s.end() == sequence.MaxID && r.End == sequence.MaxID)
+	return r.Start >= s.start() && r.End <= s.end() && !(s.end() == state.MaxID && r.End == state.MaxID)
 }
 
 // event is one take or push of a ledger, kept for the failure report.

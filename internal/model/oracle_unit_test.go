@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -65,7 +67,7 @@ func TestIDSet(t *testing.T) {
 // TestLedger checks the oracle's rule: an ID may be handed out again only
 // after a push, once per push.
 func TestLedger(t *testing.T) {
-	l := newLedger(seqSpec{name: "s", reg: sequence.Registration{Start: 1, End: 100}})
+	l := newLedger(seqSpec{name: "s", reg: seqzk.Registration{Start: 1, End: 100}})
 	rg := func(a, b int64) sequence.Ranges { return sequence.Ranges{{Start: a, End: b}} }
 	if p := l.take(1, "a", rg(1, 10)); len(p) != 0 {
 		t.Fatal(p)
