@@ -1,5 +1,10 @@
-// Package sequence hands out unique integer IDs from named sequences kept in
-// ZooKeeper, and defines the state each sequence znode holds.
+// Package sequence is the workers' library: it hands out unique integer IDs
+// from named sequences kept in ZooKeeper (Client.Take, Client.Push,
+// Client.Describe, and an Allocator for one ID at a time). The text format
+// of a sequence znode is package state; the writes only the primary may
+// make (raising ceilings, validating, rotating, restoring) are not part of
+// this package, so that no worker can break the promise that no ID is
+// handed out twice.
 //
 // # State format
 //
@@ -27,9 +32,9 @@
 // checks (see State.Marker); pushfloor is next as it was at that stamp
 // (keyed pushes of IDs below it are refused, see State.PushFloor);
 // pushed lists the idempotency keys of the latest keyed pushes
-// (Client.PushOnce, at most MaxPushKeys). An operator registers a
+// (Client.PushOnce, at most state.MaxPushKeys). An operator registers a
 // sequence by creating its znode empty or holding a start value; the primary
-// initialises it. See ParseState for every accepted form and State.Validate
+// initialises it. See state.ParseState for every accepted form and State.Validate
 // for the invariants.
 //
 // # Taking and returning IDs
@@ -62,17 +67,18 @@
 // stays one round trip; other writers' changes show up as BadVersion. One
 // window remains: a delete and re-create that completes while the client's
 // write is already on the wire, and brings the new znode to exactly the
-// cached version. Every write checks the creation zxid ZooKeeper returns; if
-// such a write ever lands, the client hands out nothing, sets the sequence's
-// fresh range empty, and returns ErrRecreated, and the primary (which sees a
-// creation zxid it did not record) fast-forwards the sequence past the
-// stored ceiling.
+// cached version. A write of a validated state cannot land there: it first
+// checks the state's marker znode, which died with the old znode. For the
+// other states every write checks the creation zxid ZooKeeper returns; if
+// such a write ever lands, the client hands out nothing and returns
+// ErrRecreated, and the primary (which sees a creation zxid it did not
+// record) fast-forwards the sequence past the stored ceiling.
 //
 // # Windows
 //
 // A sequence registered with windows has child znodes (w-0000000001, ...)
 // each holding a disjoint range carved below the durable ceiling by the
-// primary (Client.OpenWindow). Clients start at a random window and move on
+// primary. Clients start at a random window and move on
 // when it is used up, so many clients stop fighting over one znode version.
 // The price is order: IDs stay unique, but IDs handed out later may be lower
 // than IDs handed out earlier, from another window. Recycled IDs go back to
@@ -85,9 +91,9 @@
 // only persist a reserve-ahead mark after it sees the counter move. IDs
 // taken faster than it reacts are not covered by the store, so a ZooKeeper
 // data loss in that moment can reissue them. Legacy counters must also stay
-// at or below MaxLegacyCounter (2^61-1) to be told apart from the text form.
+// at or below state.MaxLegacyCounter (2^61-1) to be told apart from the text form.
 //
-// The recycled list is capped at MaxRecycledRanges ranges to keep the znode
+// The recycled list is capped at state.MaxRecycledRanges ranges to keep the znode
 // small. Past the cap the smallest ranges are dropped and counted in the
 // leaked field: IDs are leaked, never handed out twice.
 package sequence
