@@ -2,19 +2,16 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/signal"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,6 +51,13 @@ var chaosSequences = []string{"chaos", "chaos-w"}
 // store loses them (lose-store-objects).
 var chaosIdleSequences = []string{"chaos-idle"}
 
+// chaosCreateArgs are the arguments of seqkeeper create after the name,
+// per sequence the suite registers (none for those not listed).
+var chaosCreateArgs = map[string][]string{
+	"chaos":   nil,
+	"chaos-w": {"--windows", "2"},
+}
+
 const chaosSessionTimeout = 6 * time.Second
 
 // chaos is a cluster under test with its workload and history.
@@ -64,9 +68,10 @@ type chaos struct {
 	rng   *rand.Rand
 	proxy *ZooKeeperProxy // stable ZooKeeper addresses for the test process
 
-	mu      sync.Mutex
-	figures []Figures
-	logf    func(format string, args ...any)
+	mu        sync.Mutex
+	figures   []Figures
+	racesSeen int // worker race reports already failed the test
+	logf      func(format string, args ...any)
 }
 
 // newChaos starts a 3-server ensemble, MinIO and 3 replicas, registers the
@@ -103,6 +108,7 @@ func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
 	}
 	t.Cleanup(func() {
 		ch.w.Stop()
+		ch.checkRaces(t)
 		if t.Failed() || os.Getenv("SEQKEEPER_CHAOS_DIR") != "" {
 			dir, err := ch.hist.Dump("", t.Name())
 			if err == nil {
@@ -183,6 +189,7 @@ func (ch *chaos) run(t *testing.T, name string, f fault) {
 	ch.mu.Unlock()
 	t.Log(fig)
 	ch.verdict(t, v)
+	ch.checkRaces(t)
 }
 
 // dumpReplicas logs every replica's goroutines after a hang, for the
@@ -206,6 +213,20 @@ func (ch *chaos) verdict(t *testing.T, v Verdict) {
 			b.WriteString(d.String())
 		}
 		t.Errorf("%d IDs handed out twice (of %d checked):%s", v.Duplicates, v.IDs, b.String())
+	}
+}
+
+// checkRaces fails the test with every data race report a Go worker
+// process wrote since the last check. The test binary itself fails on a
+// race under -race; its worker processes, the same binary, must too.
+func (ch *chaos) checkRaces(t *testing.T) {
+	races := ch.w.Races()
+	ch.mu.Lock()
+	seen := ch.racesSeen
+	ch.racesSeen = len(races)
+	ch.mu.Unlock()
+	for _, r := range races[seen:] {
+		t.Errorf("data race in a Go worker process: %s", r)
 	}
 }
 
@@ -302,289 +323,4 @@ func TestChaosMixed(t *testing.T) {
 	t.Logf("chaos mixed run, seed %d: %d faults injected in %s; IDs checked %d in %d ranges; duplicates %d; IDs lost %d in %d gaps %v; longest time without a primary %.1fs (total %.1fs)",
 		seed, n, time.Since(start).Round(time.Second), v.IDs, v.Records, v.Duplicates, v.Lost, len(v.Gaps), all.LostBy,
 		all.NoPrimaryMax.Seconds(), all.NoPrimaryTotal.Seconds())
-}
-
-// TestChaosWorkerProcess is not a test: it is the body of the Go worker
-// processes the chaos suite starts (the test binary, run again with
-// SEQKEEPER_CHAOS_WORKER set). SIGTERM ends it cleanly.
-func TestChaosWorkerProcess(t *testing.T) {
-	if os.Getenv(envWorker) == "" {
-		t.Skip("the body of the chaos suite's worker processes")
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := RunWorkerProcess(ctx, os.Stdout); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// killWorkers kills a Go worker process (SIGKILL) every few seconds, six
-// times, and starts a fresh one of the same kind in its place.
-func (ch *chaos) killWorkers(ctx context.Context) error {
-	for range 6 {
-		sleep(ctx, time.Duration(1000+ch.rng.IntN(3000))*time.Millisecond)
-		_, kind := ch.w.CrashGoWorker(ch.rng, "")
-		if kind != "" {
-			if _, err := ch.w.StartGoWorker(kind); err != nil {
-				return err
-			}
-		}
-	}
-	return ctx.Err()
-}
-
-// killPrimary sends SIGKILL to the primary; a successor must take over once
-// its session expires. The old primary starts again after 12 s.
-func (ch *chaos) killPrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Kill, "SIGKILL", 12*time.Second, (*Node).Start)
-}
-
-// termPrimary stops the primary gracefully (it resigns, pushes back its
-// buffers) and starts it again after 5 s.
-func (ch *chaos) termPrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Stop, "", 5*time.Second, (*Node).Start)
-}
-
-// partitionPrimary cuts the primary off the network for 20 s while it
-// believes it leads; a successor takes over; then the partition heals.
-func (ch *chaos) partitionPrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Disconnect, "", 20*time.Second, (*Node).Reconnect)
-}
-
-// pausePrimary freezes the primary for 15 s, well past its session
-// timeout (the GC pause case): when it thaws it must not act as primary.
-func (ch *chaos) pausePrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Pause, "", 15*time.Second, (*Node).Unpause)
-}
-
-// disturbPrimary applies fault to the current primary, records it as a
-// crash when crash is set (the checker explains IDs buffered at a crash),
-// waits for d, and heals it.
-func (ch *chaos) disturbPrimary(ctx context.Context, fault func(*Node, context.Context) error, crash string,
-	d time.Duration, heal func(*Node, context.Context) error) error {
-	p, err := ch.w.Primary(ctx)
-	if err != nil {
-		return err
-	}
-	if err := fault(p, ctx); err != nil {
-		return err
-	}
-	if crash != "" {
-		ch.hist.Event("crash", p.Name, crash)
-	}
-	sleep(ctx, d)
-	return heal(p, ctx)
-}
-
-// restartReplicas stops every replica at once (gracefully) and starts them
-// all again.
-func (ch *chaos) restartReplicas(ctx context.Context) error {
-	replicas := ch.c.Replicas()
-	if err := parallel(replicas, func(n *Node) error { return n.Stop(ctx) }); err != nil {
-		return err
-	}
-	sleep(ctx, 2*time.Second)
-	return parallel(replicas, func(n *Node) error { return n.Start(ctx) })
-}
-
-// loseZooKeeper kills the ensemble's leader for 10 s: the other two elect
-// a new leader, a new ZooKeeper epoch begins, and the primary must
-// revalidate every sequence.
-func (ch *chaos) loseZooKeeper(ctx context.Context) error {
-	leader, _, err := ch.c.ZooKeeperLeader(ctx)
-	if err != nil {
-		return err
-	}
-	if err := leader.Kill(ctx); err != nil {
-		return err
-	}
-	sleep(ctx, 10*time.Second)
-	return ch.startZooKeepers(ctx, leader)
-}
-
-// loseQuorum kills the leader and a follower for 15 s: nothing can be
-// written, then the ensemble comes back in a new epoch.
-func (ch *chaos) loseQuorum(ctx context.Context) error {
-	leader, followers, err := ch.c.ZooKeeperLeader(ctx)
-	if err != nil {
-		return err
-	}
-	down := []*Node{leader, followers[0]}
-	if err := parallel(down, func(n *Node) error { return n.Kill(ctx) }); err != nil {
-		return err
-	}
-	sleep(ctx, 15*time.Second)
-	return ch.startZooKeepers(ctx, down...)
-}
-
-// s3Down stops MinIO for longer than the runway: until takes have been
-// blocking at the ceiling for 5 s (at most 60 s; the reserve is sized for
-// the runway at the recent rate, so how long depends on the traffic).
-// Clients must use up the reserve and then block, never taking an ID above
-// the ceiling the store held; when MinIO is back they resume.
-func (ch *chaos) s3Down(ctx context.Context) error {
-	if err := ch.c.MinIO.Stop(ctx); err != nil {
-		return err
-	}
-	down := time.Now()
-	sleep(ctx, 3*time.Second)
-	// The store cannot change now: what the primary last stored is final.
-	stored, err := ch.w.StoredCeilings(ctx)
-	if err != nil {
-		return err
-	}
-	var firstBlock time.Time
-	for time.Since(down) < 60*time.Second && ctx.Err() == nil {
-		if firstBlock.IsZero() {
-			for _, e := range ch.hist.Snapshot().Events {
-				if e.Kind == "error" && e.T.After(down) && strings.Contains(e.Detail, "ceiling_reached") {
-					firstBlock = e.T
-					break
-				}
-			}
-		}
-		if !firstBlock.IsZero() && time.Since(firstBlock) > 5*time.Second {
-			break
-		}
-		sleep(ctx, time.Second)
-	}
-	up := time.Now()
-	ch.hist.Event("note", "minio", fmt.Sprintf("stored ceilings during the outage: %v", stored))
-	if err := ch.c.MinIO.Start(ctx); err != nil {
-		return err
-	}
-	// Invariant 2: nothing handed out while the store was down lies above
-	// the ceiling it held. Only calls that returned before the restart
-	// certainly got their IDs during the outage: a take blocked at the
-	// ceiling returns as soon as the store is back and the primary raises.
-	snap := ch.hist.Snapshot()
-	var above []string
-	maxID := map[string]int64{}
-	for _, r := range snap.Records {
-		if r.T1.Before(down) || !r.T1.Before(up) {
-			continue
-		}
-		maxID[r.Seq] = max(maxID[r.Seq], r.End)
-		if c, ok := stored[r.Seq]; ok && r.End > c && len(above) < 10 {
-			above = append(above, describeRecord(r))
-		}
-	}
-	ch.hist.Event("note", "minio", fmt.Sprintf("highest IDs issued during the outage: %v", maxID))
-	blocked := 0
-	for _, e := range snap.Events {
-		if e.Kind == "error" && e.T.After(down) && e.T.Before(up) && strings.Contains(e.Detail, "ceiling_reached") {
-			blocked++
-		}
-	}
-	if blocked == 0 {
-		// Not a failure of the product's promise, but the scenario did
-		// not exercise the block: the reserve outlasted the outage.
-		ch.hist.Event("note", "minio", "no worker reached the stored ceiling during the outage")
-	}
-	ch.logf("S3 down %.0fs: stored ceilings %v, highest IDs issued %v, %d takes blocked at the ceiling",
-		up.Sub(down).Seconds(), stored, maxID, blocked)
-	if len(above) > 0 {
-		return fmt.Errorf("IDs above the stored ceilings %v issued while S3 was down:\n\t%s", stored, strings.Join(above, "\n\t"))
-	}
-	return nil
-}
-
-// wipeZooKeeper kills the whole ensemble, deletes every server's data and
-// starts it empty: the primary must restore every sequence from the store.
-func (ch *chaos) wipeZooKeeper(ctx context.Context) error {
-	zks := ch.c.ZooKeepers
-	if err := parallel(zks, func(n *Node) error { return n.Kill(ctx) }); err != nil {
-		return err
-	}
-	if err := parallel(zks, func(n *Node) error { return n.WipeZooKeeperData(ctx) }); err != nil {
-		return err
-	}
-	return ch.startZooKeepers(ctx, zks...)
-}
-
-// rollbackBeforeRaise copies a follower's data, lets 15 s of traffic (and
-// raises) go by, then rolls the whole ensemble back to the copy.
-func (ch *chaos) rollbackBeforeRaise(ctx context.Context) error {
-	snap, err := ch.snapshotFollower(ctx)
-	if err != nil {
-		return err
-	}
-	sleep(ctx, 15*time.Second)
-	return ch.restoreEnsemble(ctx, snap)
-}
-
-// rollbackAfterRaise is the rollback the versions cannot see: with no
-// primary running (so no raise after the copy), a follower's data is
-// copied, clients keep taking IDs from the reserve for 3 s, and the ensemble
-// is rolled back to the copy. Only the ZooKeeper epoch tells.
-func (ch *chaos) rollbackAfterRaise(ctx context.Context) error {
-	replicas := ch.c.Replicas()
-	if err := parallel(replicas, func(n *Node) error { return n.Kill(ctx) }); err != nil {
-		return err
-	}
-	for _, r := range replicas {
-		ch.hist.Event("crash", r.Name, "SIGKILL (rollback after raise)")
-	}
-	snap, err := ch.snapshotFollower(ctx)
-	if err != nil {
-		return err
-	}
-	sleep(ctx, 3*time.Second)
-	if err := ch.restoreEnsemble(ctx, snap); err != nil {
-		return err
-	}
-	return parallel(replicas, func(n *Node) error { return n.Start(ctx) })
-}
-
-// snapshotFollower stops a follower, copies its data, and starts it again.
-func (ch *chaos) snapshotFollower(ctx context.Context) (ZooKeeperData, error) {
-	_, followers, err := ch.c.ZooKeeperLeader(ctx)
-	if err != nil {
-		return ZooKeeperData{}, err
-	}
-	f := followers[0]
-	if err := f.Stop(ctx); err != nil {
-		return ZooKeeperData{}, err
-	}
-	snap, err := f.SnapshotZooKeeperData(ctx)
-	if err != nil {
-		return snap, err
-	}
-	ch.hist.Event("note", f.Name, "data copied for a rollback")
-	return snap, ch.startZooKeepers(ctx, f)
-}
-
-// restoreEnsemble kills every server, gives each the copy's data, and
-// starts them.
-func (ch *chaos) restoreEnsemble(ctx context.Context, snap ZooKeeperData) error {
-	zks := ch.c.ZooKeepers
-	if err := parallel(zks, func(n *Node) error { return n.Kill(ctx) }); err != nil {
-		return err
-	}
-	if err := parallel(zks, func(n *Node) error { return n.RestoreZooKeeperData(ctx, snap) }); err != nil {
-		return err
-	}
-	return ch.startZooKeepers(ctx, zks...)
-}
-
-// startZooKeepers starts servers and waits until the ensemble serves.
-func (ch *chaos) startZooKeepers(ctx context.Context, servers ...*Node) error {
-	if err := parallel(servers, func(n *Node) error { return n.Start(ctx) }); err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	return ch.c.WaitZooKeeperServing(wctx)
-}
-
-// parallel runs f on every node at once and joins the errors.
-func parallel(nodes []*Node, f func(*Node) error) error {
-	errs := make(chan error, len(nodes))
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() { errs <- f(n) })
-	}
-	wg.Wait()
-	close(errs)
-	return errors.Join(collect(errs)...)
 }

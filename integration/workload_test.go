@@ -16,9 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/seqkeeper/seqkeeper/sequence"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // WorkloadOptions say what a Workload runs.
@@ -54,6 +51,7 @@ type Workload struct {
 	mu      sync.Mutex
 	workers map[string]*goWorker
 	serial  int
+	races   []string // data race reports of worker processes (readRaces)
 }
 
 // goWorker is one Go worker: a process of its own (the test binary
@@ -150,15 +148,15 @@ func (w *Workload) StartGoWorker(kind string) (string, error) {
 		envWorkerSeqs+"="+strings.Join(seqs, ","),
 		envWorkerSession+"="+w.opts.SessionTimeout.String(),
 		envWorkerWait+"="+w.opts.CeilingWait.String(),
-		// The race detector also instruments the worker; go-zookeeper's
-		// known race on lastZxid must not stop it.
-		"GORACE=halt_on_error=0",
 	)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", err
 	}
-	cmd.Stderr = io.Discard
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
+	}
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start worker %s: %w", id, err)
 	}
@@ -166,10 +164,58 @@ func (w *Workload) StartGoWorker(kind string) (string, error) {
 	w.workers[id] = gw
 	go func() {
 		defer close(gw.done)
+		var pipes sync.WaitGroup
+		pipes.Go(func() { w.readRaces(gw, errOut) })
 		w.readWorker(gw, out)
+		pipes.Wait()
 		_ = cmd.Wait()
 	}()
 	return id, nil
+}
+
+// raceReportLines bounds the lines kept of one race report.
+const raceReportLines = 200
+
+// readRaces reads a worker process's standard error and keeps the data
+// race reports in it (a worker is the test binary, built with -race when
+// the suite is), recording each as a "race" event; Races returns them. The
+// rest (go-zookeeper's log) is dropped.
+func (w *Workload) readRaces(gw *goWorker, errOut io.Reader) {
+	sc := bufio.NewScanner(errOut)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var report []string
+	inReport := false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.Contains(line, "WARNING: DATA RACE"):
+			inReport, report = true, []string{line}
+		case inReport && strings.HasPrefix(line, "=================="):
+			w.addRace(gw, report)
+			inReport, report = false, nil
+		case inReport && len(report) < raceReportLines:
+			report = append(report, line)
+		}
+	}
+	if inReport {
+		w.addRace(gw, report) // cut short by the end of the process
+	}
+}
+
+func (w *Workload) addRace(gw *goWorker, report []string) {
+	text := strings.Join(report, "\n")
+	w.hist.Event("race", gw.id, text)
+	w.mu.Lock()
+	w.races = append(w.races, gw.id+": "+text)
+	w.mu.Unlock()
+}
+
+// Races returns every data race report of the Go worker processes so far,
+// each prefixed with the worker's id, in the order they were read.
+func (w *Workload) Races() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.races...)
 }
 
 // readWorker turns a worker process's output lines into history. Single
@@ -263,141 +309,6 @@ func (w *Workload) GoWorkers() []string {
 	return ids
 }
 
-// workerLinePrefix starts every line a worker process reports on.
-const workerLinePrefix = "CHAOS "
-
-// workerLine is one report of a worker process: ranges received by one
-// call (or allocator run), or a failed call.
-type workerLine struct {
-	Seq    string     `json:"seq,omitempty"`
-	Ranges [][2]int64 `json:"ranges,omitempty"`
-	T0     int64      `json:"t0,omitempty"`
-	T1     int64      `json:"t1,omitempty"`
-	Error  string     `json:"error,omitempty"`
-}
-
-// workerSink writes a worker's reports, one line each, to its stdout.
-type workerSink struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *workerSink) add(seq string, t0, t1 time.Time, ranges [][2]int64) {
-	s.put(workerLine{Seq: seq, Ranges: ranges, T0: t0.UnixNano(), T1: t1.UnixNano()})
-}
-
-func (s *workerSink) fail(kind string) { s.put(workerLine{Error: kind}) }
-
-func (s *workerSink) put(l workerLine) {
-	b, _ := json.Marshal(l)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// One write per line, so that a SIGKILL never leaves half a line.
-	_, _ = s.w.Write(append(append([]byte(workerLinePrefix), b...), '\n'))
-}
-
-// RunWorkerProcess is the life of a worker process, configured by its
-// environment: dial its own session, then take IDs until ctx ends (SIGTERM),
-// then close cleanly. Every range received is reported on out before it
-// is used, so a SIGKILL loses no report of an ID handed out.
-func RunWorkerProcess(ctx context.Context, out io.Writer) error {
-	kind := os.Getenv(envWorker)
-	servers := strings.Split(os.Getenv(envWorkerZK), ",")
-	seqs := strings.Split(os.Getenv(envWorkerSeqs), ",")
-	session, err := time.ParseDuration(os.Getenv(envWorkerSession))
-	if err != nil {
-		return fmt.Errorf("%s: %w", envWorkerSession, err)
-	}
-	wait, err := time.ParseDuration(os.Getenv(envWorkerWait))
-	if err != nil {
-		return fmt.Errorf("%s: %w", envWorkerWait, err)
-	}
-	sink := &workerSink{w: out}
-	var zc *zkclient.Client
-	for zc == nil {
-		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		c, err := zkclient.Dial(dctx, servers, zkclient.Options{SessionTimeout: session})
-		cancel()
-		if err == nil {
-			zc = c
-			break
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		sink.fail("dial")
-		sleep(ctx, time.Second)
-	}
-	defer zc.Close()
-	client, err := sequence.NewClient(zc, sequence.Options{CeilingWait: wait})
-	if err != nil {
-		return err
-	}
-	if kind == "alloc" {
-		return runAllocator(ctx, client, seqs[0], sink)
-	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
-	for ctx.Err() == nil {
-		seq := seqs[rng.IntN(len(seqs))]
-		ok := sink.call(ctx, seq, func(cctx context.Context) ([][2]int64, error) {
-			rs, err := client.Take(cctx, seq, 1+rng.Int64N(100))
-			return toPairs(rs), err
-		})
-		if ok {
-			sleep(ctx, 20*time.Millisecond)
-		}
-	}
-	return nil
-}
-
-// call makes one call of a worker, bounded by 10 s, and reports the IDs
-// it got with its start and end times, or its failure (and then pauses a
-// little). It reports whether the call succeeded.
-func (s *workerSink) call(ctx context.Context, seq string, take func(context.Context) ([][2]int64, error)) bool {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	t0 := time.Now()
-	ranges, err := take(cctx)
-	t1 := time.Now()
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			s.fail(errorKind(err))
-			sleep(ctx, 100*time.Millisecond)
-		}
-		return false
-	}
-	s.add(seq, t0, t1, ranges)
-	return true
-}
-
-// runAllocator takes single IDs from an Allocator and reports each one
-// before taking the next, so that a SIGKILL loses no report of an ID the
-// worker received (the parent coalesces them into runs). When ctx ends it
-// closes the allocator, pushing its unused IDs back.
-func runAllocator(ctx context.Context, client *sequence.Client, seq string, sink *workerSink) error {
-	a, err := sequence.NewAllocator(client, seq, sequence.AllocatorOptions{
-		InitialBatch: 50, MinBatch: 10, MaxBatch: 5000, BatchDuration: time.Second,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = a.Close(cctx)
-		cancel()
-	}()
-	for ctx.Err() == nil {
-		ok := sink.call(ctx, seq, func(cctx context.Context) ([][2]int64, error) {
-			id, err := a.Next(cctx)
-			return [][2]int64{{id, id}}, err
-		})
-		if ok {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	return nil
-}
-
 // runHTTP takes IDs from one replica's HTTP API until the workload stops.
 func (w *Workload) runHTTP(id string, r *Node) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
@@ -460,144 +371,6 @@ func (w *Workload) takeHTTP(r *Node, seq string, count int) ([][2]int64, string,
 	return ids.Ranges, "", nil
 }
 
-// replicaStatus is the part of GET /v1/status the suite reads.
-type replicaStatus struct {
-	Leading bool `json:"leading"`
-	Reserve *struct {
-		Sequences []struct {
-			Name          string  `json:"name"`
-			StoredCeiling int64   `json:"stored_ceiling"`
-			Rate          float64 `json:"rate_per_second"`
-		} `json:"sequences"`
-	} `json:"reserve"`
-}
-
-// monitor polls every replica's status four times a second.
-func (w *Workload) monitor() {
-	client := &http.Client{Timeout: time.Second}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		s, stored := w.poll(client)
-		w.hist.AddSample(s, stored)
-	}
-}
-
-// poll asks every replica for its status at once.
-func (w *Workload) poll(client *http.Client) (Sample, map[string]int64) {
-	replicas := w.cluster.Replicas()
-	type answer struct {
-		name string
-		st   *replicaStatus
-	}
-	answers := make(chan answer, len(replicas))
-	for _, r := range replicas {
-		go func() {
-			st, err := getStatus(w.ctx, client, r)
-			if err != nil {
-				st = nil
-			}
-			answers <- answer{r.Name, st}
-		}()
-	}
-	s := Sample{T: time.Now()}
-	stored := map[string]int64{}
-	for range replicas {
-		a := <-answers
-		if a.st == nil {
-			continue
-		}
-		s.Reachable++
-		if a.st.Leading {
-			s.Leaders = append(s.Leaders, a.name)
-			if a.st.Reserve != nil {
-				for _, seq := range a.st.Reserve.Sequences {
-					stored[seq.Name] = seq.StoredCeiling
-					if s.Rates == nil {
-						s.Rates = map[string]float64{}
-					}
-					s.Rates[seq.Name] = seq.Rate
-				}
-			}
-		}
-	}
-	sort.Strings(s.Leaders)
-	if len(stored) > 0 {
-		s.Stored = stored
-	}
-	return s, stored
-}
-
-func getStatus(ctx context.Context, client *http.Client, r *Node) (*replicaStatus, error) {
-	addr := r.Addr(ReplicaPort)
-	if addr == "" {
-		return nil, errors.New("no address")
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("status: %s", resp.Status)
-	}
-	var st replicaStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, err
-	}
-	return &st, nil
-}
-
-// Primary waits until exactly one reachable replica says it leads and
-// returns it.
-func (w *Workload) Primary(ctx context.Context) (*Node, error) {
-	client := &http.Client{Timeout: time.Second}
-	for {
-		var leaders []*Node
-		for _, r := range w.cluster.Replicas() {
-			if st, err := getStatus(ctx, client, r); err == nil && st.Leading {
-				leaders = append(leaders, r)
-			}
-		}
-		if len(leaders) == 1 {
-			return leaders[0], nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no single primary (%d replicas say they lead): %w", len(leaders), ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// StoredCeilings returns the stored ceilings the primary reports now.
-func (w *Workload) StoredCeilings(ctx context.Context) (map[string]int64, error) {
-	p, err := w.Primary(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := getStatus(ctx, &http.Client{Timeout: 2 * time.Second}, p)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	if st.Reserve != nil {
-		for _, s := range st.Reserve.Sequences {
-			out[s.Name] = s.StoredCeiling
-		}
-	}
-	return out, nil
-}
-
 // WaitProgress waits until every worker (every running Go worker and every
 // HTTP worker) has completed a call that started after since, and a
 // primary is known: the system has recovered. The error lists the workers
@@ -651,44 +424,5 @@ func (w *Workload) WaitProgress(ctx context.Context, since time.Time) error {
 			return fmt.Errorf("workers made no progress since %s: %s: %w", since.Format("15:04:05.000"), strings.Join(ids, ", "), ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
-	}
-}
-
-// errorKind names an error of the sequence library for the figures.
-func errorKind(err error) string {
-	switch {
-	case errors.Is(err, sequence.ErrCeilingReached):
-		return "ceiling_reached"
-	case errors.Is(err, sequence.ErrUnvalidated):
-		return "unvalidated"
-	case errors.Is(err, sequence.ErrRecreated):
-		return "recreated"
-	case errors.Is(err, sequence.ErrUnknownSequence):
-		return "unknown_sequence"
-	case errors.Is(err, zkclient.ErrNoSession):
-		return "no_session"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "timeout"
-	}
-	msg := err.Error()
-	if len(msg) > 60 {
-		msg = msg[:60]
-	}
-	return "other: " + msg
-}
-
-func toPairs(rs sequence.Ranges) [][2]int64 {
-	out := make([][2]int64, len(rs))
-	for i, r := range rs {
-		out[i] = [2]int64{r.Start, r.End}
-	}
-	return out
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }

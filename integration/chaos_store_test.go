@@ -21,97 +21,9 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// The fault scenarios added with the store audit: a rollback whose epoch
-// collides with the lost history's, an operator's delete and re-create of
+// Fault scenarios around the store: an operator's delete and re-create of
 // a sequence in use, and a store that loses objects ZooKeeper still
 // depends on. See docs/guarantees.md.
-
-// rollbackReusingEpoch is the rollback the epoch alone cannot tell from
-// the history it erases: a follower's data is copied (accepted epoch E),
-// the whole ensemble restarts in between (an ordinary leader election:
-// epoch E+1) and the workload takes IDs in E+1, then every server is
-// restored from the copy. The restored ensemble elects a leader in
-// E+1 again: the lost history's epoch. The replicas keep running, so their
-// sessions and the workers' caches survive wherever ZooKeeper lets them.
-func (ch *chaos) rollbackReusingEpoch(ctx context.Context) error {
-	copied, err := ch.zooKeeperEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	snap, err := ch.snapshotFollower(ctx)
-	if err != nil {
-		return err
-	}
-	zks := ch.c.ZooKeepers
-	if err := parallel(zks, func(n *Node) error { return n.Stop(ctx) }); err != nil {
-		return err
-	}
-	if err := ch.startZooKeepers(ctx, zks...); err != nil {
-		return err
-	}
-	restarted := time.Now()
-	lost, err := ch.zooKeeperEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	ch.hist.Event("note", "zookeeper", fmt.Sprintf("ensemble restarted: epoch %d (the copy's is %d)", lost, copied))
-	// The history to be lost must hold IDs issued in the new epoch: wait
-	// until every worker took IDs after the restart (the primary has
-	// revalidated), then let it run a few seconds more.
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	err = ch.w.WaitProgress(wctx, restarted)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("before the rollback: %w", err)
-	}
-	sleep(ctx, 4*time.Second)
-	if e, err := ch.zooKeeperEpoch(ctx); err == nil && e != lost {
-		ch.hist.Event("note", "zookeeper", fmt.Sprintf("epoch moved on to %d before the rollback", e))
-		lost = e
-	}
-	if err := ch.restoreEnsemble(ctx, snap); err != nil {
-		return err
-	}
-	after, err := ch.zooKeeperEpoch(ctx)
-	if err != nil {
-		return err
-	}
-	msg := fmt.Sprintf("ZooKeeper epochs: copy %d, lost history %d, after the restore %d", copied, lost, after)
-	if after != lost {
-		msg += " (the restored epoch differs from the lost history's: this run did not reuse the epoch)"
-	}
-	ch.hist.Event("note", "zookeeper", msg)
-	ch.logf("rollback reusing the epoch: %s", msg)
-	return nil
-}
-
-// zooKeeperEpoch returns the ensemble's current epoch: the high 32 bits of
-// its leader's last zxid (srvr). It waits up to 30 s for a leader.
-func (ch *chaos) zooKeeperEpoch(ctx context.Context) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		leader, _, err := ch.c.ZooKeeperLeader(ctx)
-		if err == nil {
-			var zxid int64
-			if zxid, err = leader.ZooKeeperZxid(ctx); err == nil {
-				return zxid >> 32, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("read the ZooKeeper epoch: %w (%w)", err, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// chaosCreateArgs are the arguments of seqkeeper create after the name,
-// per sequence the suite registers (none for those not listed).
-var chaosCreateArgs = map[string][]string{
-	"chaos":   nil,
-	"chaos-w": {"--windows", "2"},
-}
 
 // deleteRecreate is an operator deleting each sequence while the workers
 // take from it (seqkeeper delete NAME --yes: a tombstone in the store,

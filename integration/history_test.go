@@ -44,7 +44,9 @@ type Event struct {
 	T        time.Time `json:"t"`
 	Scenario string    `json:"scenario"`
 	// Kind is "fault", "heal", "crash" (Subject lost its buffered IDs),
-	// "error" (a call of worker Subject failed, Detail says how) or "note".
+	// "error" (a call of worker Subject failed, Detail says how), "race"
+	// (worker process Subject reported a data race, Detail is the report)
+	// or "note".
 	Kind    string `json:"kind"`
 	Subject string `json:"subject,omitempty"`
 	Detail  string `json:"detail,omitempty"`

@@ -1,19 +1,123 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"sync"
-	"testing"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
+
+// WaitZooKeeperServing returns once every given server (all of them when
+// none is given) serves clients, that is answers srvr as leader, follower
+// or standalone, or with the last error when ctx ends.
+func (c *Cluster) WaitZooKeeperServing(ctx context.Context, servers ...*Node) error {
+	if len(servers) == 0 {
+		servers = c.ZooKeepers
+	}
+	for _, n := range servers {
+		for {
+			_, err := n.ZooKeeperMode(ctx)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not serving: %w (%w)", n.Name, err, ctx.Err())
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// ZooKeeperLeader returns the server that currently leads the ensemble, and
+// the others.
+func (c *Cluster) ZooKeeperLeader(ctx context.Context) (leader *Node, followers []*Node, err error) {
+	for _, n := range c.ZooKeepers {
+		mode, err := n.ZooKeeperMode(ctx)
+		if err == nil && mode == "leader" {
+			leader = n
+		} else {
+			followers = append(followers, n)
+		}
+	}
+	if leader == nil {
+		return nil, nil, errors.New("no ZooKeeper server says it leads")
+	}
+	return leader, followers, nil
+}
+
+// ZooKeeperMode asks a ZooKeeper node, through its host port, for its role
+// with the srvr command: "leader", "follower" or "standalone". A server that
+// is up but has no quorum answers with an error.
+func (n *Node) ZooKeeperMode(ctx context.Context) (string, error) {
+	mode, _, err := n.zooKeeperSrvr(ctx)
+	return mode, err
+}
+
+// ZooKeeperZxid asks a serving ZooKeeper node (srvr) for the last zxid it
+// processed. Its high 32 bits are the ensemble's epoch: after a leader
+// election the leader's zxid is the new epoch's first.
+func (n *Node) ZooKeeperZxid(ctx context.Context) (int64, error) {
+	_, zxid, err := n.zooKeeperSrvr(ctx)
+	if err == nil && zxid < 0 {
+		err = fmt.Errorf("%s: srvr: no zxid in the answer", n.Name)
+	}
+	return zxid, err
+}
+
+// zooKeeperSrvr sends srvr and returns the mode and the zxid it reports
+// (-1 when it reports none).
+func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
+	addr := n.Addr(ZooKeeperPort)
+	if addr == "" {
+		return "", 0, fmt.Errorf("%s: no host port for %s", n.Name, ZooKeeperPort)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
+	}
+	defer conn.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(deadline)
+	}
+	if _, err := conn.Write([]byte("srvr")); err != nil {
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
+	}
+	reply, err := io.ReadAll(conn)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
+	}
+	var zxid int64 = -1
+	sc := bufio.NewScanner(bytes.NewReader(reply))
+	for sc.Scan() {
+		if hex, ok := strings.CutPrefix(sc.Text(), "Zxid: 0x"); ok {
+			if v, err := strconv.ParseInt(strings.TrimSpace(hex), 16, 64); err == nil {
+				zxid = v
+			}
+		}
+		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
+			return mode, zxid, nil
+		}
+	}
+	if len(reply) == 0 {
+		// docker-proxy accepts and closes when nothing listens inside.
+		return "", 0, fmt.Errorf("%s: srvr: no answer", n.Name)
+	}
+	return "", 0, fmt.Errorf("%s: srvr: %s", n.Name, strings.TrimSpace(string(reply)))
+}
 
 // ZooKeeper's data directories in the image (ZOO_DATA_DIR, ZOO_DATA_LOG_DIR),
 // both volumes. Everything ZooKeeper keeps lies in their version-2
@@ -113,128 +217,4 @@ func (n *Node) runOnVolumes(ctx context.Context, script string) error {
 	case err := <-res.Error:
 		return fmt.Errorf("%s: wait for helper container: %w", n.Name, err)
 	}
-}
-
-// ZooKeeperLeader returns the server that currently leads the ensemble, and
-// the others.
-func (c *Cluster) ZooKeeperLeader(ctx context.Context) (leader *Node, followers []*Node, err error) {
-	for _, n := range c.ZooKeepers {
-		mode, err := n.ZooKeeperMode(ctx)
-		if err == nil && mode == "leader" {
-			leader = n
-		} else {
-			followers = append(followers, n)
-		}
-	}
-	if leader == nil {
-		return nil, nil, errors.New("no ZooKeeper server says it leads")
-	}
-	return leader, followers, nil
-}
-
-// ZooKeeperProxy gives clients in the test process stable addresses for
-// the ensemble's servers: a server's host port changes whenever its
-// container starts again, and a ZooKeeper client keeps the addresses it
-// was given. Each proxy listens on its own local port and forwards every
-// new connection to the server's current host port.
-type ZooKeeperProxy struct {
-	addrs []string
-	lns   []net.Listener
-
-	mu    sync.Mutex
-	conns map[net.Conn]bool
-	done  bool
-	wg    sync.WaitGroup
-}
-
-// NewZooKeeperProxy starts a proxy per ZooKeeper server of c, closed when
-// the test ends.
-func NewZooKeeperProxy(t testing.TB, c *Cluster) *ZooKeeperProxy {
-	t.Helper()
-	p := &ZooKeeperProxy{conns: map[net.Conn]bool{}}
-	t.Cleanup(p.Close)
-	for _, n := range c.ZooKeepers {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("zookeeper proxy: %v", err)
-		}
-		p.lns = append(p.lns, ln)
-		p.addrs = append(p.addrs, ln.Addr().String())
-		p.wg.Go(func() { p.serve(ln, n) })
-	}
-	return p
-}
-
-// Addrs returns the proxies' addresses, one per server, in order.
-func (p *ZooKeeperProxy) Addrs() []string { return append([]string(nil), p.addrs...) }
-
-// Close stops the proxies and closes every proxied connection.
-func (p *ZooKeeperProxy) Close() {
-	p.mu.Lock()
-	if p.done {
-		p.mu.Unlock()
-		return
-	}
-	p.done = true
-	for _, ln := range p.lns {
-		ln.Close()
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *ZooKeeperProxy) track(c net.Conn, add bool) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if add {
-		if p.done {
-			return false
-		}
-		p.conns[c] = true
-	} else {
-		delete(p.conns, c)
-	}
-	return true
-}
-
-func (p *ZooKeeperProxy) serve(ln net.Listener, n *Node) {
-	for {
-		down, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		p.wg.Go(func() { p.forward(down, n) })
-	}
-}
-
-func (p *ZooKeeperProxy) forward(down net.Conn, n *Node) {
-	defer down.Close()
-	addr := n.Addr(ZooKeeperPort)
-	if addr == "" {
-		return
-	}
-	up, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	if !p.track(down, true) {
-		return
-	}
-	defer p.track(down, false)
-	if !p.track(up, true) {
-		return
-	}
-	defer p.track(up, false)
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, down); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(down, up); done <- struct{}{} }()
-	<-done
-	// One direction ended: end both, as a dropped connection would.
-	up.Close()
-	down.Close()
-	<-done
 }

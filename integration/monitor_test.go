@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+)
+
+// replicaStatus is the part of GET /v1/status the suite reads.
+type replicaStatus struct {
+	Leading bool `json:"leading"`
+	Reserve *struct {
+		Sequences []struct {
+			Name          string  `json:"name"`
+			StoredCeiling int64   `json:"stored_ceiling"`
+			Rate          float64 `json:"rate_per_second"`
+		} `json:"sequences"`
+	} `json:"reserve"`
+}
+
+// monitor polls every replica's status four times a second.
+func (w *Workload) monitor() {
+	client := &http.Client{Timeout: time.Second}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		s, stored := w.poll(client)
+		w.hist.AddSample(s, stored)
+	}
+}
+
+// poll asks every replica for its status at once.
+func (w *Workload) poll(client *http.Client) (Sample, map[string]int64) {
+	replicas := w.cluster.Replicas()
+	type answer struct {
+		name string
+		st   *replicaStatus
+	}
+	answers := make(chan answer, len(replicas))
+	for _, r := range replicas {
+		go func() {
+			st, err := getStatus(w.ctx, client, r)
+			if err != nil {
+				st = nil
+			}
+			answers <- answer{r.Name, st}
+		}()
+	}
+	s := Sample{T: time.Now()}
+	stored := map[string]int64{}
+	for range replicas {
+		a := <-answers
+		if a.st == nil {
+			continue
+		}
+		s.Reachable++
+		if a.st.Leading {
+			s.Leaders = append(s.Leaders, a.name)
+			if a.st.Reserve != nil {
+				for _, seq := range a.st.Reserve.Sequences {
+					stored[seq.Name] = seq.StoredCeiling
+					if s.Rates == nil {
+						s.Rates = map[string]float64{}
+					}
+					s.Rates[seq.Name] = seq.Rate
+				}
+			}
+		}
+	}
+	sort.Strings(s.Leaders)
+	if len(stored) > 0 {
+		s.Stored = stored
+	}
+	return s, stored
+}
+
+func getStatus(ctx context.Context, client *http.Client, r *Node) (*replicaStatus, error) {
+	addr := r.Addr(ReplicaPort)
+	if addr == "" {
+		return nil, errors.New("no address")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status: %s", resp.Status)
+	}
+	var st replicaStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Primary waits until exactly one reachable replica says it leads and
+// returns it.
+func (w *Workload) Primary(ctx context.Context) (*Node, error) {
+	client := &http.Client{Timeout: time.Second}
+	for {
+		var leaders []*Node
+		for _, r := range w.cluster.Replicas() {
+			if st, err := getStatus(ctx, client, r); err == nil && st.Leading {
+				leaders = append(leaders, r)
+			}
+		}
+		if len(leaders) == 1 {
+			return leaders[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no single primary (%d replicas say they lead): %w", len(leaders), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// StoredCeilings returns the stored ceilings the primary reports now.
+func (w *Workload) StoredCeilings(ctx context.Context) (map[string]int64, error) {
+	p, err := w.Primary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := getStatus(ctx, &http.Client{Timeout: 2 * time.Second}, p)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	if st.Reserve != nil {
+		for _, s := range st.Reserve.Sequences {
+			out[s.Name] = s.StoredCeiling
+		}
+	}
+	return out, nil
+}
