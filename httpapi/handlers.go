@@ -1,0 +1,244 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// handleIDs serves POST /v1/sequences/{name}/ids?count=N.
+func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := sequence.ValidateName(name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	count := int64(1)
+	if q := r.URL.Query().Get("count"); q != "" {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 1 || n > s.maxCount {
+			badRequest(w, "count %q: want a whole number from 1 to %d", q, s.maxCount)
+			return
+		}
+		count = n
+	}
+	e, err := s.allocator(name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	got, err := s.pull(r.Context(), e, count)
+	if err != nil {
+		if errors.Is(err, sequence.ErrUnknownSequence) {
+			s.drop(e)
+		}
+		s.fail(w, r, err)
+		return
+	}
+	s.metrics.served.WithLabelValues(name).Add(float64(got.Count()))
+	writeJSON(w, http.StatusOK, IDsResponse{Sequence: name, Ranges: IDRanges(got)})
+}
+
+// pull takes count IDs from e's allocator and returns them as ascending,
+// coalesced ranges. When the allocator fails after handing out some IDs it
+// returns those (fewer than count, as sequence.Client.Take does at the
+// ceiling); if the caller has gone away it pushes them back instead.
+func (s *Server) pull(ctx context.Context, e *allocEntry, count int64) (sequence.Ranges, error) {
+	if count > 1 {
+		e.bulk.Lock()
+		defer e.bulk.Unlock()
+	}
+	var got []sequence.Range
+	var n int64
+	for ; n < count; n++ {
+		id, err := e.alloc.Next(ctx)
+		if err != nil {
+			if n == 0 {
+				return nil, err
+			}
+			if ctx.Err() != nil {
+				s.pushBack(ctx, e.name, got, err)
+				return nil, err
+			}
+			s.log.Info().Err(err).Str("sequence", e.name).Int64("count", count).Int64("handed_out", n).Msg("answering with fewer IDs than asked")
+			break
+		}
+		if k := len(got) - 1; k >= 0 && got[k].End+1 == id {
+			got[k].End = id
+		} else {
+			got = append(got, sequence.Range{Start: id, End: id})
+		}
+	}
+	rs, err := sequence.NormalizeRanges(got)
+	if err != nil {
+		// The allocator handed out one ID twice: never pass that on.
+		return nil, fmt.Errorf("sequence %q: allocator returned overlapping IDs (a bug; please report it): %v", e.name, err)
+	}
+	return rs, nil
+}
+
+// pushBack returns IDs that were taken for a caller who went away.
+func (s *Server) pushBack(ctx context.Context, name string, ids []sequence.Range, cause error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushBackTimeout)
+	defer cancel()
+	if err := s.seqs.Push(ctx, name, ids); err != nil {
+		s.log.Warn().Err(err).Str("sequence", name).Int("ranges", len(ids)).Msg("could not push back the IDs of an abandoned request; they are lost, never reused")
+		return
+	}
+	s.log.Debug().AnErr("cause", cause).Str("sequence", name).Msg("pushed back the IDs of an abandoned request")
+}
+
+// allocator returns the allocator of sequence name, creating it.
+func (s *Server) allocator(name string) (*allocEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errShuttingDown
+	}
+	if e := s.allocs[name]; e != nil {
+		return e, nil
+	}
+	a, err := sequence.NewAllocator(s.seqs, name, s.allocOpt)
+	if err != nil {
+		return nil, err
+	}
+	e := &allocEntry{name: name, alloc: a}
+	s.allocs[name] = e
+	return e, nil
+}
+
+// drop forgets the allocator of a sequence that does not exist, so that
+// requests for made-up names do not accumulate allocators. It does not
+// close it: a concurrent request still using it would get ErrClosed (503)
+// instead of its own answer. An allocator that never took a batch holds no
+// goroutine and no IDs.
+func (s *Server) drop(e *allocEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.allocs[e.name] == e {
+		delete(s.allocs, e.name)
+	}
+}
+
+// IdempotencyKeyHeader is the request header of POST
+// /v1/sequences/{name}/recycle that names one logical push (see
+// sequence.ValidatePushKey), so that a retry after a timeout is answered
+// definitively instead of recycling the IDs twice.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// handleRecycle serves POST /v1/sequences/{name}/recycle. The IDs go back
+// to the sequence in ZooKeeper (sequence.Client.Push, or PushOnce with an
+// Idempotency-Key), never into this replica's allocator, and the push
+// refuses IDs that were never issued or are already recycled.
+func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := sequence.ValidateName(name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	keys, keyed := r.Header[http.CanonicalHeaderKey(IdempotencyKeyHeader)]
+	key := ""
+	if keyed {
+		if len(keys) != 1 {
+			badRequest(w, "%s: %d headers; send exactly one", IdempotencyKeyHeader, len(keys))
+			return
+		}
+		key = keys[0]
+		if err := sequence.ValidatePushKey(key); err != nil {
+			badRequest(w, "%s: %v", IdempotencyKeyHeader, err)
+			return
+		}
+	}
+	var body IDsResponse
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		badRequest(w, `body: want {"ranges":[[start,end],...]}: %v`, err)
+		return
+	}
+	if dec.More() {
+		badRequest(w, "body: one JSON object expected, found more")
+		return
+	}
+	if body.Sequence != "" && body.Sequence != name {
+		badRequest(w, "body names sequence %q but the URL names %q", body.Sequence, name)
+		return
+	}
+	if len(body.Ranges) == 0 {
+		badRequest(w, `body: "ranges" is empty: nothing to recycle`)
+		return
+	}
+	ids := sequence.Ranges(body.Ranges)
+	already := false
+	var err error
+	if keyed {
+		already, err = s.seqs.PushOnce(r.Context(), name, key, ids)
+	} else {
+		err = s.seqs.Push(r.Context(), name, ids)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n := ids.Count()
+	if !already {
+		s.metrics.recycled.WithLabelValues(name).Add(float64(n))
+	}
+	writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: n, AlreadyApplied: already})
+}
+
+// handleList serves GET /v1/sequences.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	list, err := ListSequences(r.Context(), s.zk, s.seqs.Root())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if list == nil {
+		list = []SequenceSummary{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sequences": list})
+}
+
+// handleDescribe serves GET /v1/sequences/{name}.
+func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
+	d, err := DescribeSequence(r.Context(), s.zk, s.seqs.Root(), r.PathValue("name"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// handleStatus serves GET /v1/status.
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	if s.status == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"allocators": s.Allocators()})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.status(r.Context()))
+}
+
+// handleReady serves GET /readyz.
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	var err error
+	switch {
+	case closed:
+		err = errShuttingDown
+	case s.ready != nil:
+		err = s.ready(r.Context())
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, CodeNotReady, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ready": true})
+}
