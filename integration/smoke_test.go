@@ -10,7 +10,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 )
 
@@ -95,10 +94,10 @@ func TestSmoke(t *testing.T) {
 		w := connectZK(t, zoo1)
 		path := createSeq(t, w, "/smoke-", "hello")
 		r := connectZK(t, zoo3)
-		if _, err := r.Sync(path); err != nil {
+		if err := r.Sync(ctx, path); err != nil {
 			t.Fatalf("sync %s via %s: %v", path, zoo3.Name, err)
 		}
-		data, _, err := r.Get(path)
+		data, _, err := r.Get(ctx, path)
 		if err != nil || string(data) != "hello" {
 			t.Fatalf("get %s via %s = %q, %v; want %q", path, zoo3.Name, data, err, "hello")
 		}
@@ -123,10 +122,10 @@ func TestSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := connectZK(t, zoo2)
-		if _, err := r.Sync(path); err != nil {
+		if err := r.Sync(ctx, path); err != nil {
 			t.Fatalf("sync %s via restarted %s: %v", path, zoo2.Name, err)
 		}
-		if _, _, err := r.Get(path); err != nil {
+		if _, _, err := r.Get(ctx, path); err != nil {
 			t.Fatalf("restarted %s did not catch up: get %s: %v", zoo2.Name, path, err)
 		}
 	})
@@ -243,28 +242,31 @@ func TestSmoke(t *testing.T) {
 }
 
 // connectZK opens a session with exactly one server, closed when the test ends.
-func connectZK(t *testing.T, n *Node) *zk.Conn {
+func connectZK(t *testing.T, n *Node) *zkclient.Client {
 	t.Helper()
-	conn := dialZK(t, n)
-	t.Cleanup(conn.Close)
-	return conn
+	c, err := dialZK(n, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
-// dialZK opens a session with one server; the caller closes it.
-func dialZK(t testing.TB, n *Node) *zk.Conn {
-	t.Helper()
+// dialZK opens a session with one server, waiting up to timeout for it;
+// the caller closes it.
+func dialZK(n *Node, timeout time.Duration) (*zkclient.Client, error) {
 	addr := n.Addr(ZooKeeperPort)
-	conn, _, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogger(testLogger(t)))
+	c, err := zkclient.Dial(context.Background(), []string{addr}, zkclient.Options{SessionTimeout: 4 * time.Second, ConnectTimeout: timeout})
 	if err != nil {
-		t.Fatalf("connect to %s at %s: %v", n.Name, addr, err)
+		return nil, fmt.Errorf("connect to %s at %s: %w", n.Name, addr, err)
 	}
-	return conn
+	return c, nil
 }
 
 // createSeq creates a persistent sequential znode under prefix.
-func createSeq(t *testing.T, conn *zk.Conn, prefix, data string) string {
+func createSeq(t *testing.T, c *zkclient.Client, prefix, data string) string {
 	t.Helper()
-	path, err := conn.Create(prefix, []byte(data), zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	path, err := c.Create(context.Background(), prefix, []byte(data), zkclient.Sequential)
 	if err != nil {
 		t.Fatalf("create %s: %v", prefix, err)
 	}
@@ -272,26 +274,10 @@ func createSeq(t *testing.T, conn *zk.Conn, prefix, data string) string {
 }
 
 // tryWrite creates a sequential znode through a new session with n alone,
-// giving up after timeout: go-zookeeper queues requests while it is not
-// connected instead of failing them.
+// giving up after timeout (a server without a quorum grants no session).
 func tryWrite(n *Node, prefix string, timeout time.Duration) error {
-	addr := n.Addr(ZooKeeperPort)
-	conn, _, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogger(discard{}))
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	done := make(chan error, 1)
-	go func() {
-		_, err := conn.Create(prefix, nil, zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(timeout):
-		return fmt.Errorf("create %s via %s: no answer in %v", prefix, addr, timeout)
-	}
+	_, err := writeWithin(n, prefix, "", timeout)
+	return err
 }
 
 // eventuallyWrite retries a write through n until it succeeds and returns
@@ -300,9 +286,7 @@ func eventuallyWrite(t *testing.T, n *Node, prefix, data string, timeout time.Du
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		conn := dialZK(t, n)
-		path, err := createWithin(conn, prefix, data, 3*time.Second)
-		conn.Close()
+		path, err := writeWithin(n, prefix, data, 3*time.Second)
 		if err == nil {
 			return path
 		}
@@ -313,22 +297,21 @@ func eventuallyWrite(t *testing.T, n *Node, prefix, data string, timeout time.Du
 	}
 }
 
-func createWithin(conn *zk.Conn, prefix, data string, timeout time.Duration) (string, error) {
-	type result struct {
-		path string
-		err  error
+// writeWithin creates a sequential znode through a new session with n
+// alone, within timeout in all.
+func writeWithin(n *Node, prefix, data string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := dialZK(n, timeout)
+	if err != nil {
+		return "", err
 	}
-	done := make(chan result, 1)
-	go func() {
-		path, err := conn.Create(prefix, []byte(data), zk.FlagSequence, zk.WorldACL(zk.PermAll))
-		done <- result{path, err}
-	}()
-	select {
-	case r := <-done:
-		return r.path, r.err
-	case <-time.After(timeout):
-		return "", fmt.Errorf("create %s: no answer in %v", prefix, timeout)
+	defer c.Close()
+	path, err := c.Create(ctx, prefix, []byte(data), zkclient.Sequential)
+	if err != nil {
+		return "", fmt.Errorf("create %s via %s: %w", prefix, n.Name, err)
 	}
+	return path, nil
 }
 
 // newS3Client returns an S3 client for MinIO at endpoint, independent of
@@ -358,33 +341,3 @@ func wantPreconditionFailed(t *testing.T, what string, err error) {
 		t.Fatalf("%s: %v, want 412 PreconditionFailed", what, err)
 	}
 }
-
-// testLogger sends go-zookeeper's log to the test log until the test ends;
-// the connection's goroutines may outlive it by a moment.
-func testLogger(t testing.TB) zk.Logger {
-	l := &tLogger{t: t}
-	t.Cleanup(func() {
-		l.mu.Lock()
-		l.done = true
-		l.mu.Unlock()
-	})
-	return l
-}
-
-type tLogger struct {
-	t    testing.TB
-	mu   sync.Mutex
-	done bool
-}
-
-func (l *tLogger) Printf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
-		l.t.Logf("zk: "+format, args...)
-	}
-}
-
-type discard struct{}
-
-func (discard) Printf(string, ...any) {}
