@@ -43,8 +43,8 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// Defaults. DefaultConfig holds them all; they are repeated here only so
-// that documentation and tests can name them.
+// Defaults of the settings, applied by DefaultConfig (those of the
+// primary's by DefaultPrimary) and named by the documentation and tests.
 const (
 	DefaultRoot             = "/all-sequences"
 	DefaultElectionPath     = "/seqkeeper/election"
@@ -97,9 +97,11 @@ var ErrInvalid = errors.New("invalid configuration")
 // Invariants checked by Validate, beyond each field's own form:
 //   - Root, ElectionPath and MarkerPath do not contain one another: a
 //     candidate node or the marker under Root would look like a sequence.
-//   - 1 <= MinReserve <= MaxReserve <= MaxReserveLimit.
+//   - the primary's own (see Primary), 1 <= MinReserve <= MaxReserve <=
+//     MaxReserveLimit among them.
 //   - SweepInterval <= Runway: the sweep backs up missed watches, and a
 //     sequence must not be able to burn through its runway between sweeps.
+//   - AuditInterval >= SweepInterval: the audit runs at a sweep.
 //   - HTTPToken and HTTPTokenFile are not both set.
 type Config struct {
 	// ZK lists the ZooKeeper servers as host:port. Required.
@@ -118,10 +120,6 @@ type Config struct {
 	// ElectionPath is the directory of the replicas' leader election
 	// candidates; every replica and the CLI of one cluster must agree.
 	ElectionPath string
-	// MarkerPath is the cluster marker znode the primary creates when it
-	// first initialises an ensemble; finding it missing while the store
-	// holds sequences means ZooKeeper was wiped or replaced.
-	MarkerPath string
 	// Store is the durable store URL: s3://bucket/prefix (with
 	// ?endpoint=URL&region=R for S3-compatible servers) or file:///path.
 	// Empty means no store: serve refuses to run as primary, and delete
@@ -144,25 +142,11 @@ type Config struct {
 	// CeilingWait bounds how long a take waits at a sequence's ceiling for
 	// the primary to raise it before failing.
 	CeilingWait time.Duration
-	// Runway is how long each sequence's reserve should last at its recent
-	// rate of consumption: clients keep taking IDs that long with no
-	// primary at all. The primary sizes each reserve to cover it.
-	Runway time.Duration
-	// MinReserve is the smallest reserve (IDs above next) the primary keeps
-	// for any sequence, whatever its rate. It is also what an idle sequence
-	// loses at a ZooKeeper data loss.
-	MinReserve int64
-	// MaxReserve caps any sequence's reserve, and so the IDs a busy
-	// sequence can lose at a ZooKeeper data loss.
-	MaxReserve int64
-	// SweepInterval is how often the primary checks every sequence, backing
-	// up the one-shot watches that can be missed.
-	SweepInterval time.Duration
-	// AuditInterval is how often the primary reads the whole store again
-	// and persists anew every ceiling the store lost (a deleted or
-	// rolled-back object), so that a later ZooKeeper data loss cannot hit
-	// both. At least SweepInterval.
-	AuditInterval time.Duration
+	// Primary holds the primary's tunables: the settings marker_path,
+	// runway, min_reserve, max_reserve, sweep_interval and audit_interval,
+	// and the ones only tests change. 'seqkeeper serve' passes it to the
+	// primary as it is.
+	Primary
 	// AllowStandaloneZooKeeper lets serve run against a ZooKeeper in
 	// standalone mode, where a rollback of ZooKeeper's data (a restore
 	// from an older copy) goes unseen and can hand IDs out twice. Without
@@ -185,15 +169,10 @@ func DefaultConfig() *Config {
 		ZKConnectTimeout: DefaultZKConnectTimeout,
 		Root:             DefaultRoot,
 		ElectionPath:     DefaultElectionPath,
-		MarkerPath:       DefaultMarkerPath,
 		HTTP:             DefaultHTTP,
 		LogFormat:        DefaultLogFormat,
 		CeilingWait:      DefaultCeilingWait,
-		Runway:           DefaultRunway,
-		MinReserve:       DefaultMinReserve,
-		MaxReserve:       DefaultMaxReserve,
-		SweepInterval:    DefaultSweepInterval,
-		AuditInterval:    DefaultAuditInterval,
+		Primary:          DefaultPrimary(),
 		ID:               defaultID(),
 	}
 }
@@ -240,7 +219,9 @@ func (c *Config) Validate() error {
 	pathsOK := true
 	for _, p := range paths {
 		if err := zkclient.ValidateRoot(p.val); err != nil {
-			bad(p.key, "%v", err)
+			if p.key != "marker_path" { // reported with the primary's settings below
+				bad(p.key, "%v", err)
+			}
 			pathsOK = false
 		}
 	}
@@ -283,17 +264,9 @@ func (c *Config) Validate() error {
 	}
 
 	positive("ceiling_wait", c.CeilingWait, time.Hour)
-	positive("runway", c.Runway, 30*24*time.Hour)
-	positive("sweep_interval", c.SweepInterval, time.Hour)
-	positive("audit_interval", c.AuditInterval, 24*time.Hour)
+	errs = append(errs, c.Primary.problems()...)
 	if c.AuditInterval > 0 && c.AuditInterval < c.SweepInterval {
 		bad("audit_interval", "%s is shorter than the sweep interval %s: the audit runs at a sweep", c.AuditInterval, c.SweepInterval)
-	}
-	if c.MinReserve < 1 || c.MinReserve > MaxReserveLimit {
-		bad("min_reserve", "%d must be at least 1 and at most %d (2^50)", c.MinReserve, int64(MaxReserveLimit))
-	}
-	if c.MaxReserve < max(c.MinReserve, 1) || c.MaxReserve > MaxReserveLimit {
-		bad("max_reserve", "%d must be at least min_reserve (%d) and at most %d (2^50)", c.MaxReserve, c.MinReserve, int64(MaxReserveLimit))
 	}
 	if c.Runway > 0 && c.SweepInterval > c.Runway {
 		bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)

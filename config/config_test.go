@@ -256,8 +256,9 @@ func exampleConfig() *Config {
 		ZK: []string{"z1:2181", "z2:2181"}, ZKSessionTimeout: 7 * time.Second, ZKConnectTimeout: 3 * time.Second,
 		ZKDigest: "user:pw", Root: "/r", ElectionPath: "/e/lection", Store: "file:///s", HTTP: "127.0.0.1:9",
 		HTTPToken: "tok", LogLevel: "warn", LogFormat: "json", CeilingWait: time.Second,
-		Runway: time.Minute, MinReserve: 9, MaxReserve: 99, SweepInterval: time.Second, ID: "r1", Advertise: "r1:9",
-		MarkerPath: "/m/arker", AllowStandaloneZooKeeper: true,
+		ID: "r1", Advertise: "r1:9", AllowStandaloneZooKeeper: true,
+		Primary: Primary{MarkerPath: "/m/arker", Runway: time.Minute, MinReserve: 9, MaxReserve: 99,
+			SweepInterval: time.Second, AuditInterval: time.Hour},
 	}
 }
 

@@ -98,13 +98,8 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	pcfg := primary.DefaultConfig()
-	pcfg.Sequences, pcfg.Store, pcfg.Holder = seqs, r.store, cfg.ID
-	pcfg.Runway, pcfg.MinReserve, pcfg.MaxReserve, pcfg.SweepInterval = cfg.Runway, cfg.MinReserve, cfg.MaxReserve, cfg.SweepInterval
-	pcfg.AuditInterval = cfg.AuditInterval
-	pcfg.ACL = zkACL(cfg)
-	pcfg.Logger = log
-	if r.primary, err = primary.New(pcfg); err != nil {
+	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: seqs, Store: r.store, Holder: cfg.ID, ACL: zkACL(cfg), Logger: log})
+	if err != nil {
 		return &usageError{err}
 	}
 

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-zookeeper/zk"
 
-	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -33,7 +33,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	if _, err := r.s3.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("outage")}); err != nil {
 		t.Fatal(err)
 	}
-	run := r.start("p1", func(cfg *primary.Config) { cfg.StoreTimeout = time.Second })
+	run := r.start("p1", func(cfg *config.Primary) { cfg.StoreTimeout = time.Second })
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
@@ -109,7 +109,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 		}
 	}
 	began := time.Now()
-	run := r.start("p1", func(cfg *primary.Config) { cfg.SweepInterval = 5 * time.Second })
+	run := r.start("p1", func(cfg *config.Primary) { cfg.SweepInterval = 5 * time.Second })
 	waitForUpTo(t, 3*time.Minute, "every sequence initialised", func() bool { return run.p.Stats().Initialised >= n })
 	initialised := time.Since(began)
 

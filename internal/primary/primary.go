@@ -33,8 +33,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/watcher"
@@ -45,12 +47,29 @@ import (
 // another primary has taken over, and this one must stop at once.
 var ErrFenced = persist.ErrFenced
 
+// Deps are what a Primary works with besides its tunables.
+type Deps struct {
+	// Sequences is the ZooKeeper layer for the sequences root. Required.
+	Sequences *sequence.Client
+	// Store is the durable store of ceilings. Required.
+	Store *persist.Store
+	// Holder names this replica in the store's epoch record. Required.
+	Holder string
+	// ACL is set on the znodes the primary creates (the root, the
+	// marker); nil means zk.WorldACL(zk.PermAll).
+	ACL []zk.ACL
+	// Logger receives the primary's decisions; the zero value logs
+	// nothing.
+	Logger zerolog.Logger
+}
+
 // Primary runs the reservation loop while its replica leads.
 type Primary struct {
-	cfg Config
-	zk  *zkclient.Client
-	seq *sequence.Client
-	log zerolog.Logger
+	cfg  config.Primary
+	deps Deps
+	zk   *zkclient.Client
+	seq  *sequence.Client
+	log  zerolog.Logger
 
 	// Owned by Run's goroutine.
 	epoch   int64 // the store's leader epoch of this term
@@ -86,12 +105,29 @@ type tracked struct {
 	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
 }
 
-// New returns a Primary; call Run when the replica becomes leader.
-func New(cfg Config) (*Primary, error) {
+// New returns a Primary tuned by cfg (start from config.DefaultPrimary;
+// 'seqkeeper serve' passes config.Config.Primary) that works with deps.
+// Call Run when the replica becomes leader.
+func New(cfg config.Primary, deps Deps) (*Primary, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("primary: %w", err)
 	}
-	return &Primary{cfg: cfg, zk: cfg.Sequences.ZK(), seq: cfg.Sequences, log: cfg.Logger}, nil
+	switch {
+	case deps.Sequences == nil:
+		return nil, errors.New("primary: Deps.Sequences is required")
+	case deps.Store == nil:
+		return nil, errors.New("primary: Deps.Store is required")
+	case deps.Holder == "":
+		return nil, errors.New("primary: Deps.Holder is required (the replica's id)")
+	}
+	return &Primary{cfg: cfg, deps: deps, zk: deps.Sequences.ZK(), seq: deps.Sequences, log: deps.Logger}, nil
+}
+
+func (p *Primary) acl() []zk.ACL {
+	if p.deps.ACL != nil {
+		return p.deps.ACL
+	}
+	return zk.WorldACL(zk.PermAll)
 }
 
 // Run does the primary's work until ctx is cancelled (leadership lost) and
@@ -104,7 +140,7 @@ func (p *Primary) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.log = p.cfg.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.log = p.deps.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
 	p.log.Info().Msg("primary: leading")
 	defer func() {
 		p.mu.Lock()

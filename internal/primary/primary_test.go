@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -73,12 +74,9 @@ type running struct {
 	done chan error
 }
 
-func (r *rig) start(holder string, tune func(*primary.Config)) *running {
+func (r *rig) start(holder string, tune func(*config.Primary)) *running {
 	r.t.Helper()
-	cfg := primary.DefaultConfig()
-	cfg.Sequences = r.client(time.Second)
-	cfg.Store = r.store()
-	cfg.Holder = holder
+	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = r.marker
 	cfg.Runway = time.Second
 	cfg.MinReserve = 100
@@ -86,7 +84,7 @@ func (r *rig) start(holder string, tune func(*primary.Config)) *running {
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := primary.New(cfg)
+	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(time.Second), Store: r.store(), Holder: holder})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -288,7 +286,7 @@ func TestRollbackNeverReissues(t *testing.T) {
 			if tc.copyBefore {
 				minReserve = 250
 			}
-			run := r.start("p1", func(c *primary.Config) { c.MinReserve = minReserve; c.Runway = time.Millisecond })
+			run := r.start("p1", func(c *config.Primary) { c.MinReserve = minReserve; c.Runway = time.Millisecond })
 			c := r.client(10 * time.Second)
 			waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
 			if err := c.Register(context.Background(), "rb", sequence.Registration{Windows: tc.windows}); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -57,13 +58,10 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 
 // startFilePrimary runs a primary on store until the test ends, tuned by
 // tune (nil for the test defaults), without waiting for it to lead.
-func startFilePrimary(t *testing.T, servers []string, zroot string, store *persist.Store, tune func(*primary.Config)) (*fileRig, *primary.Primary) {
+func startFilePrimary(t *testing.T, servers []string, zroot string, store *persist.Store, tune func(*config.Primary)) (*fileRig, *primary.Primary) {
 	t.Helper()
 	r := &fileRig{t: t, servers: servers, root: zroot + "/all-sequences", store: store}
-	cfg := primary.DefaultConfig()
-	cfg.Sequences = r.client(servers, 4*time.Second)
-	cfg.Store = r.store
-	cfg.Holder = "p1"
+	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = zroot + "/cluster"
 	cfg.Runway = time.Second
 	cfg.MinReserve = 100
@@ -71,7 +69,7 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := primary.New(cfg)
+	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(servers, 4*time.Second), Store: r.store, Holder: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +312,7 @@ func TestDeposedIdlePrimaryStops(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
-	run := r.start("old", func(c *primary.Config) { c.FenceCheckInterval = 200 * time.Millisecond })
+	run := r.start("old", func(c *config.Primary) { c.FenceCheckInterval = 200 * time.Millisecond })
 	c := r.client(10 * time.Second)
 	waitFor(t, "the primary leading", func() bool { return run.p.Status().Leading })
 	if err := c.Register(context.Background(), "x", sequence.Registration{}); err != nil {
@@ -359,7 +357,7 @@ func TestRotationUnderLoad(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
 	const rotateAt = 40
-	run := r.start("p1", func(c *primary.Config) { c.RotateVersion = rotateAt })
+	run := r.start("p1", func(c *config.Primary) { c.RotateVersion = rotateAt })
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
@@ -396,7 +394,7 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
 	store := fileStore(t, dir)
-	r, p := startFilePrimary(t, z.Servers, z.Root, store, func(c *primary.Config) {
+	r, p := startFilePrimary(t, z.Servers, z.Root, store, func(c *config.Primary) {
 		c.SweepInterval, c.AuditInterval = 100*time.Millisecond, 300*time.Millisecond
 	})
 	c := r.client(z.Servers, 10*time.Second)

@@ -16,15 +16,15 @@ import (
 // advances again past them at once instead of losing a term to each.
 func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 	for attempt := 0; ; attempt++ {
-		epoch, err := p.cfg.Store.AdvanceEpoch(ctx, p.cfg.Holder)
+		epoch, err := p.deps.Store.AdvanceEpoch(ctx, p.deps.Holder)
 		if err != nil {
-			return nil, fmt.Errorf("primary: advance the leader epoch in %s: %w", p.cfg.Store, err)
+			return nil, fmt.Errorf("primary: advance the leader epoch in %s: %w", p.deps.Store, err)
 		}
 		p.epoch = epoch
-		recs, err := p.cfg.Store.Seal(ctx, epoch)
+		recs, err := p.deps.Store.Seal(ctx, epoch)
 		if errors.Is(err, persist.ErrFenced) && attempt < 3 {
-			if cur, holder, eerr := p.cfg.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.cfg.Holder {
-				p.cfg.Logger.Warn().Int64("epoch", epoch).Err(err).
+			if cur, holder, eerr := p.deps.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.deps.Holder {
+				p.deps.Logger.Warn().Int64("epoch", epoch).Err(err).
 					Msg("primary: store buckets carry a newer epoch than the epoch object (was it lost?); advancing past them")
 				continue
 			}
@@ -33,14 +33,14 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 			return nil, fmt.Errorf("primary: %w", err)
 		}
 		if err != nil && !persist.Partial(err) {
-			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.cfg.Store, epoch, err)
+			return nil, fmt.Errorf("primary: seal %s at leader epoch %d: %w", p.deps.Store, epoch, err)
 		}
 		// Carry on with what could be read: only the sequences of the
 		// buckets that failed (corrupt, or a read that kept failing) are
 		// left alone, and the buckets are read again at every sweep.
 		p.broken = err
 		if err != nil {
-			p.cfg.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until they can be read")
+			p.deps.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until they can be read")
 		}
 		return recs, nil
 	}
@@ -56,7 +56,7 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 func (p *Primary) audit(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*p.cfg.StoreTimeout)
 	defer cancel()
-	recs, err := p.cfg.Store.Seal(ctx, p.epoch)
+	recs, err := p.deps.Store.Seal(ctx, p.epoch)
 	if errors.Is(err, persist.ErrFenced) {
 		return err
 	}
@@ -101,7 +101,7 @@ func (p *Primary) audit(ctx context.Context) error {
 func (p *Primary) checkFence(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
-	epoch, holder, err := p.cfg.Store.Epoch(ctx)
+	epoch, holder, err := p.deps.Store.Epoch(ctx)
 	if err != nil || epoch <= p.epoch {
 		return nil
 	}
@@ -114,7 +114,7 @@ func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
 	if len(recs) > 64 {
-		all, err := p.cfg.Store.Load(ctx)
+		all, err := p.deps.Store.Load(ctx)
 		if err != nil {
 			return err
 		}
@@ -124,7 +124,7 @@ func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
 		return nil
 	}
 	for _, r := range recs {
-		got, err := p.cfg.Store.Get(ctx, r.Name)
+		got, err := p.deps.Store.Get(ctx, r.Name)
 		if err != nil {
 			return err
 		}
@@ -137,5 +137,5 @@ func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
 func (p *Primary) put(ctx context.Context, recs []persist.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
-	return p.cfg.Store.Put(ctx, p.epoch, recs...)
+	return p.deps.Store.Put(ctx, p.epoch, recs...)
 }
