@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -30,7 +31,7 @@ const (
 //     primary's reserve arithmetic (twice a reserve, added to an ID) far
 //     from overflow.
 //   - every interval and timeout is positive, Parallelism is at least 1,
-//     and RotateVersion lies below sequence.VersionLimit, where clients
+//     and RotateVersion lies below state.VersionLimit, where clients
 //     stop writing.
 //
 // Config.Validate also requires SweepInterval <= Runway and AuditInterval
@@ -75,7 +76,7 @@ type Primary struct {
 	Parallelism int
 	// RotateVersion is the znode data version at which the primary moves a
 	// sequence onto a fresh znode, far below ZooKeeper's int32 wrap and
-	// sequence.VersionLimit. At 10,000 writes a second the default takes
+	// state.VersionLimit. At 10,000 writes a second the default takes
 	// about 30 hours.
 	RotateVersion int32
 }
@@ -138,8 +139,8 @@ func (p *Primary) problems() []error {
 	if p.Parallelism < 1 {
 		field("Parallelism", "%d must be positive", p.Parallelism)
 	}
-	if p.RotateVersion < 1 || p.RotateVersion >= sequence.VersionLimit {
-		field("RotateVersion", "%d must lie in 1..%d", p.RotateVersion, sequence.VersionLimit-1)
+	if p.RotateVersion < 1 || p.RotateVersion >= state.VersionLimit {
+		field("RotateVersion", "%d must lie in 1..%d", p.RotateVersion, state.VersionLimit-1)
 	}
 	return errs
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
@@ -92,8 +94,8 @@ it, with 'seqkeeper serve' running so that the ceiling keeps rising.`,
 // benchClient is one client's session and measurements.
 type benchClient struct {
 	zk     *zkclient.Client
-	seqs   *sequence.Client
-	before sequence.Stats
+	seqs   *seqzk.Client
+	before seqzk.Stats
 	lat    []time.Duration
 	got    []sequence.Range
 	err    error
@@ -121,7 +123,7 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 			return nil, err
 		}
 	}
-	if _, err := httpapi.DescribeSequence(ctx, cs[0].zk, cs[0].seqs, name); err != nil {
+	if _, err := httpapi.DescribeSequence(ctx, cs[0].zk, cs[0].seqs.Root(), name); err != nil {
 		return nil, err
 	}
 	for _, c := range cs {

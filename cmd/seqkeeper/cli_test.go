@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -37,7 +39,7 @@ type cli struct {
 	root     string
 	election string
 	env      map[string]string
-	admin    *sequence.Client // stands in for the primary
+	admin    *seqzk.Client // stands in for the primary
 	conn     *zk.Conn
 
 	// hooks given to every run
@@ -61,7 +63,7 @@ func newCLI(t *testing.T) *cli {
 	}
 	t.Cleanup(zc.Close)
 	c.conn = zc.Conn()
-	if c.admin, err = sequence.NewClient(zc, sequence.Options{Root: c.root}); err != nil {
+	if c.admin, err = seqzk.NewClient(zc, seqzk.Options{Root: c.root}); err != nil {
 		t.Fatal(err)
 	}
 	return c

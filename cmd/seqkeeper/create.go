@@ -3,14 +3,16 @@ package main
 import (
 	"fmt"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/spf13/cobra"
 
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 func newCreateCmd(g *globals) *cobra.Command {
-	var r sequence.Registration
+	var r seqzk.Registration
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Register a new sequence; the primary initialises it",
@@ -25,10 +27,10 @@ or digit.`,
 			switch {
 			case r.Start < 0:
 				return usagef("--start %d: IDs start at 1 or above", r.Start)
-			case r.End < 0 || (r.End != 0 && r.End < max(r.Start, sequence.DefaultStart)):
-				return usagef("--max %d: must be at least the start (%d)", r.End, max(r.Start, sequence.DefaultStart))
-			case r.Windows < 0 || r.Windows > sequence.MaxWindows:
-				return usagef("--windows %d: want 0 to %d", r.Windows, sequence.MaxWindows)
+			case r.End < 0 || (r.End != 0 && r.End < max(r.Start, state.DefaultStart)):
+				return usagef("--max %d: must be at least the start (%d)", r.End, max(r.Start, state.DefaultStart))
+			case r.Windows < 0 || r.Windows > state.MaxWindows:
+				return usagef("--windows %d: want 0 to %d", r.Windows, state.MaxWindows)
 			}
 			zc, seqs, err := g.connect(cmd.Context())
 			if err != nil {
@@ -43,10 +45,10 @@ or digit.`,
 			}
 			start, end := r.Start, r.End
 			if start == 0 {
-				start = sequence.DefaultStart
+				start = state.DefaultStart
 			}
 			if end == 0 {
-				end = sequence.MaxID
+				end = state.MaxID
 			}
 			if g.jsonOutput() {
 				return g.printJSON(map[string]any{"sequence": name, "start": start, "end": end, "windows": r.Windows})

@@ -43,7 +43,7 @@ below the ZooKeeper ceiling; describe says so loudly if it is.`,
 				return err
 			}
 			defer zc.Close()
-			d, err := httpapi.DescribeSequence(cmd.Context(), zc, seqs, name)
+			d, err := httpapi.DescribeSequence(cmd.Context(), zc, seqs.Root(), name)
 			if err != nil {
 				return err
 			}

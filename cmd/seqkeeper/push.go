@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
@@ -27,7 +29,7 @@ IDs must be treated as lost (do not push them again).`,
 			name := args[0]
 			ranges := make([]sequence.Range, 0, len(args)-1)
 			for _, a := range args[1:] {
-				r, err := sequence.ParseRange(a)
+				r, err := state.ParseRange(a)
 				if err != nil {
 					return usagef("%v; write ranges as start:end or a single ID", err)
 				}

@@ -4,17 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // compare opens ZooKeeper and the store, and compares them
 // (reconcile.Compare). The caller calls done when it has finished with
 // seqs and store.
-func (g *globals) compare(ctx context.Context) (r *reconcile.Report, seqs *sequence.Client, store *persist.Store, done func(), err error) {
+func (g *globals) compare(ctx context.Context) (r *reconcile.Report, seqs *seqzk.Client, store *persist.Store, done func(), err error) {
 	if g.cfg.Store == "" {
 		return nil, nil, nil, nil, usagef("this command compares ZooKeeper with the store: set --store or SEQKEEPER_STORE")
 	}

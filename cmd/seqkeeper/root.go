@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -262,9 +264,10 @@ func dialZK(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*zkcli
 	})
 }
 
-// newSequenceClient returns a sequence client for the configured root.
-func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*sequence.Client, error) {
-	return sequence.NewClient(zc, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait, ACL: zkACL(cfg)})
+// newSequenceClient returns a sequence client with the operator's and the
+// primary's powers for the configured root.
+func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*seqzk.Client, error) {
+	return seqzk.NewClient(zc, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait})
 }
 
 // cliLogLevel is the operator commands' log level when none is configured.
@@ -274,7 +277,7 @@ const cliLogLevel = zerolog.ErrorLevel
 
 // connect is dialZK and newSequenceClient for the operator commands. The
 // caller closes the session.
-func (g *globals) connect(ctx context.Context) (*zkclient.Client, *sequence.Client, error) {
+func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client, error) {
 	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
 	if err != nil {
 		return nil, nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -94,7 +95,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if r.store, err = openStore(ctx, cfg, true); err != nil {
 		return err
 	}
-	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, ACL: zkACL(cfg), Logger: log})
+	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, Logger: log})
 	if err != nil {
 		return &usageError{err}
 	}
@@ -105,8 +106,14 @@ func (g *globals) serve(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), r.collector())
+	// The HTTP API serves workers: it gets a client without the primary's
+	// powers.
+	workers, err := sequence.NewClient(r.zk, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait})
+	if err != nil {
+		return &usageError{err}
+	}
 	r.api, err = httpapi.New(httpapi.Options{
-		Sequences: seqs, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
+		Sequences: workers, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
 		Token: token, Registry: reg, Logger: log,
 	})
 	if err != nil {
@@ -234,7 +241,7 @@ func (r *replica) status(ctx context.Context) any {
 		Replica:  r.identity,
 		Leading:  r.election.IsLeader(),
 		Session:  fmt.Sprintf("0x%x", r.zk.SessionID()),
-		State:    r.zk.State().String(),
+		State:    r.zk.State(),
 		Store:    storeStatus{URL: r.store.String(), Healthy: true},
 		Election: r.election.Stats(),
 		Buffers:  r.api.Allocators(),

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -34,7 +37,7 @@ var ErrDeleteContended = errors.New("sequence keeps changing under delete")
 // Delete may run beside a primary and busy clients: a raise that races the
 // tombstone cannot undo it, because the store keeps a tombstone over any
 // record of the same znode whatever its ceiling.
-func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, name string) (int64, error) {
+func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return 0, err
 	}
@@ -55,7 +58,7 @@ func Delete(ctx context.Context, seqs *sequence.Client, store *persist.Store, na
 		if err != nil {
 			return 0, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
 		}
-		st, err := sequence.ParseState(name, data)
+		st, err := state.ParseState(name, data)
 		if err != nil {
 			return 0, fmt.Errorf("%w; repair the znode before deleting it (its ceiling must be known for the tombstone)", err)
 		}

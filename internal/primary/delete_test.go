@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -11,7 +13,7 @@ import (
 func TestTombstoneCeiling(t *testing.T) {
 	legacy := make([]byte, 8)
 	binary.BigEndian.PutUint64(legacy, 77)
-	st, err := sequence.ParseState("l", legacy)
+	st, err := state.ParseState("l", legacy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/go-zookeeper/zk"
@@ -37,7 +40,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-	if err := c.Register(ctx, "o", sequence.Registration{}); err != nil {
+	if err := c.Register(ctx, "o", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Take(ctx, "o", 1); err != nil {
@@ -97,7 +100,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 10_000
-	reg := sequence.State{Registered: true, Start: 1, End: sequence.MaxID}.Encode()
+	reg := sequence.State{Registered: true, Start: 1, End: state.MaxID}.Encode()
 	ops := make([]any, 0, 1000)
 	for i := 0; i < n; i++ {
 		ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("%s/s%05d", r.root, i), Data: reg, Acl: zk.WorldACL(zk.PermAll)})
@@ -117,7 +120,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 	// its first ID.
 	usable := func(name string) time.Duration {
 		began := time.Now()
-		if err := c.Register(ctx, name, sequence.Registration{}); err != nil {
+		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Take(ctx, name, 1); err != nil {
@@ -164,7 +167,7 @@ func TestBadInputIsIsolated(t *testing.T) {
 	names := make([]string, 12)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%02d", i)
-		if err := c.Register(ctx, names[i], sequence.Registration{}); err != nil {
+		if err := c.Register(ctx, names[i], seqzk.Registration{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Take(ctx, names[i], 1); err != nil {
@@ -271,7 +274,7 @@ func TestReserveStaysBoundedAcrossElections(t *testing.T) {
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
 	for _, name := range []string{"plain", "windowed"} {
-		reg := sequence.Registration{}
+		reg := seqzk.Registration{}
 		if name == "windowed" {
 			reg.Windows = 2
 		}

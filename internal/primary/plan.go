@@ -4,9 +4,10 @@ import (
 	"math"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/watcher"
 )
 
@@ -36,7 +37,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		p.seqs[ev.Name] = t
 	}
 	t.czxid, t.mzxid, t.version = ev.Czxid, ev.Mzxid, ev.Version
-	st, err := sequence.ParseState(ev.Name, ev.Data)
+	st, err := state.ParseState(ev.Name, ev.Data)
 	t.corrupt = err
 	if err != nil {
 		p.log.Error().Err(err).Str("sequence", ev.Name).Msg("primary: corrupt sequence state; leaving it alone until repaired")
@@ -111,7 +112,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 			// below what workers took. Move it up to the stored mark (IDs
 			// taken past the mark before the primary saw them stay
 			// uncovered: docs/guarantees.md).
-			to := min(rec.Ceiling, sequence.MaxLegacyCounter-reserve)
+			to := min(rec.Ceiling, state.MaxLegacyCounter-reserve)
 			return plan{name: name, kind: planLegacyForward, floor: to, ceiling: to + reserve, rec: base}, true
 		}
 		if stored && st.Next < rec.Ceiling-reserve/2 {
@@ -123,7 +124,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		// above anything a previous sequence of this name handed out.
 		floor := st.Start
 		if stored {
-			floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
+			floor = max(floor, state.AddSat(rec.Ceiling, 1))
 		}
 		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
 	}

@@ -33,6 +33,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
@@ -50,7 +52,7 @@ var ErrFenced = persist.ErrFenced
 // Deps are what a Primary works with besides its tunables.
 type Deps struct {
 	// Sequences is the ZooKeeper layer for the sequences root. Required.
-	Sequences *sequence.Client
+	Sequences *seqzk.Client
 	// Store is the durable store of ceilings. Required.
 	Store *persist.Store
 	// Holder names this replica in the store's epoch record. Required.
@@ -68,7 +70,7 @@ type Primary struct {
 	cfg  config.Primary
 	deps Deps
 	zk   *zkclient.Client
-	seq  *sequence.Client
+	seq  *seqzk.Client
 	log  zerolog.Logger
 
 	// Owned by Run's goroutine.

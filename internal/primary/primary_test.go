@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/config"
@@ -44,9 +47,9 @@ func (r *rig) session() *zkclient.Client {
 	return c
 }
 
-func (r *rig) client(wait time.Duration) *sequence.Client {
+func (r *rig) client(wait time.Duration) *seqzk.Client {
 	r.t.Helper()
-	c, err := sequence.NewClient(r.session(), sequence.Options{Root: r.root, CeilingWait: wait})
+	c, err := seqzk.NewClient(r.session(), seqzk.Options{Root: r.root, CeilingWait: wait})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -189,7 +192,7 @@ func TestInitialisesAndRaisesStoreFirst(t *testing.T) {
 	run := r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-	if err := c.Register(context.Background(), "orders", sequence.Registration{Start: 500}); err != nil {
+	if err := c.Register(context.Background(), "orders", seqzk.Registration{Start: 500}); err != nil {
 		t.Fatal(err)
 	}
 	l := newLedger()
@@ -227,7 +230,7 @@ func TestWipedEnsembleIsRestoredWithoutDuplicates(t *testing.T) {
 	c := r.client(10 * time.Second)
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
 	for _, name := range []string{"a", "b"} {
-		if err := c.Register(context.Background(), name, sequence.Registration{}); err != nil {
+		if err := c.Register(context.Background(), name, seqzk.Registration{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +292,7 @@ func TestRollbackNeverReissues(t *testing.T) {
 			run := r.start("p1", func(c *config.Primary) { c.MinReserve = minReserve; c.Runway = time.Millisecond })
 			c := r.client(10 * time.Second)
 			waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-			if err := c.Register(context.Background(), "rb", sequence.Registration{Windows: tc.windows}); err != nil {
+			if err := c.Register(context.Background(), "rb", seqzk.Registration{Windows: tc.windows}); err != nil {
 				t.Fatal(err)
 			}
 			l := newLedger()
@@ -373,7 +376,7 @@ func TestFencedPrimaryStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old one's next store write (initialising this) must fail.
-	if err := c.Register(context.Background(), "x", sequence.Registration{}); err != nil {
+	if err := c.Register(context.Background(), "x", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -401,7 +404,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-	if err := c.Register(ctx, "gone", sequence.Registration{}); err != nil {
+	if err := c.Register(ctx, "gone", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Take(ctx, "gone", 50)
@@ -420,7 +423,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 	if ok, _, _ := c.ZK().Conn().Exists(r.root + "/gone"); ok {
 		t.Fatal("a tombstoned sequence was restored")
 	}
-	if err := c.Register(ctx, "gone", sequence.Registration{}); err != nil {
+	if err := c.Register(ctx, "gone", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := c.Take(ctx, "gone", 5)
@@ -477,7 +480,7 @@ func TestRestoresManySequences(t *testing.T) {
 	}
 	recs := make([]persist.Record, n)
 	for i := range recs {
-		recs[i] = persist.Record{Name: fmt.Sprintf("s%05d", i), Ceiling: int64(1000 + i), End: sequence.MaxID, Start: 1}
+		recs[i] = persist.Record{Name: fmt.Sprintf("s%05d", i), Ceiling: int64(1000 + i), End: state.MaxID, Start: 1}
 	}
 	if err := store.Put(ctx, epoch, recs...); err != nil {
 		t.Fatal(err)

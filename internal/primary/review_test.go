@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/config"
@@ -93,14 +96,14 @@ func fileStore(t *testing.T, dir string) *persist.Store {
 	return s
 }
 
-func (r *fileRig) client(servers []string, timeout time.Duration) *sequence.Client {
+func (r *fileRig) client(servers []string, timeout time.Duration) *seqzk.Client {
 	r.t.Helper()
 	zc, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: timeout})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(zc.Close)
-	c, err := sequence.NewClient(zc, sequence.Options{Root: r.root, CeilingWait: 10 * time.Second})
+	c, err := seqzk.NewClient(zc, seqzk.Options{Root: r.root, CeilingWait: 10 * time.Second})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -119,7 +122,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 	r := newFileRig(t, z.Servers, z.Root)
 	ctx := context.Background()
 	w := r.client(z.Servers, 10*time.Second)
-	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, z.Servers[0])
@@ -152,7 +155,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -196,7 +199,7 @@ func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
 	r := newFileRig(t, z.Servers, z.Root)
 	w := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	if err := w.Register(ctx, "b", sequence.Registration{End: 50}); err != nil {
+	if err := w.Register(ctx, "b", seqzk.Registration{End: 50}); err != nil {
 		t.Fatal(err)
 	}
 	issued := ids{}
@@ -207,7 +210,7 @@ func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
 		}
 		issued.add(t, "before the loss", got)
 	}
-	if err := testenv.DeleteAll(w.ZK().Conn(), r.root+"/b"); err != nil { // ZooKeeper loses it
+	if err := testenv.DeleteAll(w.ZK(), r.root+"/b"); err != nil { // ZooKeeper loses it
 		t.Fatal(err)
 	}
 	got, err := w.Take(ctx, "b", 10)
@@ -226,10 +229,10 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	r := newFileRig(t, z.Servers, z.Root)
 	w := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	if err := w.Register(ctx, "top", sequence.Registration{Start: math.MaxInt64 - 150}); err != nil {
+	if err := w.Register(ctx, "top", seqzk.Registration{Start: math.MaxInt64 - 150}); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Register(ctx, "other", sequence.Registration{}); err != nil {
+	if err := w.Register(ctx, "other", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	issued := ids{}
@@ -245,14 +248,14 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 		issued.add(t, "top", got)
 		last = got[len(got)-1].End
 	}
-	if last != math.MaxInt64-1 { // MaxInt64 itself is never handed out (sequence.MaxID)
+	if last != math.MaxInt64-1 { // MaxInt64 itself is never handed out (state.MaxID)
 		t.Fatalf("top ended at %d; want %d", last, int64(math.MaxInt64-1))
 	}
 	if _, err := w.Take(ctx, "other", 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"top", "other"} {
-		if err := testenv.DeleteAll(w.ZK().Conn(), r.root+"/"+n); err != nil {
+		if err := testenv.DeleteAll(w.ZK(), r.root+"/"+n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,7 +277,7 @@ func TestRollbackAtTheTopOfTheSpace(t *testing.T) {
 	r := newFileRig(t, ens.Servers(), "/test")
 	w := r.client(ens.Servers(), 10*time.Second)
 	ctx := context.Background()
-	if err := w.Register(ctx, "top", sequence.Registration{Start: math.MaxInt64 - 150}); err != nil {
+	if err := w.Register(ctx, "top", seqzk.Registration{Start: math.MaxInt64 - 150}); err != nil {
 		t.Fatal(err)
 	}
 	issued := ids{}
@@ -315,7 +318,7 @@ func TestDeposedIdlePrimaryStops(t *testing.T) {
 	run := r.start("old", func(c *config.Primary) { c.FenceCheckInterval = 200 * time.Millisecond })
 	c := r.client(10 * time.Second)
 	waitFor(t, "the primary leading", func() bool { return run.p.Status().Leading })
-	if err := c.Register(context.Background(), "x", sequence.Registration{}); err != nil {
+	if err := c.Register(context.Background(), "x", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Take(context.Background(), "x", 1); err != nil {
@@ -361,10 +364,10 @@ func TestRotationUnderLoad(t *testing.T) {
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
-	if err := c.Register(ctx, "plain", sequence.Registration{}); err != nil {
+	if err := c.Register(ctx, "plain", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Register(ctx, "windowed", sequence.Registration{Windows: 3}); err != nil {
+	if err := c.Register(ctx, "windowed", seqzk.Registration{Windows: 3}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"plain", "windowed"} {
@@ -402,7 +405,7 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	for _, n := range names {
-		if err := c.Register(ctx, n, sequence.Registration{}); err != nil {
+		if err := c.Register(ctx, n, seqzk.Registration{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Take(ctx, n, 1); err != nil {
@@ -593,7 +596,7 @@ func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := sequence.State{Start: 1, Next: 51, Ceiling: 1000, End: sequence.MaxID, ZKEpoch: epoch}
+	old := sequence.State{Start: 1, Next: 51, Ceiling: 1000, End: state.MaxID, ZKEpoch: epoch}
 	if _, err := w.ZK().Conn().Create(r.root+"/old", old.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +619,7 @@ func TestDeleteReportsTheStoredTombstone(t *testing.T) {
 	r := newFileRig(t, z.Servers, z.Root)
 	w := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Take(ctx, "s", 10); err != nil {
@@ -626,7 +629,7 @@ func TestDeleteReportsTheStoredTombstone(t *testing.T) {
 	if err != nil || first < 10 {
 		t.Fatalf("first delete: %d, %v", first, err)
 	}
-	if err := w.Register(ctx, "s", sequence.Registration{}); err != nil {
+	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	second, err := primary.Delete(ctx, w, r.store, "s")

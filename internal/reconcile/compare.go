@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -84,7 +87,7 @@ func (r *Report) Unsafe() int {
 
 // Compare reads every sequence in ZooKeeper and every record in the store
 // and classifies each name. It changes nothing.
-func Compare(ctx context.Context, seqs *sequence.Client, store *persist.Store) (*Report, error) {
+func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Report, error) {
 	epoch, err := seqs.CurrentEpoch(ctx)
 	if err != nil {
 		return nil, err
@@ -171,7 +174,7 @@ func (r *Report) Plan() {
 		f := &r.Findings[i]
 		switch f.Action {
 		case RecreateZnode:
-			f.Description = fmt.Sprintf("re-create at %d", sequence.AddSat(f.Record.Ceiling, 1))
+			f.Description = fmt.Sprintf("re-create at %d", state.AddSat(f.Record.Ceiling, 1))
 		case CoverInStore:
 			f.Description = fmt.Sprintf("raise the stored ceiling to %d", cover(f.State, f.Record))
 		case Revalidate:
@@ -196,7 +199,7 @@ func cover(st sequence.State, rec persist.Record) int64 {
 // re-creates the missing sequences in ZooKeeper and revalidates the stale
 // ones, each with Headroom(minReserve) IDs (see Recreate). Nothing reaches
 // ZooKeeper if the store write fails.
-func Apply(ctx context.Context, seqs *sequence.Client, store *persist.Store, r *Report, minReserve int64) error {
+func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Report, minReserve int64) error {
 	storeEpoch, _, err := store.Epoch(ctx)
 	if err != nil {
 		return err

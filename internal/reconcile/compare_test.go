@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
@@ -21,7 +24,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // rig is a sequences root on the shared real ZooKeeper and a file store.
 type rig struct {
 	t     *testing.T
-	seqs  *sequence.Client
+	seqs  *seqzk.Client
 	conn  *zk.Conn
 	store *persist.Store
 	dir   string // the store's directory
@@ -37,10 +40,10 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(zc.Close)
 	r := &rig{t: t, conn: zc.Conn(), root: z.Path("all-sequences")}
-	if err := testenv.CreateAll(r.conn, r.root); err != nil {
+	if err := testenv.CreateAll(zc, r.root); err != nil {
 		t.Fatal(err)
 	}
-	if r.seqs, err = sequence.NewClient(zc, sequence.Options{Root: r.root, CeilingWait: 100 * time.Millisecond}); err != nil {
+	if r.seqs, err = seqzk.NewClient(zc, seqzk.Options{Root: r.root, CeilingWait: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	r.dir = t.TempDir() + "/store"
@@ -62,7 +65,7 @@ func newRig(t *testing.T) *rig {
 func (r *rig) initialise(name string, ceiling int64) sequence.State {
 	r.t.Helper()
 	ctx := context.Background()
-	if err := r.seqs.Register(ctx, name, sequence.Registration{}); err != nil {
+	if err := r.seqs.Register(ctx, name, seqzk.Registration{}); err != nil {
 		r.t.Fatal(err)
 	}
 	st, err := r.seqs.Revalidate(ctx, name, 0, ceiling)
@@ -118,7 +121,7 @@ func TestCompareAndApply(t *testing.T) {
 	r.put(persist.Record{Name: "above", Ceiling: 300})
 	r.put(persist.Record{Name: "lost", Start: 1, Ceiling: 700})
 	r.put(persist.Record{Name: "gone", Ceiling: 900, Deleted: true})
-	if err := r.seqs.Register(ctx, "registered", sequence.Registration{}); err != nil {
+	if err := r.seqs.Register(ctx, "registered", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	counter := make([]byte, 8)
@@ -184,7 +187,7 @@ func TestCompareAndApply(t *testing.T) {
 			t.Errorf("after Apply, %s: %s %q, action %d", name, f.Level, f.Problem, f.Action)
 		}
 	}
-	if rec := r.stored("uncovered"); rec.Ceiling != 500 || rec.End != sequence.MaxID || rec.Start != sequence.DefaultStart {
+	if rec := r.stored("uncovered"); rec.Ceiling != 500 || rec.End != state.MaxID || rec.Start != state.DefaultStart {
 		t.Errorf("uncovered: stored %+v; want ceiling 500 with the sequence's space", rec)
 	}
 	if rec := r.stored("above"); rec.Ceiling != 800 {

@@ -27,6 +27,8 @@ package reconcile
 import (
 	"math"
 
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -52,9 +54,9 @@ func Ceiling(from, n, end int64) int64 {
 // when stored) and above the ceiling ZooKeeper shows, so that a store that
 // lost the record does not lower it.
 func Floor(st sequence.State, rec persist.Record, stored bool) int64 {
-	floor := sequence.AddSat(st.Ceiling, 1)
+	floor := state.AddSat(st.Ceiling, 1)
 	if stored {
-		floor = max(floor, sequence.AddSat(rec.Ceiling, 1))
+		floor = max(floor, state.AddSat(rec.Ceiling, 1))
 	}
 	return floor
 }
@@ -69,17 +71,17 @@ func Recreate(r persist.Record, minReserve int64) (sequence.State, persist.Recor
 	n := Headroom(minReserve)
 	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
 	if st.End == 0 {
-		st.End = sequence.MaxID
+		st.End = state.MaxID
 	}
 	if r.Legacy {
 		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
-		r.Ceiling = min(r.Ceiling, sequence.MaxLegacyCounter-n) + n
+		r.Ceiling = min(r.Ceiling, state.MaxLegacyCounter-n) + n
 	} else {
 		// Above everything r covers. With every ID of the space covered,
 		// the sequence comes back exhausted (next one past the last ID
 		// it may issue), never at its last ID again.
-		last := min(st.End, math.MaxInt64-1) // see sequence.MaxID
-		st.Next = max(sequence.AddSat(r.Ceiling, 1), st.Start)
+		last := min(st.End, math.MaxInt64-1) // see state.MaxID
+		st.Next = max(state.AddSat(r.Ceiling, 1), st.Start)
 		if st.Next > last {
 			st.Next, st.Ceiling = last+1, last
 		} else {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -77,7 +79,7 @@ func TestRecreateLegacy(t *testing.T) {
 		wantMark int64
 	}{
 		{"plain", 500, 700},
-		{"near the top", sequence.MaxLegacyCounter - 10, sequence.MaxLegacyCounter},
+		{"near the top", state.MaxLegacyCounter - 10, state.MaxLegacyCounter},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st, rec := reconcile.Recreate(persist.Record{Name: "l", Legacy: true, Ceiling: tt.mark, Czxid: 7}, 100)
