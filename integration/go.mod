@@ -8,7 +8,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.8
 	github.com/aws/smithy-go v1.28.8
 	github.com/containerd/errdefs v1.0.0
-	github.com/go-zookeeper/zk v1.0.4
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
 	github.com/seqkeeper/seqkeeper v0.0.0
@@ -83,7 +82,3 @@ require (
 replace github.com/seqkeeper/seqkeeper => ../
 
 replace github.com/Azure/go-ansiterm => github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c
-
-// Replaces are not inherited from the main module: this one follows its
-// replace of go-zookeeper (remove both once the fork is zkclient/internal/zk).
-replace github.com/go-zookeeper/zk => ../third_party/go-zookeeper-zk

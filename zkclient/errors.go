@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
 
 // ZooKeeper's errors, for errors.Is. Operations return them unchanged (or

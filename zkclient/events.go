@@ -4,7 +4,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
 
 // EventQueue is an unbounded queue of watch notifications for one

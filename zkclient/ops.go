@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
 
 // Stat is a znode's metadata.

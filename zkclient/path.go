@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"path"
 	"strings"
-
-	"github.com/go-zookeeper/zk"
 )
 
 // ValidateRoot checks a root path such as "/all-sequences": absolute, no
@@ -21,22 +19,6 @@ func ValidateRoot(p string) error {
 	}
 	if p == "/zookeeper" || strings.HasPrefix(p, "/zookeeper/") {
 		return fmt.Errorf("zookeeper path %q: /zookeeper is reserved by ZooKeeper", p)
-	}
-	return nil
-}
-
-// EnsurePath creates p and its missing parents as empty persistent znodes
-// with acl.
-func EnsurePath(conn *zk.Conn, p string, acl []zk.ACL) error {
-	if err := ValidateRoot(p); err != nil {
-		return err
-	}
-	cur := ""
-	for _, el := range strings.Split(p[1:], "/") {
-		cur += "/" + el
-		if _, err := conn.Create(cur, nil, 0, acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create %s: %w", cur, err)
-		}
 	}
 	return nil
 }

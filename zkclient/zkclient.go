@@ -20,8 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
 
 // Defaults for Options.
@@ -252,11 +253,6 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 	}
 }
 
-// Conn is the current go-zookeeper connection.
-//
-// Deprecated: being removed; use the client's operations.
-func (c *Client) Conn() *zk.Conn { return c.conn.Load().Conn }
-
 // Connection identifies the current connection: it changes every time the
 // client (re)connects, whether or not the session survived. go-zookeeper
 // reports a new connection before it sends any request on it, so a value
@@ -318,7 +314,7 @@ func (c *Client) isClosed() bool {
 // Close ends the session: its ephemeral nodes go at once.
 func (c *Client) Close() {
 	c.once.Do(func() { close(c.done) })
-	if conn := c.Conn(); conn != nil {
+	if conn := c.conn.Load(); conn != nil {
 		conn.Close()
 	}
 }

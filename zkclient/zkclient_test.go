@@ -51,7 +51,7 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, changes, func() bool { return c.DisconnectedFor() == 0 && c.SessionID() != first })
-	if ok, _, err := c.Conn().Exists("/x"); err != nil || ok {
+	if ok, _, err := c.Exists(context.Background(), "/x"); err != nil || ok {
 		t.Fatalf("after the wipe: /x exists=%v err=%v; want a working session on the empty server", ok, err)
 	}
 	t.Logf("new session after %d redials", c.Redials())

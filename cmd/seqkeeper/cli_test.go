@@ -17,7 +17,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -40,7 +39,7 @@ type cli struct {
 	election string
 	env      map[string]string
 	admin    *seqzk.Client // stands in for the primary
-	conn     *zk.Conn
+	conn     *zkclient.Client
 
 	// hooks given to every run
 	storeCeiling storeCeilingFunc
@@ -62,7 +61,7 @@ func newCLI(t *testing.T) *cli {
 		t.Fatal(err)
 	}
 	t.Cleanup(zc.Close)
-	c.conn = zc.Conn()
+	c.conn = zc
 	if c.admin, err = seqzk.NewClient(zc, seqzk.Options{Root: c.root}); err != nil {
 		t.Fatal(err)
 	}
@@ -329,11 +328,11 @@ func TestLeader(t *testing.T) {
 		{"ffff", `{"id":"replica-a","address":"10.0.0.1:7070","version":"v1"}`},
 		{"0000", `{"id":"replica-b","address":"10.0.0.2:7070"}`},
 	} {
-		if _, err := c.conn.Create(c.election+"/_c_"+cand.guid+"-n_", []byte(cand.data), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); err != nil {
+		if _, err := c.conn.Create(context.Background(), c.election+"/_c_"+cand.guid+"-n_", []byte(cand.data), zkclient.Ephemeral|zkclient.Sequential); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.conn.Create(c.election+"/stray", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.conn.Create(context.Background(), c.election+"/stray", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	out := c.ok("leader")
@@ -452,7 +451,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if rec, ok := tombstone("w"); !ok || rec.Ceiling != 500 {
 		t.Fatalf("tombstone of w: %+v, want deleted with ceiling 500", rec)
 	}
-	if ok, _, _ := c.conn.Exists(c.root + "/w"); ok {
+	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/w"); ok {
 		t.Fatal("the znode survived delete")
 	}
 	// --yes, and a registration tombstones start-1 (nothing issued).
@@ -469,7 +468,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "nothing was deleted") {
 		t.Fatalf("delete with a missing store: exit %d %q", code, errOut)
 	}
-	if ok, _, _ := c.conn.Exists(c.root + "/refused"); !ok {
+	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/refused"); !ok {
 		t.Fatal("deleted although the tombstone failed")
 	}
 }
@@ -518,7 +517,7 @@ func TestDescribeKinds(t *testing.T) {
 	if err := testenv.CreateAll(c.conn, c.root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.conn.Create(c.root+"/old", legacy, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.conn.Create(context.Background(), c.root+"/old", legacy, 0); err != nil {
 		t.Fatal(err)
 	}
 	out := c.ok("describe", "old")
@@ -563,19 +562,24 @@ func TestDigestACLAndNoSecretInLogs(t *testing.T) {
 	if !strings.Contains(errOut, `"level":"`) {
 		t.Fatalf("no JSON log lines at trace level: %q", errOut)
 	}
-	authed := testenv.Connect(t, c.servers, 10*time.Second)
-	if err := authed.AddAuth("digest", []byte("alice:hunter2-secret")); err != nil {
-		t.Fatal(err)
+	// Only alice reaches it: a session with her credentials reads it, one
+	// with another user's cannot.
+	dial := func(digest string) *zkclient.Client {
+		zc, err := zkclient.Dial(context.Background(), c.servers, zkclient.Options{Digest: digest})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(zc.Close)
+		return zc
 	}
-	acl, _, err := authed.GetACL(c.root + "/guarded")
-	if err != nil {
-		t.Fatal(err)
+	if _, _, err := dial("alice:hunter2-secret").Get(context.Background(), c.root+"/guarded"); err != nil {
+		t.Fatalf("read with the creating user's digest: %v", err)
 	}
-	if len(acl) != 1 || acl[0].Scheme != "digest" || !strings.HasPrefix(acl[0].ID, "alice:") {
-		t.Fatalf("ACL of a znode created with digest credentials: %+v", acl)
+	if _, _, err := dial("bob:hunter2-secret").Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
+		t.Fatalf("read with another user's digest: %v, want ErrNoAuth", err)
 	}
 	// The configured client can use it; an unauthenticated one cannot.
-	if _, _, err := c.conn.Get(c.root + "/guarded"); !errors.Is(err, zk.ErrNoAuth) {
+	if _, _, err := c.conn.Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("unauthenticated read: %v, want ErrNoAuth", err)
 	}
 	if out := c.ok("describe", "guarded"); !strings.Contains(out, "uninitialised") {

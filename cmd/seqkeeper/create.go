@@ -7,8 +7,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/spf13/cobra"
-
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 func newCreateCmd(g *globals) *cobra.Command {
@@ -37,7 +35,7 @@ or digit.`,
 				return err
 			}
 			defer zc.Close()
-			if err := zkclient.EnsurePath(zc.Conn(), g.cfg.Root, zkACL(g.cfg)); err != nil {
+			if err := zc.EnsurePath(cmd.Context(), g.cfg.Root); err != nil {
 				return fmt.Errorf("create the root %s: %w", g.cfg.Root, err)
 			}
 			if err := seqs.Register(cmd.Context(), name, r); err != nil {

@@ -91,7 +91,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 		if err := ctx.Err(); err != nil {
 			return leaderOutput{}, err
 		}
-		children, _, err := zc.Conn().Children(dir)
+		children, _, err := zc.Children(ctx, dir)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			return leaderOutput{}, errNoLeader
 		}
@@ -102,7 +102,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 		if len(cands) == 0 {
 			return leaderOutput{}, errNoLeader
 		}
-		data, _, err := zc.Conn().Get(dir + "/" + cands[0])
+		data, _, err := zc.Get(ctx, dir+"/"+cands[0])
 		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // it just left; look again
 		}

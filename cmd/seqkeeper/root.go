@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
@@ -52,7 +50,7 @@ const annotationNoConfig = "seqkeeper/no-config"
 // standard streams, environment and store reader (tests replace them), and
 // the configuration resolved before a command runs. A command gets through
 // it the resolved and validated configuration (g.cfg, set before its RunE
-// runs), g.logger, dialZK, newSequenceClient, zkACL, g.bindSettings for its
+// runs), g.logger, dialZK, newSequenceClient, g.bindSettings for its
 // own setting flags, and g.stdout/g.stderr.
 type globals struct {
 	configPath string
@@ -242,15 +240,6 @@ func (g *globals) logger(def zerolog.Level) zerolog.Logger {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
-}
-
-// zkACL is the ACL of every znode seqkeeper creates: with digest
-// credentials configured, all permissions for that user only; else open.
-func zkACL(cfg *config.Config) []zk.ACL {
-	if user, password, ok := strings.Cut(cfg.ZKDigest.Reveal(), ":"); ok {
-		return zk.DigestACL(zk.PermAll, user, password)
-	}
-	return zk.WorldACL(zk.PermAll)
 }
 
 // dialZK opens the process's ZooKeeper session with the configured servers,

@@ -99,7 +99,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: seqs, Store: r.store, Holder: cfg.ID, ACL: zkACL(cfg), Logger: log})
+	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: seqs, Store: r.store, Holder: cfg.ID, Logger: log})
 	if err != nil {
 		return &usageError{err}
 	}

@@ -8,8 +8,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
-
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -47,9 +46,9 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 		if err := ctx.Err(); err != nil {
 			return 0, err
 		}
-		conn := seqs.ZK().Conn()
-		data, stat, err := conn.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
+		s := seqs.ZK().Session()
+		data, stat, err := s.Get(ctx, p)
+		if errors.Is(err, zkclient.ErrNoNode) {
 			if stored >= 0 {
 				return stored, nil // deleted by someone else after our tombstone
 			}
@@ -81,21 +80,21 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 			// earlier incarnation of the name issued more.
 			stored = rec.Ceiling
 		}
-		children, _, err := conn.Children(p)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		children, _, err := s.Children(ctx, p)
+		if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
 			return 0, fmt.Errorf("sequence %q: list %s: %w", name, p, err)
 		}
-		ops := make([]any, 0, len(children)+1)
+		ops := make([]zkclient.Op, 0, len(children)+1)
 		for _, c := range children {
 			// Unconditional on purpose: whatever a window or marker holds goes.
-			ops = append(ops, &zk.DeleteRequest{Path: p + "/" + c, Version: -1})
+			ops = append(ops, zkclient.DeleteOp(p+"/"+c, zkclient.AnyVersion))
 		}
-		ops = append(ops, &zk.DeleteRequest{Path: p, Version: stat.Version})
-		_, err = conn.Multi(ops...)
+		ops = append(ops, zkclient.DeleteOp(p, stat.Version))
+		_, err = s.Multi(ctx, ops...)
 		switch {
 		case err == nil:
 			return stored, nil
-		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNotEmpty), errors.Is(err, zk.ErrNoNode):
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNotEmpty), errors.Is(err, zkclient.ErrNoNode):
 			continue // changed meanwhile (a take, a raise, a new window): read again
 		default:
 			return 0, fmt.Errorf("sequence %q: delete %s (tombstone written): %w; run delete again", name, p, err)

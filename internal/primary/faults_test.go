@@ -13,10 +13,10 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/go-zookeeper/zk"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -39,7 +39,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	run := r.start("p1", func(cfg *config.Primary) { cfg.StoreTimeout = time.Second })
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "o", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -94,18 +94,18 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
 	c := r.client(30 * time.Second)
-	conn := c.ZK().Conn()
+	conn := c.ZK()
 	ctx := context.Background()
-	if err := zkEnsure(conn, r.root); err != nil {
+	if err := conn.EnsurePath(ctx, r.root); err != nil {
 		t.Fatal(err)
 	}
 	const n = 10_000
 	reg := sequence.State{Registered: true, Start: 1, End: state.MaxID}.Encode()
-	ops := make([]any, 0, 1000)
+	ops := make([]zkclient.Op, 0, 1000)
 	for i := 0; i < n; i++ {
-		ops = append(ops, &zk.CreateRequest{Path: fmt.Sprintf("%s/s%05d", r.root, i), Data: reg, Acl: zk.WorldACL(zk.PermAll)})
+		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%05d", r.root, i), reg, 0))
 		if len(ops) == cap(ops) {
-			if _, err := conn.Multi(ops...); err != nil {
+			if _, err := conn.Multi(ctx, ops...); err != nil {
 				t.Fatal(err)
 			}
 			ops = ops[:0]
@@ -143,17 +143,6 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 		n, initialised, pickup, settled)
 }
 
-func zkEnsure(conn *zk.Conn, path string) error {
-	p := ""
-	for _, el := range strings.Split(strings.TrimPrefix(path, "/"), "/") {
-		p += "/" + el
-		if _, err := conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return err
-		}
-	}
-	return nil
-}
-
 // Bad input: garbage in one sequence znode and a corrupt store object are
 // reported with the sequence's name and leave every other sequence working.
 func TestBadInputIsIsolated(t *testing.T) {
@@ -163,7 +152,7 @@ func TestBadInputIsIsolated(t *testing.T) {
 	run := r.start("p1", nil)
 	c := r.client(5 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	names := make([]string, 12)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%02d", i)
@@ -174,7 +163,7 @@ func TestBadInputIsIsolated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.ZK().Conn().Create(r.root+"/garbage", []byte("seqkeeper-sequence v1\nnext banana\n"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := c.ZK().Create(context.Background(), r.root+"/garbage", []byte("seqkeeper-sequence v1\nnext banana\n"), 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "garbage reported unhealthy", func() bool {
@@ -272,7 +261,7 @@ func TestReserveStaysBoundedAcrossElections(t *testing.T) {
 	run := r.start("p1", nil) // MinReserve 100, Runway 1s
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	for _, name := range []string{"plain", "windowed"} {
 		reg := seqzk.Registration{}
 		if name == "windowed" {

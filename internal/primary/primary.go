@@ -35,7 +35,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/config"
@@ -57,9 +56,6 @@ type Deps struct {
 	Store *persist.Store
 	// Holder names this replica in the store's epoch record. Required.
 	Holder string
-	// ACL is set on the znodes the primary creates (the root, the
-	// marker); nil means zk.WorldACL(zk.PermAll).
-	ACL []zk.ACL
 	// Logger receives the primary's decisions; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
@@ -123,13 +119,6 @@ func New(cfg config.Primary, deps Deps) (*Primary, error) {
 		return nil, errors.New("primary: Deps.Holder is required (the replica's id)")
 	}
 	return &Primary{cfg: cfg, deps: deps, zk: deps.Sequences.ZK(), seq: deps.Sequences, log: deps.Logger}, nil
-}
-
-func (p *Primary) acl() []zk.ACL {
-	if p.deps.ACL != nil {
-		return p.deps.ACL
-	}
-	return zk.WorldACL(zk.PermAll)
 }
 
 // Run does the primary's work until ctx is cancelled (leadership lost) and
@@ -224,16 +213,14 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		p.records[r.Name] = r
 	}
 	p.seqs = make(map[string]*tracked)
-	conn := p.zk.Conn()
-	acl := p.acl()
-	if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
+	if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
 	if p.zkEpoch, err = p.seq.CurrentEpoch(ctx); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
-	exists, _, err := conn.Exists(p.cfg.MarkerPath)
+	exists, _, err := p.zk.Exists(ctx, p.cfg.MarkerPath)
 	if err != nil {
 		return fmt.Errorf("primary: check the cluster marker %s: %w", p.cfg.MarkerPath, err)
 	}
@@ -245,7 +232,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		return err
 	}
 	if !exists {
-		if err := zkclient.EnsurePath(conn, p.cfg.MarkerPath, acl); err != nil {
+		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
 			return fmt.Errorf("primary: create the cluster marker: %w", err)
 		}
 	}

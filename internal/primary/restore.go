@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -29,15 +27,13 @@ func (p *Primary) restore(ctx context.Context) error {
 		return nil
 	}
 	// The watcher may simply not have reported them yet: list once.
-	conn := p.zk.Conn()
-	children, _, err := conn.Children(p.seq.Root())
-	if errors.Is(err, zk.ErrNoNode) {
+	children, _, err := p.zk.Children(ctx, p.seq.Root())
+	if errors.Is(err, zkclient.ErrNoNode) {
 		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
-		acl := p.acl()
-		if err := zkclient.EnsurePath(conn, p.seq.Root(), acl); err != nil {
+		if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		if err := zkclient.EnsurePath(conn, p.cfg.MarkerPath, acl); err != nil {
+		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
 			return fmt.Errorf("restore: cluster marker: %w", err)
 		}
 		children = nil

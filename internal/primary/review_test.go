@@ -17,8 +17,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -55,7 +53,7 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 	t.Helper()
 	r, _ := startFilePrimary(t, servers, zroot, fileStore(t, t.TempDir()), nil)
 	c := r.client(servers, 10*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	return r
 }
 
@@ -135,8 +133,8 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 		}
 		issued.add(t, "x before the delete", got)
 	}
-	conn := w.ZK().Conn()
-	_, stat, err := conn.Get(r.root + "/s")
+	conn := w.ZK()
+	_, stat, err := conn.Get(ctx, r.root+"/s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +157,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := conn.Get(r.root + "/s")
+		_, stat, err := conn.Get(ctx, r.root+"/s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +258,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 		}
 	}
 	for _, n := range []string{"top", "other"} {
-		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Conn().Exists(r.root + "/" + n); return ok })
+		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok })
 	}
 	if got, err := w.Take(ctx, "top", 1); !errors.Is(err, sequence.ErrExhausted) {
 		t.Fatalf("top after the restore: %s, %v; want ErrExhausted", got, err)
@@ -363,7 +361,7 @@ func TestRotationUnderLoad(t *testing.T) {
 	run := r.start("p1", func(c *config.Primary) { c.RotateVersion = rotateAt })
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "plain", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +378,7 @@ func TestRotationUnderLoad(t *testing.T) {
 		cancel()
 		wg.Wait()
 		l.check(t)
-		_, stat, err := c.ZK().Conn().Get(r.root + "/" + name)
+		_, stat, err := c.ZK().Get(context.Background(), r.root+"/"+name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -402,7 +400,7 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Conn().Exists(r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	for _, n := range names {
 		if err := c.Register(ctx, n, seqzk.Registration{}); err != nil {
@@ -446,7 +444,7 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 	r := newFileRig(t, ens.Servers(), "/test")
 	w := r.client(ens.Servers(), 10*time.Second)
 	ctx := context.Background()
-	if _, err := w.ZK().Conn().Create(r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := w.ZK().Create(context.Background(), r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
 		t.Fatal(err)
 	}
 	issued := ids{}
@@ -519,7 +517,7 @@ func TestUnreadableBucketAtStartIsReadAgain(t *testing.T) {
 	}
 	r, _ := startFilePrimary(t, z.Servers, z.Root, store, nil)
 	w := r.client(z.Servers, 10*time.Second)
-	exists := func(n string) bool { ok, _, _ := w.ZK().Conn().Exists(r.root + "/" + n); return ok }
+	exists := func(n string) bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok }
 	waitFor(t, "one sequence restored", func() bool { return exists("a") || exists("b") })
 	time.Sleep(time.Second)
 	if exists("a") && exists("b") {
@@ -597,7 +595,7 @@ func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := sequence.State{Start: 1, Next: 51, Ceiling: 1000, End: state.MaxID, ZKEpoch: epoch}
-	if _, err := w.ZK().Conn().Create(r.root+"/old", old.Encode(), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := w.ZK().Create(context.Background(), r.root+"/old", old.Encode(), 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := w.Take(ctx, "old", 5)

@@ -8,8 +8,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
-
-	"github.com/go-zookeeper/zk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -100,8 +99,8 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 	for _, r := range recs {
 		byName[r.Name] = r
 	}
-	names, _, err := seqs.ZK().Conn().Children(seqs.Root())
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	names, _, err := seqs.ZK().Children(ctx, seqs.Root())
+	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
 		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
 	}
 	inZK := make(map[string]bool, len(names))

@@ -10,8 +10,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
-	"github.com/go-zookeeper/zk"
-
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -25,7 +23,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type rig struct {
 	t     *testing.T
 	seqs  *seqzk.Client
-	conn  *zk.Conn
+	conn  *zkclient.Client
 	store *persist.Store
 	dir   string // the store's directory
 	root  string
@@ -39,7 +37,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(zc.Close)
-	r := &rig{t: t, conn: zc.Conn(), root: z.Path("all-sequences")}
+	r := &rig{t: t, conn: zc, root: z.Path("all-sequences")}
 	if err := testenv.CreateAll(zc, r.root); err != nil {
 		t.Fatal(err)
 	}
@@ -126,18 +124,18 @@ func TestCompareAndApply(t *testing.T) {
 	}
 	counter := make([]byte, 8)
 	binary.BigEndian.PutUint64(counter, 41)
-	if _, err := r.conn.Create(r.root+"/legacy", counter, 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := r.conn.Create(context.Background(), r.root+"/legacy", counter, 0); err != nil {
 		t.Fatal(err)
 	}
 	r.put(persist.Record{Name: "legacy", Legacy: true, Ceiling: 10})
-	if _, err := r.conn.Create(r.root+"/corrupt", []byte("not a state"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+	if _, err := r.conn.Create(context.Background(), r.root+"/corrupt", []byte("not a state"), 0); err != nil {
 		t.Fatal(err)
 	}
 	// Validated in another ZooKeeper epoch: what a leader election leaves.
 	st := r.initialise("stale", 400)
 	r.put(persist.Record{Name: "stale", Ceiling: 400})
 	st.ZKEpoch += 5
-	if _, err := r.conn.Set(r.root+"/stale", st.Encode(), -1); err != nil {
+	if _, err := r.conn.Set(context.Background(), r.root+"/stale", st.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
 
@@ -225,7 +223,7 @@ func TestCompareAndApply(t *testing.T) {
 			t.Errorf("%s: took %s, want from %d", tt.name, got, tt.floor)
 		}
 	}
-	if ok, _, _ := r.conn.Exists(r.root + "/gone"); ok {
+	if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/gone"); ok {
 		t.Error("a tombstoned sequence was re-created")
 	}
 }
@@ -251,7 +249,7 @@ func TestApplyStoreFirst(t *testing.T) {
 	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, 50); err == nil {
 		t.Fatal("Apply succeeded although the store cannot be written")
 	}
-	if ok, _, _ := r.conn.Exists(r.root + "/lost"); ok {
+	if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/lost"); ok {
 		t.Fatal("the sequence was re-created although the store did not take its ceiling")
 	}
 }
