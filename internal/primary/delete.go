@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -68,7 +69,7 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 				// The znode was re-created, or ZooKeeper restored from an
 				// older copy and the primary has not recorded the znode it
 				// sees yet (it does when it fast-forwards it): read again.
-				if err := sleep(ctx, time.Duration(attempt+1)*100*time.Millisecond); err != nil {
+				if err := backoff.Sleep(ctx, time.Duration(attempt+1)*100*time.Millisecond); err != nil {
 					return 0, err
 				}
 				continue
@@ -101,18 +102,6 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 		}
 	}
 	return 0, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again (the tombstone is written)", name, ErrDeleteContended, deleteAttempts)
-}
-
-// sleep waits for d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // TombstoneCeiling is the highest ID a sequence in state st may have
