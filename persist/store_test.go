@@ -133,8 +133,8 @@ func TestMergeRule(t *testing.T) {
 			with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 100, 7, true })},
 		{"a tombstone of another znode with a lower ceiling is stale",
 			base, with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 0, 2, true }), base},
-		// Found by the model test: after a ZooKeeper restore, a sequence
-		// whose space is used up keeps a record of the lost history's znode.
+		// After a ZooKeeper restore, a sequence whose space is used up
+		// keeps a record of the lost history's znode.
 		{"a tombstone of another znode covering the ceiling takes",
 			base, with(func(r *Record) { r.Czxid, r.Mzxid, r.Deleted = 2, 0, true }),
 			with(func(r *Record) { r.Czxid, r.Mzxid, r.Deleted = 2, 0, true })},
