@@ -19,8 +19,7 @@ type describeOutput struct {
 	httpapi.SequenceDetail
 	// StoredCeiling is the durable ceiling; null when unknown (see Store).
 	StoredCeiling *int64 `json:"stored_ceiling"`
-	// Store is "ok", "not configured", "not wired", "no record" or
-	// "error: ...".
+	// Store is "ok", "not configured", "no record" or "error: ...".
 	Store string `json:"store"`
 	// Unsafe is set when ZooKeeper's ceiling is above the stored one:
 	// IDs may be handed out that a restore would hand out again.
@@ -64,15 +63,12 @@ below the ZooKeeper ceiling; describe says so loudly if it is.`,
 	}
 }
 
-// describeStore fills in the store's view through the storeCeiling hook.
+// describeStore fills in the store's view, read with g.storeCeiling.
 // It returns the store's error, if any, after recording it in out.
 func (g *globals) describeStore(ctx context.Context, out *describeOutput) error {
 	switch {
 	case g.cfg.Store == "":
 		out.Store = "not configured"
-		return nil
-	case g.storeCeiling == nil:
-		out.Store = "not wired"
 		return nil
 	}
 	c, err := g.storeCeiling(ctx, g.cfg, out.Name)
@@ -110,8 +106,6 @@ func (g *globals) printDescribe(d describeOutput) {
 		line("stored ceiling", "%d", *d.StoredCeiling)
 	case d.Store == "not configured":
 		line("stored ceiling", "(store not configured)")
-	case d.Store == "not wired":
-		line("stored ceiling", "(store support not wired into this build)")
 	case d.Store == "no record":
 		line("stored ceiling", "(no record yet: no primary has reserved for it)")
 	default:

@@ -62,8 +62,8 @@ type globals struct {
 	stderr    io.Writer
 	lookupEnv func(string) (string, bool)
 
-	// storeCeiling reads a sequence's stored ceiling for describe; nil
-	// when the command line runs without one (tests).
+	// storeCeiling reads a sequence's stored ceiling for describe (tests
+	// replace it).
 	storeCeiling storeCeilingFunc
 
 	// cfg is the resolved, validated configuration; set by load before a
