@@ -194,7 +194,7 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 
 // handleList serves GET /v1/sequences.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	list, err := ListSequences(r.Context(), s.zk, s.seqs.Root())
+	list, err := ListSequences(r.Context(), s.seqs)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -207,7 +207,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 
 // handleDescribe serves GET /v1/sequences/{name}.
 func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
-	d, err := DescribeSequence(r.Context(), s.zk, s.seqs.Root(), r.PathValue("name"))
+	d, err := DescribeSequence(r.Context(), s.seqs, r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

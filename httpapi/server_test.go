@@ -273,7 +273,7 @@ func TestRecycle(t *testing.T) {
 	if code != 200 || !strings.Contains(string(body), `"recycled":4`) {
 		t.Fatalf("recycle: %d %s", code, body)
 	}
-	d, err := httpapi.DescribeSequence(context.Background(), e.session(), e.root, "r")
+	d, err := httpapi.DescribeSequence(context.Background(), e.admin, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,9 +622,8 @@ func TestClosePushesBackUnusedIDs(t *testing.T) {
 
 	// Nothing is lost: every ID below next was either answered or is
 	// recycled, and nothing is both.
-	zc := e.session()
 	for name, answered := range map[string]sequence.Ranges{"c": nil, "d": d} {
-		det, err := httpapi.DescribeSequence(context.Background(), zc, e.root, name)
+		det, err := httpapi.DescribeSequence(context.Background(), e.admin, name)
 		if err != nil {
 			t.Fatal(err)
 		}

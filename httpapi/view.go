@@ -6,14 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // IDRanges is a list of inclusive ID ranges in the JSON form of the API and
@@ -136,41 +133,26 @@ type SequenceDetail struct {
 	WindowDetails []WindowDetail `json:"window_details"`
 }
 
-// DescribeSequence reads sequence name and its windows from ZooKeeper.
-// It sets no watches (repeated calls from a long-running server must not
-// pile up go-zookeeper watch channels, as sequence.Client.Describe would).
-// It returns an error wrapping sequence.ErrUnknownSequence when the
-// sequence does not exist, and sequence.ErrCorrupt when its data cannot be
-// read.
-func DescribeSequence(ctx context.Context, zkc *zkclient.Client, root, name string) (SequenceDetail, error) {
-	if err := sequence.ValidateName(name); err != nil {
-		return SequenceDetail{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return SequenceDetail{}, err
-	}
-	s := zkc.Session()
-	p := root + "/" + name
-	children, _, err := s.Children(ctx, p)
-	if err == nil {
-		var data []byte
-		if data, _, err = s.Get(ctx, p); err == nil {
-			var st sequence.State
-			if st, err = state.ParseState(name, data); err != nil {
-				return SequenceDetail{}, err
-			}
-			return detail(ctx, s, p, st, children)
-		}
-	}
-	if errors.Is(err, zkclient.ErrNoNode) {
-		return SequenceDetail{}, fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, sequence.ErrUnknownSequence, p, name)
-	}
-	return SequenceDetail{}, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
+// SequenceReader reads sequences for the read model, bypassing caches and
+// setting no watches. *sequence.Client is one; so is the primary's client.
+type SequenceReader interface {
+	Inspect(ctx context.Context, name string) (sequence.State, []sequence.Window, error)
+	Names(ctx context.Context) ([]string, error)
 }
 
-// detail builds the view of state st of the sequence znode at p, reading
-// the windows among its children.
-func detail(ctx context.Context, s zkclient.Session, p string, st sequence.State, children []string) (SequenceDetail, error) {
+// DescribeSequence reads sequence name and its windows. It returns an
+// error wrapping sequence.ErrUnknownSequence when the sequence does not
+// exist, and sequence.ErrCorrupt when its data cannot be read.
+func DescribeSequence(ctx context.Context, seqs SequenceReader, name string) (SequenceDetail, error) {
+	st, windows, err := seqs.Inspect(ctx, name)
+	if err != nil {
+		return SequenceDetail{}, err
+	}
+	return detail(st, windows), nil
+}
+
+// detail builds the view of state st and its windows.
+func detail(st sequence.State, windows []sequence.Window) SequenceDetail {
 	d := SequenceDetail{
 		SequenceSummary: SequenceSummary{
 			Name: st.Name, Kind: KindSequence, Next: st.Next, Ceiling: st.Ceiling, End: st.End,
@@ -190,26 +172,9 @@ func detail(ctx context.Context, s zkclient.Session, p string, st sequence.State
 	case st.Registered:
 		d.Kind, d.Health, d.Ceiling, d.Next = KindUninitialised, HealthWaiting, 0, st.Start
 	}
-	slices.Sort(children)
-	for _, w := range children {
-		if !strings.HasPrefix(w, state.WindowPrefix) {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return SequenceDetail{}, err
-		}
-		data, _, err := s.Get(ctx, p+"/"+w)
-		if errors.Is(err, zkclient.ErrNoNode) {
-			continue // pruned meanwhile
-		}
-		if err != nil {
-			return SequenceDetail{}, fmt.Errorf("sequence %q: read window %s: %w", st.Name, w, err)
-		}
-		ws, err := state.ParseState(st.Name+"/"+w, data)
-		if err != nil {
-			return SequenceDetail{}, err
-		}
-		d.WindowDetails = append(d.WindowDetails, WindowDetail{Name: w, Next: ws.Next, End: ws.End, Available: ws.Available()})
+	for _, w := range windows {
+		ws := w.State
+		d.WindowDetails = append(d.WindowDetails, WindowDetail{Name: w.Name, Next: ws.Next, End: ws.End, Available: ws.Available()})
 		d.Available = state.AddSat(d.Available, ws.Available())
 	}
 	d.OpenWindows = len(d.WindowDetails)
@@ -219,7 +184,7 @@ func detail(ctx context.Context, s zkclient.Session, p string, st sequence.State
 			d.Health = HealthExhausted
 		}
 	}
-	return d, nil
+	return d
 }
 
 // listWorkers bounds the sequences read at once by ListSequences.
@@ -230,16 +195,11 @@ const listWorkers = 16
 // corrupt, are listed with Kind KindInvalid or KindCorrupt and an Error
 // rather than failing the list; a ZooKeeper error fails it. A root that
 // does not exist is an error naming it.
-func ListSequences(ctx context.Context, zkc *zkclient.Client, root string) ([]SequenceSummary, error) {
-	names, _, err := zkc.Children(ctx, root)
-	if errors.Is(err, zkclient.ErrNoNode) {
-		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
-			sequence.ErrUnknownSequence, root)
-	}
+func ListSequences(ctx context.Context, seqs SequenceReader) ([]SequenceSummary, error) {
+	names, err := seqs.Names(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", root, err)
+		return nil, err
 	}
-	slices.Sort(names)
 	out := make([]SequenceSummary, len(names))
 	keep := make([]bool, len(names))
 	errs := make([]error, len(names))
@@ -250,7 +210,7 @@ func ListSequences(ctx context.Context, zkc *zkclient.Client, root string) ([]Se
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				out[i], keep[i], errs[i] = summarise(ctx, zkc, root, names[i])
+				out[i], keep[i], errs[i] = summarise(ctx, seqs, names[i])
 			}
 		}()
 	}
@@ -273,11 +233,11 @@ func ListSequences(ctx context.Context, zkc *zkclient.Client, root string) ([]Se
 
 // summarise reads one child of the root for ListSequences; keep is false
 // when it vanished meanwhile.
-func summarise(ctx context.Context, zkc *zkclient.Client, root, name string) (s SequenceSummary, keep bool, err error) {
+func summarise(ctx context.Context, seqs SequenceReader, name string) (s SequenceSummary, keep bool, err error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return SequenceSummary{Name: name, Kind: KindInvalid, Health: HealthBroken, Error: err.Error()}, true, nil
 	}
-	d, err := DescribeSequence(ctx, zkc, root, name)
+	d, err := DescribeSequence(ctx, seqs, name)
 	switch {
 	case errors.Is(err, sequence.ErrUnknownSequence):
 		return SequenceSummary{}, false, nil

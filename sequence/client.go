@@ -161,6 +161,21 @@ func (c *Client) Describe(ctx context.Context, name string) (State, []string, er
 	return c.c.Describe(ctx, name)
 }
 
+// Window is one open window of a sequence (see Inspect).
+type Window = seqzk.Window
+
+// Inspect reads sequence name and each of its open windows from ZooKeeper,
+// bypassing the cache and setting no watches. A window deleted between the
+// listing and its read is left out.
+func (c *Client) Inspect(ctx context.Context, name string) (State, []Window, error) {
+	return c.c.Inspect(ctx, name)
+}
+
+// Names lists the children of the root, sorted: the sequences' names, and
+// any other znode there (check each with ValidateName). A missing root is
+// an error wrapping ErrUnknownSequence.
+func (c *Client) Names(ctx context.Context) ([]string, error) { return c.c.Names(ctx) }
+
 // Stats are counters of a Client's ZooKeeper traffic, for benchmarks and
 // metrics.
 type Stats = seqzk.Stats

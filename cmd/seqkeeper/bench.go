@@ -123,7 +123,7 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 			return nil, err
 		}
 	}
-	if _, err := httpapi.DescribeSequence(ctx, cs[0].zk, cs[0].seqs.Root(), name); err != nil {
+	if _, err := httpapi.DescribeSequence(ctx, cs[0].seqs, name); err != nil {
 		return nil, err
 	}
 	for _, c := range cs {

@@ -42,7 +42,7 @@ below the ZooKeeper ceiling; describe says so loudly if it is.`,
 				return err
 			}
 			defer zc.Close()
-			d, err := httpapi.DescribeSequence(cmd.Context(), zc, seqs.Root(), name)
+			d, err := httpapi.DescribeSequence(cmd.Context(), seqs, name)
 			if err != nil {
 				return err
 			}

@@ -25,7 +25,7 @@ are marked legacy and have no ceiling.`,
 				return err
 			}
 			defer zc.Close()
-			list, err := httpapi.ListSequences(cmd.Context(), zc, seqs.Root())
+			list, err := httpapi.ListSequences(cmd.Context(), seqs)
 			if err != nil {
 				return err
 			}

@@ -2,10 +2,13 @@ package seqzk
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Describe reads the current state of sequence name from ZooKeeper,
@@ -47,4 +50,58 @@ func childrenWith(children []string, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// Window is one open window of a sequence, as Inspect reads it.
+type Window struct {
+	Name  string
+	State state.State
+}
+
+// Inspect reads sequence name and each of its open windows from ZooKeeper,
+// bypassing the cache and setting no watches: the read model of describe
+// and list. A window deleted between the listing and its read is left out.
+func (c *Client) Inspect(ctx context.Context, name string) (state.State, []Window, error) {
+	st, windows, err := c.Describe(ctx, name)
+	if err != nil {
+		return state.State{}, nil, err
+	}
+	s := c.zk.Session()
+	out := make([]Window, 0, len(windows))
+	for _, w := range windows {
+		if err := ctx.Err(); err != nil {
+			return state.State{}, nil, err
+		}
+		data, _, err := s.Get(ctx, c.Path(name)+"/"+w)
+		c.stats.requests.Add(1)
+		if errors.Is(err, zkclient.ErrNoNode) {
+			continue // pruned meanwhile
+		}
+		if err != nil {
+			return state.State{}, nil, fmt.Errorf("sequence %q: read window %s: %w", name, w, err)
+		}
+		ws, err := state.ParseState(name+"/"+w, data)
+		if err != nil {
+			return state.State{}, nil, err
+		}
+		out = append(out, Window{Name: w, State: ws})
+	}
+	return st, out, nil
+}
+
+// Names lists the children of the root, sorted: the sequences, and any
+// znode that is not a valid sequence name (the caller decides). A missing
+// root is an error wrapping ErrUnknownSequence.
+func (c *Client) Names(ctx context.Context) ([]string, error) {
+	names, _, err := c.zk.Children(ctx, c.opts.Root)
+	c.stats.requests.Add(1)
+	if errors.Is(err, zkclient.ErrNoNode) {
+		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
+			ErrUnknownSequence, c.opts.Root)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", c.opts.Root, err)
+	}
+	sort.Strings(names)
+	return names, nil
 }
