@@ -76,7 +76,9 @@ func (s Session) Current() bool { return s.c.conn.Load() == s.conn }
 // run calls f, or returns early with ctx's error when ctx ends first. A
 // request already sent cannot be withdrawn: it completes in the background
 // (go-zookeeper fails every request when its connection drops or closes),
-// so a write abandoned this way may still be applied.
+// so a write abandoned this way may still be applied. A caller that must
+// know a write's outcome passes context.WithoutCancel(ctx): the request then
+// runs to its reply, or to its failure when the connection drops.
 func run[T any](ctx context.Context, s Session, f func() (T, error)) (T, error) {
 	var zero T
 	if s.c.isClosed() {

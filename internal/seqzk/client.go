@@ -317,6 +317,13 @@ func retryable(err error) bool {
 	return zkclient.IsTransient(err)
 }
 
+// sent is the context of a write. Once the client has decided to write, it
+// waits for the outcome even after ctx ends: what was handed out or pushed
+// depends on it, and a write abandoned on the wire would turn a definite
+// answer into a lost or uncertain one. The wait is bounded: go-zookeeper
+// fails every request when its connection drops. Reads stop when ctx ends.
+func sent(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // retryDelay spaces the retries of conflicts and connection errors.
 var retryDelay = backoff.Policy{Initial: time.Millisecond, Max: 500 * time.Millisecond}
 
@@ -354,9 +361,9 @@ func (c *Client) cas(ctx context.Context, nd *node, st state.State) (*zkclient.S
 	}
 	c.stats.requests.Add(1)
 	if st.Legacy || !st.Validated() {
-		return c.zk.Set(ctx, nd.path, st.Encode(), nd.version)
+		return c.zk.Set(sent(ctx), nd.path, st.Encode(), nd.version)
 	}
-	res, err := c.zk.Multi(ctx,
+	res, err := c.zk.Multi(sent(ctx),
 		zkclient.CheckOp(nd.seq+"/"+st.Marker, 0),
 		zkclient.SetOp(nd.path, st.Encode(), nd.version))
 	switch {

@@ -40,7 +40,7 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	_, err := c.zk.Create(ctx, c.Path(name), st.Encode(), 0)
+	_, err := c.zk.Create(sent(ctx), c.Path(name), st.Encode(), 0)
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNodeExists) {
 		return fmt.Errorf("sequence %q already exists", name)
@@ -205,7 +205,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 				ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
 			}
 			var res []zkclient.OpResult
-			res, err = c.zk.Multi(ctx, ops...)
+			res, err = c.zk.Multi(sent(ctx), ops...)
 			c.stats.requests.Add(1)
 			if err == nil {
 				stat = res[0].Stat
@@ -275,7 +275,7 @@ func clampNext(next, end int64) int64 {
 // probeEpoch learns the current ZooKeeper epoch with a write (the empty data
 // of the root znode, which nothing else uses), or returns 0.
 func (c *Client) probeEpoch(ctx context.Context) int64 {
-	stat, err := c.zk.Set(ctx, c.opts.Root, nil, zkclient.AnyVersion)
+	stat, err := c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
 	c.stats.requests.Add(1)
 	if err != nil {
 		return 0
@@ -290,7 +290,7 @@ func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	stat, err := c.zk.Set(ctx, c.opts.Root, nil, zkclient.AnyVersion)
+	stat, err := c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
 	c.stats.requests.Add(1)
 	if err != nil {
 		return 0, fmt.Errorf("probe zookeeper epoch at %s: %w", c.opts.Root, err)

@@ -119,7 +119,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []state.State, epoch in
 		ops = append(ops, c.createOps(st)...)
 	}
 	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
-	res, err := c.zk.Multi(ctx, ops...)
+	res, err := c.zk.Multi(sent(ctx), ops...)
 	c.stats.requests.Add(1)
 	switch {
 	case err == nil:
@@ -135,7 +135,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []state.State, epoch in
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			_, err := c.zk.Multi(ctx, c.createOps(st)...)
+			_, err := c.zk.Multi(sent(ctx), c.createOps(st)...)
 			c.stats.requests.Add(1)
 			switch {
 			case err == nil:

@@ -53,7 +53,7 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 		}
 		ops = append(ops, zkclient.DeleteOp(nd.path, nd.version))
 		ops = append(ops, c.createOps(st)...)
-		_, err := c.zk.Multi(ctx, ops...)
+		_, err := c.zk.Multi(sent(ctx), ops...)
 		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
@@ -120,7 +120,7 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 		st.Next += k
 		// The marker check keeps a carve prepared from a state of a lost
 		// history (or an earlier incarnation) from landing.
-		res, err := c.zk.Multi(ctx,
+		res, err := c.zk.Multi(sent(ctx),
 			zkclient.CheckOp(nd.path+"/"+st.Marker, 0),
 			zkclient.CreateOp(nd.path+"/"+state.WindowPrefix, w.Encode(), zkclient.Sequential),
 			zkclient.SetOp(nd.path, st.Encode(), nd.version),
@@ -179,7 +179,7 @@ func (c *Client) PruneWindows(ctx context.Context, name string, maxVersion int32
 			open++
 			continue
 		}
-		err = s.Delete(ctx, p, stat.Version)
+		err = s.Delete(sent(ctx), p, stat.Version)
 		c.stats.requests.Add(1)
 		if err != nil && !errors.Is(err, zkclient.ErrNoNode) && !errors.Is(err, zkclient.ErrBadVersion) {
 			return 0, c.zkError(name, err)
