@@ -109,7 +109,7 @@ type StoreOptions struct {
 // raise costs a single PUT while nobody else writes the bucket. A stale
 // cache costs a conflict and a re-read, never a lost update.
 type Store struct {
-	b    Backend
+	b    *counted
 	opts StoreOptions
 	log  zerolog.Logger
 	born time.Time // base of the monotonic clock now()
@@ -170,7 +170,7 @@ func NewStore(b Backend, opts StoreOptions) (*Store, error) {
 		opts.EpochCheckInterval = DefaultEpochCheckInterval
 	}
 	s := &Store{
-		b:        b,
+		b:        &counted{Backend: b},
 		opts:     opts,
 		log:      zerolog.Nop(),
 		born:     time.Now(),

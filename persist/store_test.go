@@ -176,6 +176,9 @@ func TestStoreMonotone(t *testing.T) {
 		if b1.gets.Load() == before {
 			t.Fatal("a write through a stale cache did not re-read the bucket")
 		}
+		if r := s1.Requests(); r.PutConflicts != 1 || r.Puts != b1.puts.Load() {
+			t.Fatalf("s1.Requests() = %+v after one write through a stale cache; want 1 conflict of %d PUTs", r, b1.puts.Load())
+		}
 		if r := mustGet(t, s2, "a"); r.Ceiling != 200 || r.Mzxid != 20 {
 			t.Fatalf("stale writer lowered the record: %+v", r)
 		}
@@ -250,6 +253,11 @@ func TestStoreOnePutPerRaise(t *testing.T) {
 		mustPut(t, s, 1, rec("hot", 5, 1))
 		if p := b.puts.Load() - puts; p != 10 {
 			t.Fatalf("a stale write cost a PUT")
+		}
+		// The store's own count, which /metrics exports, is what reached
+		// the backend.
+		if r := s.Requests(); r.Gets != b.gets.Load() || r.Puts != b.puts.Load() || r.PutConflicts != 0 {
+			t.Fatalf("Requests() = %+v; the backend saw %d GETs and %d PUTs, no conflicts", r, b.gets.Load(), b.puts.Load())
 		}
 	})
 }

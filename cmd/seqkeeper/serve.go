@@ -280,6 +280,7 @@ var (
 	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
 	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
 	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
+	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition.", []string{"op"}, nil)
 	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
 	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
 	descRunway       = prometheus.NewDesc("seqkeeper_sequence_runway_seconds", "How long each sequence's reserve lasts at its recent rate.", []string{"sequence"}, nil)
@@ -288,7 +289,7 @@ var (
 )
 
 func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
+	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descStoreReqs, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
 		ch <- d
 	}
 }
@@ -307,6 +308,10 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descRaises, prometheus.CounterValue, float64(ps.Raises))
 	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StorePuts), "ok")
 	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StoreErrors), "error")
+	rq := c.r.store.Requests()
+	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Gets), "get")
+	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Puts), "put")
+	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.PutConflicts), "put_conflict")
 	ch <- prometheus.MustNewConstMetric(descRevalidated, prometheus.CounterValue, float64(ps.Revalidated))
 	ch <- prometheus.MustNewConstMetric(descRestored, prometheus.CounterValue, float64(ps.Restored))
 	st := c.r.primary.Status()

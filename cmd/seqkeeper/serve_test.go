@@ -151,6 +151,27 @@ func TestServeTwoReplicasHandOverAndPushBack(t *testing.T) {
 	if out := c.ok("describe", "orders"); !strings.Contains(out, "stored ceiling") {
 		t.Fatalf("describe: %s", out)
 	}
+	// The leader counts what it sent to the store: at least the PUTs of
+	// the raises that served these IDs.
+	lead := a
+	if first == "b" {
+		lead = b
+	}
+	resp, err := http.Get("http://" + lead.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var puts float64
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if v, ok := strings.CutPrefix(line, `seqkeeper_store_requests_total{op="put"} `); ok {
+			puts, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if puts < 1 || !strings.Contains(string(metrics), `seqkeeper_store_requests_total{op="get"}`) {
+		t.Fatalf("the leader's /metrics lack its store requests (put = %v)", puts)
+	}
 
 	// Stop the leader: it resigns, its buffered IDs go back, and the
 	// other replica leads at once.
