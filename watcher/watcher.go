@@ -100,6 +100,12 @@ type Watcher struct {
 	resync chan struct{}
 
 	known map[string]meta // the last state reported per sequence
+	// armed holds the sequences whose data watch is set and has not fired
+	// on the current session. A resync reads them without setting the
+	// watch again: go-zookeeper keeps a channel per watching read until
+	// the watch fires, so re-setting the watches of idle sequences at
+	// every sweep would grow memory without bound.
+	armed map[string]bool
 }
 
 // meta identifies what was last reported of a sequence. The version and
@@ -131,7 +137,7 @@ func New(c *zkclient.Client, root string, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watcher: Parallelism %d must be positive", opts.Parallelism)
 	}
 	w := &Watcher{zk: c, root: root, opts: opts, log: zerolog.Nop(),
-		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}}
+		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}, armed: map[string]bool{}}
 	if opts.Logger != nil {
 		w.log = *opts.Logger
 	}
@@ -163,9 +169,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 	session := int64(0)
 	connected := true
 	needSync := true
+	rearm := true // set every watch again: at the start, and after a reconnect or lost watches
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if rearm {
+			clear(w.armed)
+			rearm = false
 		}
 		if needSync && w.zk.HasSession() {
 			// Notifications that arrive during the sync are handled after
@@ -195,7 +206,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if has && (!connected || w.zk.SessionID() != session) {
 				// Reconnected (notifications may have been missed), or a
 				// new session, whose watches are all gone.
-				needSync = true
+				needSync, rearm = true, true
 			}
 			connected = has
 		case <-queue.Ready():
@@ -204,7 +215,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 					return ctx.Err()
 				}
 				w.log.Warn().Err(err).Msg("watcher: handling notifications failed; resyncing")
-				needSync = true
+				needSync, rearm = true, true
 			}
 		}
 	}
@@ -228,6 +239,7 @@ func (w *Watcher) handle(ctx context.Context, evs []zkclient.Event) error {
 			if !ok || strings.Contains(name, "/") {
 				continue // a window or something deeper: not ours
 			}
+			delete(w.armed, name) // the watch fired: the re-read sets it again
 			reread[name] = true
 		}
 	}
@@ -260,6 +272,7 @@ func (w *Watcher) fullSync(ctx context.Context) error {
 				return err
 			}
 			delete(w.known, name)
+			delete(w.armed, name)
 		}
 	}
 	if err := w.readAll(ctx, names); err != nil {
@@ -293,6 +306,7 @@ func (w *Watcher) syncChildren(ctx context.Context) error {
 				return err
 			}
 			delete(w.known, name)
+			delete(w.armed, name)
 		}
 	}
 	return w.readAll(ctx, added)
@@ -339,6 +353,10 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 		err  error
 	}
 	results := make([]result, len(names))
+	watch := make([]bool, len(names))
+	for i, name := range names {
+		watch[i] = !w.armed[name]
+	}
 	s := w.zk.Session()
 	sem := make(chan struct{}, w.opts.Parallelism)
 	var wg sync.WaitGroup
@@ -347,13 +365,23 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			data, stat, err := s.GetQ(ctx, w.root+"/"+name)
+			read := s.Get
+			if watch[i] {
+				read = s.GetQ
+			}
+			data, stat, err := read(ctx, w.root+"/"+name)
 			results[i] = result{data, stat, err}
 		}()
 	}
 	wg.Wait()
 	for i, name := range names {
 		r := results[i]
+		if watch[i] && r.err == nil {
+			w.armed[name] = true
+		}
+		if r.err != nil {
+			delete(w.armed, name)
+		}
 		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
 			return err
 		}

@@ -251,3 +251,51 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 		t.Logf("event %s %q version %d", ev.Kind, ev.Data, ev.Version)
 	}
 }
+
+// A resync (the primary asks for one at every sweep) reads idle sequences
+// without setting their data watches again: go-zookeeper keeps a channel
+// per watching read until the watch fires, so re-setting them would grow
+// memory at every sweep. Their watches still fire on the next change.
+func TestResyncDoesNotPileUpWatches(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := dial(t, z.Servers)
+	root := z.Path("seqs")
+	ctx := t.Context()
+	if err := c.EnsurePath(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if _, err := c.Create(ctx, fmt.Sprintf("%s/s%02d", root, i), []byte("1"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := start(t, c, root)
+	synced := func() {
+		t.Helper()
+		for {
+			if ev := next(t, w, true); ev.Kind == watcher.Synced {
+				return
+			}
+		}
+	}
+	synced()
+	set := c.WatchesSet()
+	const resyncs = 20
+	for range resyncs {
+		w.Resync()
+		synced()
+	}
+	// One watch per resync is the root's children watch, which the listing
+	// sets; none per sequence.
+	if grew := c.WatchesSet() - set; grew > resyncs {
+		t.Fatalf("%d resyncs of %d idle sequences set %d watches; want at most %d (the root's)", resyncs, n, grew, resyncs)
+	}
+	if _, err := c.Set(ctx, root+"/s07", []byte("2"), zkclient.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "s07" || string(ev.Data) != "2" {
+		t.Fatalf("after the resyncs: %+v; want changed s07 to 2 (its watch still set)", ev)
+	}
+}

@@ -70,6 +70,12 @@ func (c *Client) Session() Session { return Session{c: c, conn: c.conn.Load()} }
 // its session expires, so the ID can change; compare it to detect expiry.
 func (s Session) ID() int64 { return s.conn.SessionID() }
 
+// watch counts a request that sets a watch and returns its connection.
+func (s Session) watch() *link {
+	s.c.watchesSet.Add(1)
+	return s.conn
+}
+
 // Current reports whether s is still the client's connection.
 func (s Session) Current() bool { return s.c.conn.Load() == s.conn }
 
@@ -148,7 +154,7 @@ func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
 func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, dataWatch)
 	r, err := run(ctx, s, func() (read, error) {
-		d, st, _, err := s.conn.GetW(path)
+		d, st, _, err := s.watch().GetW(path)
 		return read{d, st}, err
 	})
 	if err != nil {
@@ -172,7 +178,7 @@ func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, er
 func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, childWatch)
 	r, err := run(ctx, s, func() (list, error) {
-		names, st, _, err := s.conn.ChildrenW(path)
+		names, st, _, err := s.watch().ChildrenW(path)
 		return list{names, st}, err
 	})
 	if err != nil {
@@ -199,7 +205,7 @@ func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
 func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, dataWatch)
 	r, err := run(ctx, s, func() (read, error) {
-		ok, st, _, err := s.conn.ExistsW(path)
+		ok, st, _, err := s.watch().ExistsW(path)
 		if !ok {
 			st = nil
 		}
@@ -220,7 +226,7 @@ func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan 
 // GetQ is GetW without the channel.
 func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
 	r, err := run(ctx, s, func() (read, error) {
-		d, st, _, err := s.conn.GetW(path)
+		d, st, _, err := s.watch().GetW(path)
 		return read{d, st}, err
 	})
 	return r.data, stat(r.st), err
@@ -229,7 +235,7 @@ func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
 // ChildrenQ is ChildrenW without the channel.
 func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, error) {
 	r, err := run(ctx, s, func() (list, error) {
-		names, st, _, err := s.conn.ChildrenW(path)
+		names, st, _, err := s.watch().ChildrenW(path)
 		return list{names, st}, err
 	})
 	return r.names, stat(r.st), err
@@ -238,7 +244,7 @@ func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, e
 // ExistsQ is ExistsW without the channel.
 func (s Session) ExistsQ(ctx context.Context, path string) (bool, *Stat, error) {
 	r, err := run(ctx, s, func() (read, error) {
-		ok, st, _, err := s.conn.ExistsW(path)
+		ok, st, _, err := s.watch().ExistsW(path)
 		if !ok {
 			st = nil
 		}

@@ -80,6 +80,9 @@ type Client struct {
 	// connects counts the sessions established or re-established: every
 	// reconnect, even to the same session, changes it.
 	connects atomic.Int64
+	// watchesSet counts the requests that set a watch (the W and Q reads):
+	// go-zookeeper keeps a channel per such request until its watch fires.
+	watchesSet atomic.Int64
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
@@ -264,6 +267,12 @@ func (c *Client) Changes() (<-chan struct{}, func()) {
 // election may follow a restore of the ensemble from an older copy, after
 // which a session that survived sees no watch fire for what it lost.
 func (c *Client) Connection() int64 { return c.connects.Load() }
+
+// WatchesSet counts the reads that set a watch (GetW, ChildrenW, ExistsW
+// and their Q forms). go-zookeeper keeps a channel for each until its watch
+// fires, so a caller that sets watches again and again on znodes that do
+// not change makes this, and memory, grow.
+func (c *Client) WatchesSet() int64 { return c.watchesSet.Load() }
 
 // Redials counts connections replaced after a long disconnect.
 func (c *Client) Redials() int64 { return c.redials.Load() }
