@@ -376,11 +376,11 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	wg.Wait()
 	for i, name := range names {
 		r := results[i]
-		if watch[i] && r.err == nil {
-			w.armed[name] = true
-		}
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			delete(w.armed, name)
+		case watch[i]:
+			w.armed[name] = true
 		}
 		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
 			return err

@@ -153,15 +153,12 @@ func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
 // watch fired before it.
 func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, dataWatch)
-	r, err := run(ctx, s, func() (read, error) {
-		d, st, _, err := s.watch().GetW(path)
-		return read{d, st}, err
-	})
+	data, st, err := s.GetQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, dataWatch, ch)
 		return nil, nil, nil, err
 	}
-	return r.data, stat(r.st), ch, nil
+	return data, st, ch, nil
 }
 
 // Children returns the names of a znode's children, unsorted.
@@ -177,15 +174,12 @@ func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, er
 // which also fires when the znode is deleted (see GetW).
 func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, childWatch)
-	r, err := run(ctx, s, func() (list, error) {
-		names, st, _, err := s.watch().ChildrenW(path)
-		return list{names, st}, err
-	})
+	names, st, err := s.ChildrenQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, childWatch, ch)
 		return nil, nil, nil, err
 	}
-	return r.names, stat(r.st), ch, nil
+	return names, st, ch, nil
 }
 
 // Exists reports whether a znode exists, with its stat if it does.
@@ -204,24 +198,19 @@ func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
 // not exist, else on its data and deletion (see GetW).
 func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
 	ch := s.conn.watches.add(path, dataWatch)
-	r, err := run(ctx, s, func() (read, error) {
-		ok, st, _, err := s.watch().ExistsW(path)
-		if !ok {
-			st = nil
-		}
-		return read{st: st}, err
-	})
+	ok, st, err := s.ExistsQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, dataWatch, ch)
 		return false, nil, nil, err
 	}
-	return r.st != nil, stat(r.st), ch, nil
+	return ok, st, ch, nil
 }
 
 // GetQ, ChildrenQ and ExistsQ set the same watches as GetW, ChildrenW and
-// ExistsW but return no channel: the notification reaches only the queues
-// of NodeEvents. A subscriber that re-sets watches on many znodes uses them,
-// so that no channel is kept per watch until it fires.
+// ExistsW (which are these plus a channel) but return no channel: the
+// notification reaches only the queues of NodeEvents. A subscriber that
+// re-sets watches on many znodes uses them, so that no channel is kept per
+// watch until it fires.
 
 // GetQ is GetW without the channel.
 func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {

@@ -311,12 +311,6 @@ func (c *Client) zkError(name string, err error) error {
 	return fmt.Errorf("sequence %q: %w", name, err)
 }
 
-// retryable reports whether err is a connection-level ZooKeeper error after
-// which the operation may be tried again from a fresh read.
-func retryable(err error) bool {
-	return zkclient.IsTransient(err)
-}
-
 // sent is the context of a write. Once the client has decided to write, it
 // waits for the outcome even after ctx ends: what was handed out or pushed
 // depends on it, and a write abandoned on the wire would turn a definite

@@ -104,7 +104,7 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 		return false, err
 	}
 	if _, err := c.load(ctx, name, nd, false); err != nil {
-		if !retryable(err) {
+		if !zkclient.IsTransient(err) {
 			return false, err
 		}
 		if err := retryDelay.Wait(ctx, attempt); err != nil {
@@ -244,7 +244,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			}
 		case errors.As(err, new(*unvalidatedError)):
 			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
-		case retryable(err):
+		case zkclient.IsTransient(err):
 			nd.valid = false
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
 				return state.State{}, err
@@ -333,7 +333,7 @@ func (c *Client) update(ctx context.Context, name string, change func(*state.Sta
 			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
 		case errors.Is(err, zkclient.ErrBadVersion):
 			c.stats.conflicts.Add(1)
-		case retryable(err):
+		case zkclient.IsTransient(err):
 			// A raise is idempotent: re-reading shows whether it landed.
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
 				return state.State{}, err

@@ -41,7 +41,7 @@ func (c *Client) Push(ctx context.Context, name string, ids state.Ranges) error 
 		}
 		if !nd.usable(c.zk.Connection()) {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
-				if retryable(err) {
+				if zkclient.IsTransient(err) {
 					// Nothing was written yet: safe to retry.
 					c.stats.retries.Add(1)
 					if err := retryDelay.Wait(ctx, attempt); err != nil {
@@ -57,7 +57,7 @@ func (c *Client) Push(ctx context.Context, name string, ids state.Ranges) error 
 			return err
 		}
 		if err := c.checkWindows(ctx, name, nd, norm); err != nil {
-			if retryable(err) {
+			if zkclient.IsTransient(err) {
 				c.stats.retries.Add(1)
 				if err := retryDelay.Wait(ctx, attempt); err != nil {
 					return err
@@ -168,7 +168,7 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 		}
 		if !nd.usable(c.zk.Connection()) {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
-				if !retryable(err) {
+				if !zkclient.IsTransient(err) {
 					return fail(err)
 				}
 				// Nothing was written by this read: safe to retry.
@@ -201,7 +201,7 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 			return fail(err)
 		}
 		if err := c.checkWindows(ctx, name, nd, norm); err != nil {
-			if !retryable(err) {
+			if !zkclient.IsTransient(err) {
 				return fail(err)
 			}
 			c.stats.retries.Add(1)
@@ -233,7 +233,7 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 			nd.valid = false
 		case errors.Is(err, zkclient.ErrNoNode):
 			nd.valid, nd.deleted = false, nil
-		case retryable(err):
+		case zkclient.IsTransient(err):
 			// The write may have landed. With the key that is safe to
 			// find out: the next read shows the key if it did.
 			nd.valid = false

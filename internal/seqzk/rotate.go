@@ -71,7 +71,7 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
 				return state.State{}, 0, err
 			}
-		case retryable(err):
+		case zkclient.IsTransient(err):
 			nd.valid = false
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
 				return state.State{}, 0, err

@@ -54,7 +54,7 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (state.Ranges, 
 			if err := c.waitRestore(ctx, name, waitSince); err != nil {
 				return nil, err
 			}
-		case retryable(err):
+		case zkclient.IsTransient(err):
 			c.stats.retries.Add(1)
 			if berr := retryDelay.Wait(ctx, attempt); berr != nil {
 				return nil, fmt.Errorf("sequence %q: take %d: %w (while retrying: %v)", name, n, berr, err)
@@ -229,7 +229,7 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 	st := seq.state
 	seq.mu.Unlock()
 	if err != nil {
-		if retryable(err) {
+		if zkclient.IsTransient(err) {
 			return retryDelay.Wait(ctx, 3)
 		}
 		return err
@@ -273,7 +273,7 @@ func (c *Client) waitRestore(ctx context.Context, name string, since time.Time) 
 	exists, _, watch, err := c.zk.ExistsW(ctx, c.Path(name))
 	c.stats.requests.Add(1)
 	if err != nil {
-		if retryable(err) {
+		if zkclient.IsTransient(err) {
 			return retryDelay.Wait(ctx, 3)
 		}
 		return c.zkError(name, err)
