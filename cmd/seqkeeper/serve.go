@@ -236,6 +236,9 @@ type storeStatus struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// statusStoreCheckTimeout bounds the store check of GET /v1/status.
+const statusStoreCheckTimeout = time.Second
+
 func (r *replica) status(ctx context.Context) any {
 	s := replicaStatus{
 		Replica:  r.identity,
@@ -249,7 +252,11 @@ func (r *replica) status(ctx context.Context) any {
 	if id, err := r.election.Leader(ctx); err == nil {
 		s.Primary = &id
 	}
-	if err := r.store.Check(ctx); err != nil {
+	// Bounded: a status page must answer while the store hangs (an
+	// unreachable S3 host can take longer to refuse than a monitor waits).
+	cctx, cancel := context.WithTimeout(ctx, statusStoreCheckTimeout)
+	defer cancel()
+	if err := r.store.Check(cctx); err != nil {
 		s.Store.Healthy, s.Store.Error = false, err.Error()
 	}
 	if s.Leading {
