@@ -26,6 +26,10 @@ var (
 	runFor = flag.Duration("bench.dur", 3*time.Second, "how long each ZooKeeper-bound benchmark runs")
 	// large enables the restore of 100,000 sequences (about a minute).
 	large = flag.Bool("bench.large", false, "also restore 100,000 sequences in BenchmarkRestore")
+	// heapProfile names a file for the heap profile BenchmarkRestore
+	// writes once the primary tracks every sequence (what B/sequence
+	// counts; -test.memprofile is written after the primary stopped).
+	heapProfile = flag.String("bench.heapprofile", "", "write BenchmarkRestore's heap profile, taken with the primary tracking every sequence, to this file")
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

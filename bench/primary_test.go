@@ -2,8 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -90,7 +93,7 @@ func heapAfterGC() uint64 {
 // the watcher's state and the status snapshot included). 100,000
 // sequences only with -bench.large:
 //
-//	go test -run '^$' -bench 'Restore' -benchtime 1x ./bench/ -bench.large
+//	SEQKEEPER_TEST_ZK_HEAP=1g go test -run '^$' -bench 'Restore' -benchtime 1x ./bench/ -bench.large
 func BenchmarkRestore(b *testing.B) {
 	sizes := []int{1000, 10_000}
 	if *large {
@@ -134,6 +137,15 @@ func restoreOnce(b *testing.B, n int) {
 	tracked := time.Since(start)
 	b.StopTimer()
 	after := heapAfterGC()
+	if *heapProfile != "" {
+		f, err := os.Create(*heapProfile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := errors.Join(pprof.WriteHeapProfile(f), f.Close()); err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.ReportMetric(restored.Seconds(), "restore-s")
 	b.ReportMetric(tracked.Seconds(), "tracked-s")
 	b.ReportMetric(float64(n)/restored.Seconds(), "sequences/s")
@@ -177,6 +189,12 @@ func BenchmarkRaises(b *testing.B) {
 	before, reqsBefore := p.Stats(), store.Requests()
 	var ids [clients]int64
 	deadline := time.Now().Add(*runFor)
+	// Every take empties its sequence's reserve (it asks for more than
+	// any reserve). For one take in eight, a watcher notes when the
+	// raise that follows lands in ZooKeeper: the raise latency.
+	emptied := make(chan raiseProbe, 1024)
+	latencies := make(chan durations, 1)
+	go func() { latencies <- watchRaises(ctx, admin, emptied) }()
 	elapsed := goroutines(b, clients, func(i int) error {
 		for k := 0; time.Now().Before(deadline); k++ {
 			name := names[i+clients*(k%(sequences/clients))]
@@ -185,9 +203,17 @@ func BenchmarkRaises(b *testing.B) {
 				return err
 			}
 			ids[i] += got.Count()
+			if k%8 == 0 && len(got) > 0 {
+				select {
+				case emptied <- raiseProbe{name: name, at: time.Now(), last: got[len(got)-1].End}:
+				default:
+				}
+			}
 		}
 		return nil
 	})
+	close(emptied)
+	raiseLatency := <-latencies
 	after, reqs := p.Stats(), store.Requests()
 	var total int64
 	for _, n := range ids {
@@ -203,4 +229,40 @@ func BenchmarkRaises(b *testing.B) {
 	objects := reqs.Puts - reqsBefore.Puts
 	b.ReportMetric(float64(objects+reqs.Gets-reqsBefore.Gets)/float64(max(raises, 1)), "store-requests/raise")
 	b.ReportMetric(float64(objects)/float64(max(puts, 1)), "objects/store-write")
+	b.ReportMetric(millis(raiseLatency.quantile(0.5)), "raise-p50-ms")
+	b.ReportMetric(millis(raiseLatency.quantile(0.99)), "raise-p99-ms")
+}
+
+// raiseProbe is a take that emptied its sequence's reserve: its last ID.
+type raiseProbe struct {
+	name string
+	at   time.Time
+	last int64
+}
+
+// watchRaises waits, for each probe in turn, until the sequence's ceiling
+// in ZooKeeper rises above the probe's last ID, and returns how long after
+// the take each raise landed. A raise that landed before the watcher got to
+// its probe counts the time until the watcher saw it (an overestimate).
+func watchRaises(ctx context.Context, admin *seqzk.Client, probes <-chan raiseProbe) durations {
+	var out durations
+	for pr := range probes {
+		for {
+			data, _, ch, err := admin.ZK().GetW(ctx, admin.Path(pr.name))
+			if err != nil {
+				break
+			}
+			if st, err := state.ParseState(pr.name, data); err != nil || st.Ceiling > pr.last {
+				if err == nil {
+					out = append(out, time.Since(pr.at))
+				}
+				break
+			}
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}
+	return out
 }

@@ -125,6 +125,11 @@ type Config struct {
 	// Empty means no store: serve refuses to run as primary, and delete
 	// refuses to run.
 	Store string
+	// CreateBucket lets serve create a missing S3 bucket (or store
+	// directory). Off, serve never calls CreateBucket, so credentials
+	// without s3:CreateBucket work; a missing bucket then fails the first
+	// store read with an error naming it.
+	CreateBucket bool
 	// HTTP is the host:port the HTTP ID API listens on.
 	HTTP string
 	// HTTPToken, when set, is the bearer token every API call must carry.
@@ -174,6 +179,7 @@ func DefaultConfig() *Config {
 		CeilingWait:      DefaultCeilingWait,
 		Primary:          DefaultPrimary(),
 		ID:               defaultID(),
+		CreateBucket:     true,
 	}
 }
 

@@ -18,6 +18,9 @@ const (
 	DefaultStoreTimeout             = 10 * time.Second
 	DefaultParallelism              = 16
 	DefaultRotateVersion      int32 = 1 << 30
+	DefaultCompactInterval          = 5 * time.Minute
+	DefaultCompactSegments          = 1024
+	DefaultStoreBatchDelay          = time.Second
 )
 
 // Primary is what the primary's reservation loop (internal/primary) is
@@ -79,6 +82,20 @@ type Primary struct {
 	// state.VersionLimit. At 10,000 writes a second the default takes
 	// about 30 hours.
 	RotateVersion int32
+	// CompactInterval is how often the primary folds the store's log into
+	// its bucket objects (persist.Store.Compact) when there is anything to
+	// fold; CompactSegments log segments start a compaction sooner. A
+	// compaction rewrites every bucket object its segments touch (all of
+	// them, with many busy sequences), so rarer compactions cost fewer
+	// billed writes, for a longer log to read at a failover (1,024
+	// segments read in parallel: well under a second).
+	CompactInterval time.Duration
+	CompactSegments int
+	// StoreBatchDelay is how long the primary may hold back a routine
+	// raise (a top-up of a reserve that still holds half of what it
+	// should) so that it shares a store write with others: fewer, larger
+	// store writes, each a billed object. Zero sends every raise at once.
+	StoreBatchDelay time.Duration
 }
 
 // DefaultPrimary returns the primary's tunables with every default set.
@@ -94,6 +111,9 @@ func DefaultPrimary() Primary {
 		StoreTimeout:       DefaultStoreTimeout,
 		Parallelism:        DefaultParallelism,
 		RotateVersion:      DefaultRotateVersion,
+		CompactInterval:    DefaultCompactInterval,
+		CompactSegments:    DefaultCompactSegments,
+		StoreBatchDelay:    DefaultStoreBatchDelay,
 	}
 }
 
@@ -138,6 +158,15 @@ func (p *Primary) problems() []error {
 	}
 	if p.Parallelism < 1 {
 		field("Parallelism", "%d must be positive", p.Parallelism)
+	}
+	if p.CompactInterval <= 0 {
+		field("CompactInterval", "%s must be positive", p.CompactInterval)
+	}
+	if p.StoreBatchDelay < 0 || p.StoreBatchDelay > time.Minute {
+		field("StoreBatchDelay", "%s must lie in 0..1m", p.StoreBatchDelay)
+	}
+	if p.CompactSegments < 1 {
+		field("CompactSegments", "%d must be positive", p.CompactSegments)
 	}
 	if p.RotateVersion < 1 || p.RotateVersion >= state.VersionLimit {
 		field("RotateVersion", "%d must lie in 1..%d", p.RotateVersion, state.VersionLimit-1)

@@ -147,6 +147,8 @@ var settings = []setting{
 		func(c *Config) *time.Duration { return &c.SweepInterval }),
 	durationSetting("audit_interval", "how often the primary reads the whole store and persists again what it lost",
 		func(c *Config) *time.Duration { return &c.AuditInterval }),
+	boolSetting("create_bucket", "let serve create the store's S3 bucket (or directory) when it is missing; false for credentials without s3:CreateBucket",
+		func(c *Config) *bool { return &c.CreateBucket }),
 	boolSetting("allow_standalone_zookeeper", "let serve run on a standalone ZooKeeper, where a rollback of its data goes unseen and IDs can be handed out twice (see docs/guarantees.md)",
 		func(c *Config) *bool { return &c.AllowStandaloneZooKeeper }),
 	stringSetting("id", "this replica's unique id in the election (default: the host name)",

@@ -28,6 +28,10 @@ type Backend interface {
 	// An error other than ErrConflict leaves the outcome unknown: the write
 	// may have landed. Callers re-read before trusting anything cached.
 	Put(ctx context.Context, key string, data []byte, ifMatch string) (etag string, err error)
+	// Delete removes the object; a missing object is not an error. It is
+	// unconditional: the store deletes only log segments that a durable
+	// checkpoint has made obsolete (see Store.Compact).
+	Delete(ctx context.Context, key string) error
 	// String names the storage for logs and status pages, without secrets,
 	// for example "s3://bucket/prefix (http://minio:9000)".
 	String() string

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 func TestS3Backend(t *testing.T) {
@@ -38,6 +40,31 @@ func testBackend(t *testing.T, newStorage func(t testing.TB) func() Backend) {
 			t.Fatalf("second create: %v, want ErrConflict", err)
 		}
 		expectObject(t, b, "obj", "first", etag)
+	})
+	t.Run("Delete", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		if _, err := b.Put(ctx, "log/obj", []byte("first"), ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(ctx, "log/obj"); err != nil {
+			t.Fatalf("delete: %v", err)
+		}
+		if _, _, err := b.Get(ctx, "log/obj"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("get after delete: %v, want ErrNotFound", err)
+		}
+		if err := b.Delete(ctx, "log/obj"); err != nil {
+			t.Fatalf("deleting a missing object: %v, want nil", err)
+		}
+		// The key can be created again, create-only.
+		etag, err := b.Put(ctx, "log/obj", []byte("again"), "")
+		if err != nil {
+			t.Fatalf("create after delete: %v", err)
+		}
+		expectObject(t, b, "log/obj", "again", etag)
+		if err := b.Delete(ctx, "../escape"); err == nil {
+			t.Fatal("delete of an invalid key: no error")
+		}
 	})
 	t.Run("IfMatch", func(t *testing.T) {
 		t.Parallel()
@@ -246,5 +273,51 @@ func expectObject(t *testing.T, b Backend, key, want, wantETag string) {
 	}
 	if string(data) != want || etag != wantETag {
 		t.Fatalf("get %s = %q (ETag %s), want %q (ETag %s)", key, data, etag, want, wantETag)
+	}
+}
+
+// With CreateBucket, an existing bucket is found by HeadBucket and kept as
+// it is; without it, nothing is created and a missing bucket fails the
+// first read with an error naming it, never reading as an empty store.
+func TestS3CreateBucketOrNot(t *testing.T) {
+	t.Parallel()
+	env := testenv.ObjectStore(t)
+	ctx := testCtx(t)
+	open := func(bucket string, create bool) (*S3Backend, error) {
+		return NewS3(ctx, S3Config{Bucket: bucket, Endpoint: env.Endpoint, Region: env.Region,
+			AccessKey: env.AccessKey, SecretKey: env.SecretKey, CreateBucket: create})
+	}
+	b, err := open(env.Bucket, true) // exists already
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "kept", []byte("x"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = open(env.Bucket, true); err != nil {
+		t.Fatalf("create on an existing bucket: %v", err)
+	}
+	expectObjectExists(t, b, "kept")
+
+	missing := env.Bucket + "-missing"
+	b, err = open(missing, false)
+	if err != nil {
+		t.Fatalf("open without create: %v (it does no I/O)", err)
+	}
+	if _, _, err := b.Get(ctx, "epoch"); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("get from a missing bucket without create: %v; want an error naming %s", err, missing)
+	}
+	if b, err = open(missing, true); err != nil {
+		t.Fatalf("create a missing bucket: %v", err)
+	}
+	if _, _, err := b.Get(ctx, "epoch"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get from the created bucket: %v; want ErrNotFound", err)
+	}
+}
+
+func expectObjectExists(t *testing.T, b Backend, key string) {
+	t.Helper()
+	if _, _, err := b.Get(testCtx(t), key); err != nil {
+		t.Fatalf("%s: %v", key, err)
 	}
 }

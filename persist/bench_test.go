@@ -94,26 +94,36 @@ func populate(b *testing.B, s *Store, recs []Record) {
 	b.Logf("wrote %d records in %s", len(recs), time.Since(start).Round(time.Millisecond))
 }
 
-// BenchmarkLoad100k: how long a new primary takes to read 100,000
-// sequences from the store (what a restore after a ZooKeeper wipe starts
-// with), and how much the store occupies.
-func BenchmarkLoad100k(b *testing.B) {
-	const total = 100_000
-	for _, bb := range benchBackends {
-		b.Run(bb.name, func(b *testing.B) {
-			st := bb.open(b)
-			populate(b, newStore(b, st.backend, StoreOptions{}), benchRecords(total))
-			size, objects := st.size()
-			for b.Loop() {
-				recs, err := newStore(b, st.backend, StoreOptions{}).Load(context.Background())
-				if err != nil || len(recs) != total {
-					b.Fatalf("load: %d records, %v", len(recs), err)
+// BenchmarkLoad: how long a new primary takes to read 100,000 and
+// 1,000,000 sequences from the store (what a restore after a ZooKeeper wipe
+// starts with), and how much the store occupies. The records are written
+// in store writes of 10,000 (log segments) and compacted into the buckets,
+// the state a store is in at a failover (plus at most CompactSegments short
+// segments).
+//
+//	go test -run '^$' -bench 'Load' -benchtime 3x ./persist/
+func BenchmarkLoad(b *testing.B) {
+	for _, total := range []int{100_000, 1_000_000} {
+		for _, bb := range benchBackends {
+			b.Run(fmt.Sprintf("records=%d/%s", total, bb.name), func(b *testing.B) {
+				st := bb.open(b)
+				s := newStore(b, st.backend, StoreOptions{})
+				populate(b, s, benchRecords(total))
+				if _, err := s.Compact(context.Background(), 1); err != nil {
+					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(size), "store-bytes")
-			b.ReportMetric(float64(objects), "objects")
-			b.ReportMetric(float64(size)/total, "bytes/record")
-		})
+				size, objects := st.size()
+				for b.Loop() {
+					recs, err := newStore(b, st.backend, StoreOptions{}).Load(context.Background())
+					if err != nil || len(recs) != total {
+						b.Fatalf("load: %d records, %v", len(recs), err)
+					}
+				}
+				b.ReportMetric(float64(size), "store-bytes")
+				b.ReportMetric(float64(objects), "objects")
+				b.ReportMetric(float64(size)/float64(total), "bytes/record")
+			})
+		}
 	}
 }
 

@@ -14,40 +14,51 @@
 //
 // # The store
 //
-// Store keeps a Record per sequence on top of any Backend. Records are spread
-// over a fixed number of bucket objects (fnv-1a of the name), each a small
-// versioned header and a gzip-compressed, sorted list, so 100,000 sequences
-// are a few hundred objects read in parallel rather than 100,000 GETs, and a
-// raise rewrites one small object. The layout:
+// Store keeps a Record per sequence on top of any Backend, as a snapshot and
+// a log. The snapshot spreads records over a fixed number of bucket objects
+// (fnv-1a of the name), each a small versioned header and a gzip-compressed,
+// sorted list, so 100,000 sequences are a few hundred objects read in
+// parallel rather than 100,000 GETs. A store write (Put) does not rewrite
+// the buckets its records live in: it creates one new object, a log segment
+// at the next free position, and Compact folds segments into the buckets in
+// the background. The layout:
 //
 //	meta               format version and bucket count, written once
-//	epoch              the leader epoch, advanced by conditional write
+//	epoch              the leader epoch, advanced by conditional write, and
+//	                   the log's checkpoint (segments folded) and sweep mark
 //	buckets/<hex id>   the records of every name that hashes to the bucket
+//	log/<hex position> one store write's records (see log.go)
+//
+// A store written before the log (epoch object v1) is read as it is: its
+// log is empty. Its epoch object is migrated to v2 on the first write, from
+// which point a seqkeeper of the bucket layout refuses the store
+// (ErrNewerFormat) rather than read it without its log.
 //
 // # What holds
 //
 //   - A stored ceiling never decreases. Every write merges by max and is
 //     conditional on the ETag read, so two writers (a deposed primary and its
 //     successor) can interleave in any order and the higher ceiling stays.
-//   - Fencing: every bucket object carries the highest leader epoch of its
-//     writers. A writer whose epoch is lower than one it finds in a bucket or
-//     in the epoch object gets ErrFenced and writes nothing to that bucket.
+//   - Fencing: every bucket object and log segment carries the leader epoch
+//     of its writer. A writer whose epoch is lower than one it finds in an
+//     object gets ErrFenced; a writer reads the epoch object after every
+//     write, and reports a write fenced (nothing may be raised on its
+//     account) when a newer epoch holds it.
 //   - A corrupt, truncated or unknown object is an error that names it
 //     (ErrCorrupt, ErrNewerFormat), never an empty bucket or a zero ceiling,
 //     and is never overwritten.
 //
 // # What does not
 //
-//   - Put is atomic per bucket object, not across them: S3 has no
-//     multi-object transaction. When a Put spanning several buckets fails,
-//     the buckets already written stay written. Every write is a monotone
-//     merge, so that never lowers anything, but callers must not assume all
-//     or nothing.
-//   - Fencing is checked against the epoch object at most every
-//     StoreOptions.EpochCheckInterval (and after every write conflict). Until
-//     then a deposed primary may still raise ceilings in buckets its
-//     successor has not written; the merge keeps that safe, and it stops at
-//     the next check.
+//   - A Put is all or nothing (one segment), but a Put whose error is not a
+//     validation error may have landed, fenced ones included: the merge
+//     keeps that safe, and Seal makes a successor's view complete.
+//   - A corrupt log segment fails every read and write that reaches it: it
+//     could hold any sequence's ceiling. The error names it; an operator
+//     must repair or remove it.
+//   - A corrupt bucket object stops compaction (the checkpoint cannot pass
+//     segments that were not folded), so the log grows until an operator
+//     repairs it; reads stay correct.
 //   - The store cannot tell a lost bucket object from one never written: S3
 //     does not lose objects, and an empty store is reported as empty.
 //     Telling a wiped or replaced store (or ZooKeeper ensemble) from a new

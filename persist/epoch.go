@@ -101,7 +101,8 @@ func (s *Store) AdvanceEpoch(ctx context.Context, holder string) (int64, error) 
 		// Past every epoch seen anywhere, not only the epoch object's: if
 		// that object was lost, buckets still carry their writers'
 		// epochs, and a new epoch below them would be fenced by them.
-		next := epochState{epoch: max(cur.epoch, s.maxEpoch.Load()) + 1, holder: holder, updated: time.Now()}
+		next := cur // keeping the log's checkpoint
+		next.epoch, next.holder, next.updated = max(cur.epoch, s.maxEpoch.Load())+1, holder, time.Now()
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
 		if errors.Is(err, ErrConflict) {
 			s.log.Debug().Int64("epoch", cur.epoch).Msg("store: lost a race to advance the epoch; retrying")

@@ -172,6 +172,34 @@ func (f *FileBackend) put(ctx context.Context, p string, data []byte, ifMatch st
 	return etagOf(data), nil
 }
 
+// Delete implements Backend: under the lock it removes the file and
+// fsyncs the directory, so a deletion survives a crash like a write.
+func (f *FileBackend) Delete(ctx context.Context, key string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	if err := acquire(ctx, f.sem); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	defer release(f.sem)
+	unlock, err := f.lock(ctx)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	defer unlock()
+	switch err := os.Remove(p); {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return nil
+	case err != nil:
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}
+
 // writeAtomic replaces p with data: temporary file, fsync, rename, fsync of
 // the directory (and of the parents of any directory it had to create).
 func (f *FileBackend) writeAtomic(p string, data []byte) error {

@@ -39,7 +39,9 @@ const (
 	metaMagic     = "seqkeeper-store"
 	metaVersion   = 1
 	epochMagic    = "seqkeeper-epoch"
-	epochVersion  = 1
+	epochVersion  = 2 // 2: the log layout (checkpoint and swept)
+	logMagic      = "seqkeeper-log"
+	logVersion    = 1
 
 	// maxDecoded bounds a decompressed bucket, so a corrupt or hostile
 	// object cannot exhaust memory. A bucket of 100,000 long names is a few
@@ -163,6 +165,17 @@ func splitHeader(data []byte, magic string, current int) (rest []byte, err error
 		return nil, fmt.Errorf("%w (object format %s v%d, this build reads up to v%d)", ErrNewerFormat, magic, ver, current)
 	}
 	return rest, nil
+}
+
+// objectVersion returns the format version of an object's header line
+// ("<magic> v<N>"), refusing what splitHeader refuses.
+func objectVersion(data []byte, magic string, current int) (int, error) {
+	if _, err := splitHeader(data, magic, current); err != nil {
+		return 0, err
+	}
+	line, _, _ := bytes.Cut(data, []byte{'\n'})
+	_, v, _ := strings.Cut(string(line), " v")
+	return strconv.Atoi(v)
 }
 
 // decodeBucket parses and checks a bucket object on its own terms (whether
@@ -388,26 +401,45 @@ func decodeMeta(data []byte) (buckets int, err error) {
 	return int(n), nil
 }
 
-// epochState is the content of the epoch object.
+// epochState is the content of the epoch object. Version 2 adds the log's
+// checkpoint and sweep marks (see log.go); a version 1 object is a store of
+// the bucket layout, whose log is empty (both marks 0).
 type epochState struct {
 	epoch   int64
 	holder  string
 	updated time.Time
+	// version is the format the object was read in (encodeEpoch always
+	// writes epochVersion).
+	version int
+	// checkpoint: every log segment at or below it is folded into the
+	// bucket objects. swept: every segment at or below it is deleted.
+	checkpoint int64
+	swept      int64
 }
 
 func encodeEpoch(e epochState) []byte {
 	return encodeFields(epochMagic, epochVersion,
 		"epoch", strconv.FormatInt(e.epoch, 10),
 		"holder", strconv.Quote(e.holder),
-		"updated", strconv.FormatInt(e.updated.UnixMilli(), 10))
+		"updated", strconv.FormatInt(e.updated.UnixMilli(), 10),
+		"checkpoint", strconv.FormatInt(e.checkpoint, 10),
+		"swept", strconv.FormatInt(e.swept, 10))
 }
 
 func decodeEpoch(data []byte) (epochState, error) {
-	f, err := decodeFields(data, epochMagic, epochVersion, "epoch", "holder", "updated")
+	version, err := objectVersion(data, epochMagic, epochVersion)
 	if err != nil {
 		return epochState{}, err
 	}
-	var e epochState
+	want := []string{"epoch", "holder", "updated"}
+	if version >= 2 {
+		want = append(want, "checkpoint", "swept")
+	}
+	f, err := decodeFields(data, epochMagic, epochVersion, want...)
+	if err != nil {
+		return epochState{}, err
+	}
+	e := epochState{version: version}
 	if e.epoch, err = parseCount(f["epoch"]); err != nil {
 		return epochState{}, corruptf("epoch: %v", err)
 	}
@@ -419,6 +451,17 @@ func decodeEpoch(data []byte) (epochState, error) {
 		return epochState{}, corruptf("bad update time %.30q", f["updated"])
 	}
 	e.updated = time.UnixMilli(ms).UTC()
+	if version >= 2 {
+		if e.checkpoint, err = parseCount(f["checkpoint"]); err != nil {
+			return epochState{}, corruptf("checkpoint: %v", err)
+		}
+		if e.swept, err = parseCount(f["swept"]); err != nil {
+			return epochState{}, corruptf("swept: %v", err)
+		}
+		if e.swept > e.checkpoint {
+			return epochState{}, corruptf("swept %d above checkpoint %d", e.swept, e.checkpoint)
+		}
+	}
 	return e, nil
 }
 

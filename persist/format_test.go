@@ -76,9 +76,15 @@ func TestSmallObjects(t *testing.T) {
 	if n, err := decodeMeta(encodeMeta(300)); n != 300 || err != nil {
 		t.Fatalf("meta round trip: %d, %v", n, err)
 	}
-	e := epochState{epoch: 12, holder: "replica \"1\" 10.0.0.1:8080", updated: time.UnixMilli(1767225600123).UTC()}
+	e := epochState{epoch: 12, holder: "replica \"1\" 10.0.0.1:8080", updated: time.UnixMilli(1767225600123).UTC(),
+		version: epochVersion, checkpoint: 40, swept: 31}
 	if got, err := decodeEpoch(encodeEpoch(e)); got != e || err != nil {
 		t.Fatalf("epoch round trip: %+v, %v", got, err)
+	}
+	// An epoch object of the bucket layout: no log yet.
+	v1 := "seqkeeper-epoch v1\nepoch 7\nholder \"r1\"\nupdated 5\n"
+	if got, err := decodeEpoch([]byte(v1)); err != nil || got.version != 1 || got.epoch != 7 || got.checkpoint != 0 {
+		t.Fatalf("version 1 epoch object: %+v, %v", got, err)
 	}
 	for _, tc := range []struct {
 		data string
@@ -104,6 +110,10 @@ func TestSmallObjects(t *testing.T) {
 		"seqkeeper-epoch v1\nepoch -1\nholder \"x\"\nupdated 0\n",
 		"seqkeeper-epoch v1\nepoch 1\nholder x\nupdated 0\n",
 		"seqkeeper-epoch v1\nepoch 1\nholder \"x\"\n",
+		"seqkeeper-epoch v1\nepoch 1\nholder \"x\"\nupdated 0\ncheckpoint 3\nswept 0\n",
+		"seqkeeper-epoch v2\nepoch 1\nholder \"x\"\nupdated 0\n",
+		"seqkeeper-epoch v2\nepoch 1\nholder \"x\"\nupdated 0\ncheckpoint 3\nswept 4\n",
+		"seqkeeper-epoch v2\nepoch 1\nholder \"x\"\nupdated 0\ncheckpoint -3\nswept 0\n",
 	} {
 		if _, err := decodeEpoch([]byte(data)); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("decodeEpoch(%q) = %v, want ErrCorrupt", data, err)

@@ -27,26 +27,24 @@ import (
 //     is stale (a deposed primary, or a slow goroutine of this one) and
 //     changes nothing. To record a new observation a caller must raise the
 //     ceiling or report a later Mzxid.
-//   - On an exact tie of (Ceiling, Mzxid) the new record wins (fencing means
-//     its writer is the same primary or a newer one).
+//   - On an exact tie of (Ceiling, Mzxid) the later write wins (fencing
+//     means its writer is the same primary or a newer one).
 //   - A tombstone sticks to the znode it was written for (its Czxid): a
 //     record for the same znode, even with a higher ceiling, keeps Deleted,
 //     so a primary raising the znode while an operator deletes it cannot
 //     undo the deletion. Only a record of a re-created znode (another
 //     Czxid) clears it.
-//   - Epoch becomes epoch for every record the write changes; Updated is
-//     stamped with the current time when zero.
+//   - Epoch becomes epoch for every record written; Updated is stamped
+//     with the current time when zero.
+//
+// One Put is one new object: a log segment holding recs (see log.go), all
+// or nothing. Compact later folds it into the bucket objects.
 //
 // Fencing: if this Store has seen a higher leader epoch than epoch (in the
-// epoch object, read at most StoreOptions.EpochCheckInterval ago or after a
-// conflict, or in any bucket), Put returns ErrFenced and writes nothing more.
-//
-// Each bucket is written by a conditional PUT on the ETag read (or cached);
-// on a conflict Put re-reads, re-merges and tries again until ctx is done.
-// Buckets are written in parallel and independently: see BucketError and
-// Affects for a partial failure. A corrupt or newer-format bucket is never
-// written. Other errors leave the bucket's outcome unknown (the write may
-// have landed); calling Put again is safe.
+// epoch object, read after every write and at most
+// StoreOptions.EpochCheckInterval before one, or in any object), Put returns
+// ErrFenced. An error other than ErrFenced or a validation error leaves the
+// outcome unknown (the records may have landed); calling Put again is safe.
 func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 	if epoch < 0 {
 		return fmt.Errorf("store %s: put: negative epoch %d", s.b, epoch)
@@ -62,8 +60,7 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	l, err := s.layout(ctx)
-	if err != nil {
+	if _, err := s.layout(ctx); err != nil {
 		return err
 	}
 	if err := s.fence(epoch); err != nil {
@@ -76,62 +73,67 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 		s.log.Warn().Int64("epoch", epoch).Err(err).Msg("store: writer fenced")
 		return fmt.Errorf("store %s: put: %w", s.b, err)
 	}
-
-	groups := groupByBucket(recs, epoch, l.n, time.Now())
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	errs := make([]error, len(groups))
-	each(len(groups), s.opts.Parallelism, func(i int) {
-		g := groups[i]
-		if err := s.putBucket(ctx, l, g.bucket, epoch, g.recs); err != nil {
-			errs[i] = s.bucketError(l, g.bucket, err)
-			if errors.Is(err, ErrFenced) {
-				cancel(err) // stop writing the other buckets
-			}
-		}
-	})
-	for _, err := range errs {
+	if err := acquire(ctx, s.seglog.appendSem); err != nil {
+		return fmt.Errorf("store %s: put: waiting for this store's other write: %w", s.b, err)
+	}
+	defer release(s.seglog.appendSem)
+	sg := &segment{epoch: epoch, recs: normalise(recs, epoch, time.Now())}
+	if _, err := s.appendSegment(ctx, sg); err != nil {
 		if errors.Is(err, ErrFenced) {
 			s.log.Warn().Int64("epoch", epoch).Err(err).Msg("store: writer fenced")
-			return fmt.Errorf("store %s: write %d records: %w", s.b, len(recs), err)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("store %s: write %d records: %w", s.b, len(recs), err)
+		return fmt.Errorf("store %s: write %d records: %w", s.b, len(sg.recs), err)
 	}
 	return nil
 }
 
-// bucketGroup is the part of one Put that goes to one bucket: sorted by name,
-// each name once, normalised (Epoch set, Updated to the millisecond).
-type bucketGroup struct {
-	bucket int
-	recs   []Record
-}
-
-func groupByBucket(recs []Record, epoch int64, n int, now time.Time) []bucketGroup {
-	byBucket := make(map[int][]Record)
+// normalise returns recs sorted by name, each name once (merged in order),
+// with Epoch set to epoch and Updated to the millisecond (now when zero).
+func normalise(recs []Record, epoch int64, now time.Time) []Record {
+	out := make([]Record, 0, len(recs))
 	for _, r := range recs {
 		r.Epoch = epoch
 		if r.Updated.IsZero() {
 			r.Updated = now
 		}
 		r.Updated = time.UnixMilli(r.Updated.UnixMilli()).UTC()
+		out = append(out, r)
+	}
+	return mergeSorted(out)
+}
+
+// mergeSorted sorts recs by name (stably) and merges the records of each
+// name in their order, keeping the epoch of the record that wins.
+func mergeSorted(recs []Record) []Record {
+	slices.SortStableFunc(recs, func(x, y Record) int { return cmp.Compare(x.Name, y.Name) })
+	out := recs[:0]
+	for _, r := range recs {
+		if k := len(out) - 1; k >= 0 && out[k].Name == r.Name {
+			out[k] = mergeRecord(out[k], r)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// bucketGroup is the part of a fold that goes to one bucket: sorted by
+// name, each name once.
+type bucketGroup struct {
+	bucket int
+	recs   []Record
+}
+
+// groupByBucket splits sorted, unique records by bucket.
+func groupByBucket(recs []Record, n int) []bucketGroup {
+	byBucket := make(map[int][]Record)
+	for _, r := range recs {
 		b := bucketOf(r.Name, n)
 		byBucket[b] = append(byBucket[b], r)
 	}
 	groups := make([]bucketGroup, 0, len(byBucket))
 	for b, rs := range byBucket {
-		slices.SortStableFunc(rs, func(x, y Record) int { return cmp.Compare(x.Name, y.Name) })
-		out := rs[:0]
-		for _, r := range rs {
-			if k := len(out) - 1; k >= 0 && out[k].Name == r.Name {
-				out[k] = mergeRecord(out[k], r)
-				continue
-			}
-			out = append(out, r)
-		}
-		groups = append(groups, bucketGroup{bucket: b, recs: out})
+		groups = append(groups, bucketGroup{bucket: b, recs: rs})
 	}
 	slices.SortFunc(groups, func(x, y bucketGroup) int { return cmp.Compare(x.bucket, y.bucket) })
 	return groups
@@ -199,7 +201,9 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 }
 
 // mergeBucket returns old with in merged (see Put), and whether anything
-// changed. in is sorted, unique and normalised; old is not modified.
+// changed: a changed record takes the epoch of the record merged in, and
+// the bucket the highest of its own and epoch (the writer's). in is sorted,
+// unique and normalised; old is not modified.
 func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bool) {
 	out := make([]Record, 0, len(old.recs)+len(in))
 	changed := false
@@ -210,9 +214,7 @@ func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bo
 			out = append(out, old.recs[i])
 			i++
 		case i == len(old.recs) || in[j].Name < old.recs[i].Name:
-			r := in[j]
-			r.Epoch = epoch
-			out = append(out, r)
+			out = append(out, in[j])
 			changed = true
 			j++
 		default:
@@ -221,7 +223,7 @@ func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bo
 			if sameRecord(m, o) {
 				m = o
 			} else {
-				m.Epoch = epoch
+				m.Epoch = in[j].Epoch
 				changed = true
 			}
 			out = append(out, m)

@@ -16,6 +16,8 @@ type Requests struct {
 	// PutConflicts counts the Puts that failed their precondition (412):
 	// billed, but they wrote nothing.
 	PutConflicts int64
+	// Deletes counts deletions of log segments (not billed by S3).
+	Deletes int64
 }
 
 // Requests returns the backend requests this Store has made so far.
@@ -24,13 +26,14 @@ func (s *Store) Requests() Requests {
 		Gets:         s.b.gets.Load(),
 		Puts:         s.b.puts.Load(),
 		PutConflicts: s.b.conflicts.Load(),
+		Deletes:      s.b.deletes.Load(),
 	}
 }
 
 // counted is the Store's backend with its requests counted.
 type counted struct {
 	Backend
-	gets, puts, conflicts atomic.Int64
+	gets, puts, conflicts, deletes atomic.Int64
 }
 
 func (c *counted) Get(ctx context.Context, key string) ([]byte, string, error) {
@@ -45,4 +48,9 @@ func (c *counted) Put(ctx context.Context, key string, data []byte, ifMatch stri
 		c.conflicts.Add(1)
 	}
 	return etag, err
+}
+
+func (c *counted) Delete(ctx context.Context, key string) error {
+	c.deletes.Add(1)
+	return c.Backend.Delete(ctx, key)
 }

@@ -114,7 +114,15 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 	return b, nil
 }
 
+// createBucket creates the bucket unless HeadBucket finds it: an
+// existing bucket costs no CreateBucket call, so credentials without
+// s3:CreateBucket work with a bucket made beforehand.
 func (b *S3Backend) createBucket(ctx context.Context, region string) error {
+	// Any other answer (no s3:ListBucket, the server unreachable) falls
+	// through to CreateBucket, whose error says what is wrong.
+	if _, err := b.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(b.bucket)}); err == nil {
+		return nil
+	}
 	in := &s3.CreateBucketInput{Bucket: aws.String(b.bucket)}
 	if region != "us-east-1" {
 		in.CreateBucketConfiguration = &types.CreateBucketConfiguration{
@@ -141,7 +149,7 @@ func (b *S3Backend) Get(ctx context.Context, key string) ([]byte, string, error)
 	}
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.prefix + key)})
 	if err != nil {
-		return nil, "", fmt.Errorf("get %s: %w", key, mapS3Error(err))
+		return nil, "", fmt.Errorf("get %s: %w", key, b.mapError(err))
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, maxObject+1))
@@ -182,7 +190,7 @@ func (b *S3Backend) Put(ctx context.Context, key string, data []byte, ifMatch st
 	}
 	out, err := b.client.PutObject(ctx, in)
 	if err != nil {
-		err = mapS3Error(err)
+		err = b.mapError(err)
 		if ifMatch != "" && errors.Is(err, ErrNotFound) {
 			// If-Match on a missing object: the precondition failed.
 			err = fmt.Errorf("%w: object is gone: %w", ErrConflict, err)
@@ -196,13 +204,28 @@ func (b *S3Backend) Put(ctx context.Context, key string, data []byte, ifMatch st
 	return etag, nil
 }
 
-// mapS3Error adds this package's sentinels to the S3 errors that mean them.
+// Delete implements Backend. S3 answers 204 whether or not the key
+// existed.
+func (b *S3Backend) Delete(ctx context.Context, key string) error {
+	if err := validateKey(key); err != nil {
+		return fmt.Errorf("delete: %w", err)
+	}
+	_, err := b.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(b.bucket), Key: aws.String(b.prefix + key)})
+	if err != nil && !errors.Is(b.mapError(err), ErrNotFound) {
+		return fmt.Errorf("delete %s: %w", key, b.mapError(err))
+	}
+	return nil
+}
+
+// mapError adds this package's sentinels to the S3 errors that mean them.
 // Only a missing key is ErrNotFound: a missing bucket must never read as an
 // empty store.
-func mapS3Error(err error) error {
+func (b *S3Backend) mapError(err error) error {
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
+		case "NoSuchBucket":
+			return fmt.Errorf("the bucket %q does not exist: create it, or let serve create it (create_bucket, on by default): %w", b.bucket, err)
 		case "PreconditionFailed":
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case "ConditionalRequestConflict":

@@ -1,52 +1,64 @@
 package persist
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 )
 
-// Seal makes every bucket object carry leader epoch epoch, re-writing by
-// conditional write each bucket that carries a lower one (creating missing
-// ones), and returns every record, tombstones included, sorted by name. A
-// primary calls it after AdvanceEpoch, before acting on what the store
-// holds. Once Seal has returned nil, no writer of a lower epoch can change
-// any bucket (a bucket with a higher epoch is never written, and a write
-// that raced the seal fails on its ETag, so the seal read it), and the
-// records returned include every write of every earlier epoch: a new
-// primary's view of the store is complete, and a deposed primary's late
-// writes are refused rather than merely harmless.
+// Seal makes the store this writer's for leader epoch epoch, and returns
+// every record, tombstones included, sorted by name. A primary calls it
+// after AdvanceEpoch, before acting on what the store holds. It re-writes by
+// conditional write every bucket object that carries a lower epoch (creating
+// missing ones), reads the log, and appends an empty segment of its own at
+// the log's tail. Once Seal has returned nil, no writer of a lower epoch can
+// change any bucket (a bucket with a higher epoch is never written, and a
+// write that raced the seal fails on its ETag, so the seal read it) or add
+// to the log unseen (it meets the seal's segment, or reads the newer epoch
+// after its write), and the records returned include every write of every
+// earlier epoch: a new primary's view of the store is complete, and a
+// deposed primary's late writes are refused rather than merely harmless.
 //
-// Transient read and write errors are retried a few times. Like Load, Seal
-// returns the records of the buckets it could read and a BucketError for
-// each it could not (see Affects); ErrFenced when a bucket carries a
-// higher epoch.
+// Transient read and write errors of buckets are retried a few times. Like
+// Load, Seal returns the records of the buckets it could read and a
+// BucketError for each it could not (see Affects); ErrFenced when an object
+// carries a higher epoch. An unreadable log segment fails the whole seal:
+// it could hold any sequence's ceiling.
 func (s *Store) Seal(ctx context.Context, epoch int64) ([]Record, error) {
 	l, err := s.layout(ctx)
 	if err != nil {
 		return nil, err
 	}
-	parts := make([][]Record, l.n)
-	errs := make([]error, l.n)
-	each(l.n, s.opts.Parallelism, func(b int) {
-		recs, err := s.sealBucket(ctx, l, b, epoch)
-		if err != nil {
-			errs[b] = s.bucketError(l, b, err)
-			return
-		}
-		parts[b] = recs
-	})
-	recs := slices.Concat(parts...)
-	slices.SortFunc(recs, func(a, b Record) int { return cmp.Compare(a.Name, b.Name) })
-	for _, err := range errs {
-		if errors.Is(err, ErrFenced) {
-			return recs, fmt.Errorf("store %s: seal: %w", s.b, err)
-		}
+	if err := acquire(ctx, s.seglog.appendSem); err != nil {
+		return nil, fmt.Errorf("store %s: seal: waiting for this store's other write: %w", s.b, err)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return recs, fmt.Errorf("store %s: seal: %w", s.b, err)
+	defer release(s.seglog.appendSem)
+	if err := s.ensureLog(ctx); err != nil {
+		return nil, fmt.Errorf("store %s: seal: %w", s.b, err)
+	}
+	var parts [][]Record
+	var berr error
+	v, err := s.readView(ctx, func() error {
+		parts, berr = s.loadBuckets(ctx, l, func(b int) (*bucketState, error) { return s.sealBucket(ctx, l, b, epoch) })
+		if errors.Is(berr, ErrFenced) {
+			return berr
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.fence(epoch)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store %s: seal: %w", s.b, err)
+	}
+	s.seglog.tail.Store(v.end() + 1)
+	others, err := s.appendSegment(ctx, &segment{epoch: epoch})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: seal: claim the log's tail: %w", s.b, err)
+	}
+	recs := withLog(parts, append(v.segs, others...), berr)
+	if berr != nil {
+		return recs, fmt.Errorf("store %s: seal: %w", s.b, berr)
 	}
 	return recs, nil
 }
@@ -55,7 +67,7 @@ func (s *Store) Seal(ctx context.Context, epoch int64) ([]Record, error) {
 // transient errors.
 const sealBucketAttempts = 5
 
-func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) ([]Record, error) {
+func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (*bucketState, error) {
 	slot := &l.slots[b]
 	key := bucketKey(b)
 	if err := acquire(ctx, slot.sem); err != nil {
@@ -83,7 +95,7 @@ func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (
 			return nil, fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
 		case st.obj.epoch == epoch && st.etag != "":
 			slot.cached = st
-			return st.obj.recs, nil
+			return st, nil
 		}
 		sealed := *st.obj
 		sealed.epoch = epoch
@@ -97,7 +109,7 @@ func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (
 			continue
 		}
 		slot.cached = &bucketState{etag: etag, obj: &sealed}
-		return sealed.recs, nil
+		return slot.cached, nil
 	}
 	return nil, fmt.Errorf("%s: seal for leader epoch %d: %w", key, epoch, last)
 }

@@ -124,6 +124,9 @@ type Store struct {
 	// epochRead is now() when the last successful read of the epoch object
 	// started.
 	epochRead atomic.Int64
+
+	seglog     logState
+	compactSem chan struct{} // one Compact at a time
 }
 
 // layout is the store's shape once the meta object is known.
@@ -176,6 +179,9 @@ func NewStore(b Backend, opts StoreOptions) (*Store, error) {
 		born:     time.Now(),
 		initSem:  make(chan struct{}, 1),
 		epochSem: make(chan struct{}, 1),
+
+		seglog:     newLogState(),
+		compactSem: make(chan struct{}, 1),
 	}
 	if opts.Logger != nil {
 		s.log = *opts.Logger

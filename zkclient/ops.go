@@ -207,15 +207,15 @@ func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan 
 }
 
 // GetQ, ChildrenQ and ExistsQ set the same watches as GetW, ChildrenW and
-// ExistsW (which are these plus a channel) but return no channel: the
-// notification reaches only the queues of NodeEvents. A subscriber that
-// re-sets watches on many znodes uses them, so that no channel is kept per
-// watch until it fires.
+// ExistsW but return no channel: the notification reaches only the queues
+// of NodeEvents. A subscriber that watches many znodes uses them, so that
+// no channel is kept per watch until it fires, here or in go-zookeeper
+// (its GetWQ and friends, added in the vendored copy).
 
 // GetQ is GetW without the channel.
 func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
 	r, err := run(ctx, s, func() (read, error) {
-		d, st, _, err := s.watch().GetW(path)
+		d, st, err := s.watch().GetWQ(path)
 		return read{d, st}, err
 	})
 	return r.data, stat(r.st), err
@@ -224,7 +224,7 @@ func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
 // ChildrenQ is ChildrenW without the channel.
 func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, error) {
 	r, err := run(ctx, s, func() (list, error) {
-		names, st, _, err := s.watch().ChildrenW(path)
+		names, st, err := s.watch().ChildrenWQ(path)
 		return list{names, st}, err
 	})
 	return r.names, stat(r.st), err
@@ -233,7 +233,7 @@ func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, e
 // ExistsQ is ExistsW without the channel.
 func (s Session) ExistsQ(ctx context.Context, path string) (bool, *Stat, error) {
 	r, err := run(ctx, s, func() (read, error) {
-		ok, st, _, err := s.watch().ExistsW(path)
+		ok, st, err := s.watch().ExistsWQ(path)
 		if !ok {
 			st = nil
 		}

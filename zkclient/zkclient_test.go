@@ -160,3 +160,78 @@ func mustHave(t *testing.T, ch <-chan zkclient.Event, want zkclient.EventType) {
 		t.Fatalf("watch not fired when the write that triggers it returned; want %v", want)
 	}
 }
+
+// A watch set without a channel (GetQ, ChildrenQ, ExistsQ) is re-set after
+// a reconnect like any other, and its notifications reach the NodeEvents
+// queues: the server is stopped and started again within the session
+// timeout, and changes made after that are still reported, once each.
+func TestQueueWatchesSurviveAReconnect(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEnsemble(t, 1)
+	c, err := zkclient.Dial(context.Background(), e.Servers(), zkclient.Options{SessionTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, p := range []string{"/q", "/q/data", "/q/kids"} {
+		if _, err := c.Create(ctx, p, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, stop := c.NodeEvents("/q")
+	defer stop()
+	s := c.Session()
+	if _, _, err := s.GetQ(ctx, "/q/data"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.ChildrenQ(ctx, "/q/kids"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := s.ExistsQ(ctx, "/q/later"); err != nil || ok {
+		t.Fatalf("exists /q/later = %v, %v", ok, err)
+	}
+	session := c.SessionID()
+
+	changes, stopChanges := c.Changes()
+	defer stopChanges()
+	e.StopAll()
+	waitFor(t, changes, func() bool { return c.DisconnectedFor() > 0 })
+	if err := e.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, changes, func() bool { return c.DisconnectedFor() == 0 })
+	if c.SessionID() != session {
+		t.Fatalf("session %x replaced by %x: the test needs the same session", session, c.SessionID())
+	}
+	q.Drain() // whatever the disconnect reported
+
+	for range 2 { // the second round must report nothing: watches are one-shot
+		if _, err := c.Set(ctx, "/q/data", []byte("x"), zkclient.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(ctx, fmt.Sprintf("/q/kids/k%d", time.Now().UnixNano()), nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Create(ctx, "/q/later", nil, 0); err != nil && !errors.Is(err, zkclient.ErrNodeExists) {
+			t.Fatal(err)
+		}
+	}
+	// A write's reply comes after the notifications it triggered, so one
+	// more round trip makes sure every notification has arrived.
+	if _, _, err := c.Get(ctx, "/q"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, ev := range q.Drain() {
+		got[fmt.Sprint(ev.Type, " ", ev.Path)]++
+	}
+	want := map[string]int{
+		fmt.Sprint(zkclient.EventNodeDataChanged, " /q/data"):     1,
+		fmt.Sprint(zkclient.EventNodeChildrenChanged, " /q/kids"): 1,
+		fmt.Sprint(zkclient.EventNodeCreated, " /q/later"):        1,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notifications after the reconnect: %v; want %v", got, want)
+	}
+}

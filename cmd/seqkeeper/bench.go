@@ -34,6 +34,9 @@ type benchResult struct {
 	RoundTripsPerID float64 `json:"round_trips_per_id"`
 	Conflicts       int64   `json:"cas_conflicts"`
 	Retries         int64   `json:"retries"`
+	// Waits counts the times a take waited for the primary (at the
+	// ceiling, or for a validation or a restore).
+	Waits int64 `json:"waits"`
 	// Latency of one take, in seconds.
 	Latency struct {
 		P50  float64 `json:"p50"`
@@ -44,6 +47,38 @@ type benchResult struct {
 	// Duplicates counts IDs handed out more than once: anything but 0 is a
 	// bug.
 	Duplicates int64 `json:"duplicates"`
+	// InitWaitSeconds is how long bench waited, before the run, for the
+	// primary to initialise a sequence just created.
+	InitWaitSeconds float64 `json:"init_wait_seconds"`
+}
+
+// initPoll is how often bench looks whether a new sequence is initialised.
+const initPoll = 10 * time.Millisecond
+
+// waitInitialised waits until the primary has initialised sequence name
+// (right after 'seqkeeper create' it is a registration, and takes wait for
+// the primary's first store write), so that the run measures takes, not
+// that one write; it gives up after limit (the ceiling wait). It returns
+// how long it waited.
+func waitInitialised(ctx context.Context, seqs *seqzk.Client, name string, limit time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		d, err := httpapi.DescribeSequence(ctx, seqs, name)
+		switch {
+		case err != nil:
+			return time.Since(start), err
+		case d.Kind != httpapi.KindUninitialised:
+			return time.Since(start), nil
+		case time.Since(start) > limit:
+			return time.Since(start), fmt.Errorf("sequence %q: %w: not initialised after %s: no primary has picked it up; is 'seqkeeper serve' running against the same ZooKeeper and root?",
+				name, seqzk.ErrCeilingReached, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(initPoll):
+		}
+	}
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -59,7 +94,10 @@ func newBenchCmd(g *globals) *cobra.Command {
 of --batch IDs from sequence NAME by compare-and-set for --duration, and
 print IDs/s, takes/s, ZooKeeper round trips per ID, take latency percentiles
 and a duplicate check. The IDs taken are used up: bench a sequence made for
-it, with 'seqkeeper serve' running so that the ceiling keeps rising.`,
+it, with 'seqkeeper serve' running so that the ceiling keeps rising. The
+clock starts once the primary has initialised the sequence (one created
+just before waits for the primary's first store write; bench says how
+long).`,
 		Example: "  seqkeeper create bench && seqkeeper bench bench --clients 8 --batch 100 --duration 10s",
 		Args:    nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -123,7 +161,8 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 			return nil, err
 		}
 	}
-	if _, err := httpapi.DescribeSequence(ctx, cs[0].seqs, name); err != nil {
+	initWait, err := waitInitialised(ctx, cs[0].seqs, name, g.cfg.CeilingWait)
+	if err != nil {
 		return nil, err
 	}
 	for _, c := range cs {
@@ -156,7 +195,8 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 	wg.Wait()
 	elapsed := time.Since(start)
 
-	res := &benchResult{Sequence: name, Clients: clients, Batch: batch, DurationSeconds: elapsed.Seconds()}
+	res := &benchResult{Sequence: name, Clients: clients, Batch: batch, DurationSeconds: elapsed.Seconds(),
+		InitWaitSeconds: initWait.Seconds()}
 	var lat []time.Duration
 	var all []sequence.Range
 	var errs []error
@@ -167,6 +207,7 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 		res.ZKRequests += after.Requests - c.before.Requests
 		res.Conflicts += after.Conflicts - c.before.Conflicts
 		res.Retries += after.Retries - c.before.Retries
+		res.Waits += after.Waits - c.before.Waits
 		if c.err != nil {
 			errs = append(errs, c.err)
 		}
@@ -190,8 +231,10 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 		return res, fmt.Errorf("bench stopped early: %w", errors.Join(errs...))
 	case res.Duplicates > 0:
 		return res, fmt.Errorf("%d IDs were handed out more than once: this is a bug, please report it", res.Duplicates)
-	case res.IDs == 0 && ctx.Err() == nil:
+	case res.IDs == 0 && ctx.Err() == nil && res.Waits > 0:
 		return res, fmt.Errorf("no IDs taken in %s: sequence %q is at its ceiling; is 'seqkeeper serve' running and reaching its store?", duration, name)
+	case res.IDs == 0 && ctx.Err() == nil:
+		return res, fmt.Errorf("no take finished in %s (%d ZooKeeper requests sent, none waiting for the primary): ZooKeeper is too slow for so short a run; give a longer --duration", duration, res.ZKRequests)
 	}
 	return res, ctx.Err()
 }
@@ -218,10 +261,17 @@ func (g *globals) printBench(r *benchResult) {
 		return d.Round(max(time.Microsecond, d/1000)).String()
 	}
 	fmt.Fprintf(g.stdout, "bench %s: %d clients, batch %d, %.1fs\n", r.Sequence, r.Clients, r.Batch, r.DurationSeconds)
+	if r.InitWaitSeconds >= 0.05 {
+		fmt.Fprintf(g.stdout, "  (waited %s for the primary to initialise %s before the run)\n",
+			ms(r.InitWaitSeconds), r.Sequence)
+	}
 	fmt.Fprintf(g.stdout, "  IDs:             %d (%.0f/s)\n", r.IDs, r.IDsPerSecond)
 	fmt.Fprintf(g.stdout, "  takes:           %d (%.0f/s)\n", r.Takes, r.TakesPerSecond)
 	fmt.Fprintf(g.stdout, "  ZK round trips:  %.4f per ID (%d requests, %d CAS conflicts, %d retries)\n",
 		r.RoundTripsPerID, r.ZKRequests, r.Conflicts, r.Retries)
+	if r.Waits > 0 {
+		fmt.Fprintf(g.stdout, "  waited for the primary %d times (at the ceiling, or for a validation or restore)\n", r.Waits)
+	}
 	fmt.Fprintf(g.stdout, "  take latency:    p50 %s  p99 %s  p99.9 %s  max %s\n",
 		ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.P999), ms(r.Latency.Max))
 	fmt.Fprintf(g.stdout, "  duplicate IDs:   %d\n", r.Duplicates)

@@ -366,17 +366,19 @@ func TestBench(t *testing.T) {
 	if strings.Count(out, "\n") != 1 {
 		t.Fatalf("bench -o json should print one line: %q", out)
 	}
-	text := c.ok("bench", "b", "--clients", "1", "--duration", "300ms")
+	text := c.ok("bench", "b", "--clients", "1", "--duration", "1s")
 	for _, want := range []string{"bench b: 1 clients, batch 100", "IDs:", "ZK round trips:", "take latency:    p50", "duplicate IDs:   0"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("bench text lacks %q:\n%s", want, text)
 		}
 	}
-	// At the ceiling with no primary, bench says so and fails.
+	// At the ceiling with no primary, bench says so and fails (the takes
+	// wait longer than the run).
+	c.env["SEQKEEPER_CEILING_WAIT"] = "5s"
 	c.ok("create", "stuck")
 	c.initialise("stuck", 5)
 	c.ok("take", "stuck", "-n", "5")
-	if _, errOut, code := c.run("", "bench", "stuck", "--duration", "300ms"); code != 1 || !strings.Contains(errOut, "is at its ceiling") {
+	if _, errOut, code := c.run("", "bench", "stuck", "--duration", "1s"); code != 1 || !strings.Contains(errOut, "is at its ceiling") {
 		t.Fatalf("bench at the ceiling: exit %d %q", code, errOut)
 	}
 	if _, errOut, code := c.run("", "bench", "nosuch", "--duration", "100ms"); code != 1 || !strings.Contains(errOut, "unknown sequence") {

@@ -17,7 +17,12 @@ func newCreateCmd(g *globals) *cobra.Command {
 		Long: `Register a new sequence by creating its znode under the root. The primary
 initialises it (and reserves its first ceiling) when it sees it; until then
 takes wait. Names are 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter
-or digit.`,
+or digit.
+
+--windows N splits a hot sequence into N windows (sub-ranges, each a znode
+of its own) so that N clients take IDs without contending: each client keeps
+to one window, every window is sized for about 10 s of the demand it sees and
+is refilled before it runs dry. IDs stay unique, no longer in order.`,
 		Example: "  seqkeeper create orders\n  seqkeeper create invoices --start 1000000 --windows 4",
 		Args:    nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,6 +63,6 @@ or digit.`,
 	}
 	cmd.Flags().Int64Var(&r.Start, "start", 0, "first ID (default 1)")
 	cmd.Flags().Int64Var(&r.End, "max", 0, "last ID (default 9223372036854775807)")
-	cmd.Flags().IntVar(&r.Windows, "windows", 0, "open windows the primary keeps, for hot sequences (IDs stay unique, not ordered)")
+	cmd.Flags().IntVar(&r.Windows, "windows", 0, "windows for a hot sequence, about one per concurrent client (IDs stay unique, not ordered)")
 	return cmd
 }

@@ -32,6 +32,7 @@ var serveSettings = []string{
 	"log_format", "zk_session_timeout", "zk_connect_timeout", "election_path", "marker_path",
 	"http", "http_token", "http_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
+	"create_bucket",
 }
 
 // Output formats of -o.

@@ -92,7 +92,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return &usageError{err}
 	}
-	if r.store, err = openStore(ctx, cfg, true); err != nil {
+	if r.store, err = openStore(ctx, cfg, cfg.CreateBucket); err != nil {
 		return err
 	}
 	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, Logger: log})
@@ -287,7 +287,9 @@ var (
 	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
 	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
 	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
-	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition.", []string{"op"}, nil)
+	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition, op=\"delete\" the deletions of compacted log segments (not billed by S3).", []string{"op"}, nil)
+	descCompactions  = prometheus.NewDesc("seqkeeper_store_compactions_total", "Compactions of the store's log into its bucket objects by the primary, by result.", []string{"result"}, nil)
+	descCompacted    = prometheus.NewDesc("seqkeeper_store_compacted_segments_total", "Store log segments folded into bucket objects by the primary.", nil, nil)
 	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
 	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
 	descRunway       = prometheus.NewDesc("seqkeeper_sequence_runway_seconds", "How long each sequence's reserve lasts at its recent rate.", []string{"sequence"}, nil)
@@ -296,7 +298,7 @@ var (
 )
 
 func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descStoreReqs, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
+	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descStoreReqs, descCompactions, descCompacted, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
 		ch <- d
 	}
 }
@@ -319,6 +321,10 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Gets), "get")
 	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Puts), "put")
 	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.PutConflicts), "put_conflict")
+	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Deletes), "delete")
+	ch <- prometheus.MustNewConstMetric(descCompactions, prometheus.CounterValue, float64(ps.Compactions), "ok")
+	ch <- prometheus.MustNewConstMetric(descCompactions, prometheus.CounterValue, float64(ps.CompactErrors), "error")
+	ch <- prometheus.MustNewConstMetric(descCompacted, prometheus.CounterValue, float64(ps.Compacted))
 	ch <- prometheus.MustNewConstMetric(descRevalidated, prometheus.CounterValue, float64(ps.Revalidated))
 	ch <- prometheus.MustNewConstMetric(descRestored, prometheus.CounterValue, float64(ps.Restored))
 	st := c.r.primary.Status()

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,8 @@ type worker struct {
 type primaryRun struct {
 	holder string
 	p      *primary.Primary
+	store  *persist.Store
+	crash  *crashable // the store's backend, which the test can make "die"
 	zk     *zkclient.Client
 	proxy  *testenv.Proxy
 	cancel context.CancelFunc
@@ -171,6 +174,54 @@ func (e *env) newStore() *persist.Store {
 		e.fatalf("%v", err)
 	}
 	return s
+}
+
+// crashableStore is a store like newStore's on a backend that the test can
+// stop dead, as if its process crashed.
+func (e *env) crashableStore() (*crashable, *persist.Store) {
+	e.t.Helper()
+	b, err := persist.NewFile(e.storeDir)
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	c := &crashable{Backend: b}
+	c.left.Store(math.MaxInt64)
+	s, err := persist.NewStore(c, persist.StoreOptions{Buckets: storeBuckets, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	return c, s
+}
+
+// crashable is a real backend that does nothing more once a number of
+// requests have gone through (left): every later request fails before
+// reaching the storage, as for a process that died mid-way.
+type crashable struct {
+	persist.Backend
+	left atomic.Int64
+}
+
+var errCrashed = errors.New("the process crashed (model fault)")
+
+func (c *crashable) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if c.left.Add(-1) < 0 {
+		return nil, "", errCrashed
+	}
+	return c.Backend.Get(ctx, key)
+}
+
+func (c *crashable) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if c.left.Add(-1) < 0 {
+		return "", errCrashed
+	}
+	return c.Backend.Put(ctx, key, data, ifMatch)
+}
+
+func (c *crashable) Delete(ctx context.Context, key string) error {
+	if c.left.Add(-1) < 0 {
+		return errCrashed
+	}
+	return c.Backend.Delete(ctx, key)
 }
 
 // setup starts everything and waits until the primary has initialised
@@ -278,12 +329,16 @@ func (e *env) startPrimary() {
 	cfg.MaxReserve = maxReserve
 	cfg.SweepInterval = 200 * time.Millisecond
 	cfg.StoreTimeout = 2 * time.Second
-	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: e.newStore(), Holder: holder})
+	// Compact the store's log often, so that compactions interleave with
+	// every other operation and fault.
+	cfg.CompactInterval, cfg.CompactSegments = 300*time.Millisecond, 4
+	crash, store := e.crashableStore()
+	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: store, Holder: holder})
 	if err != nil {
 		e.fatalf("%v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr := &primaryRun{holder: holder, p: p, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
+	pr := &primaryRun{holder: holder, p: p, store: store, crash: crash, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pr.done)
 		for {

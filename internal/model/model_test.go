@@ -46,7 +46,9 @@ import (
 // SIGKILL), full wipes of its data, snapshots and restores from any earlier
 // snapshot (so 0, 1 or more restarts lie between copy and restore), delayed
 // takes from a worker whose network is frozen while other faults happen,
-// deletes and re-creates, and store objects deleted (the store lost data).
+// deletes and re-creates, store objects deleted (the store lost data), and a
+// primary that dies in the middle of a compaction of the store's log (its
+// store stops after a random number of requests).
 //
 // Out of scope: the promise holds only while ZooKeeper and the store do not
 // both lose data, so no ZooKeeper data loss is injected while the store does

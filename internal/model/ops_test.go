@@ -48,6 +48,7 @@ var opTable = []opSpec{
 	// Faults: about one operation in sixty.
 	{"handover", 2, (*env).opHandover},
 	{"kill-primary", 1, (*env).opKillPrimary},
+	{"compaction-crash", 2, (*env).opCompactionCrash},
 	{"expire-primary", 1, (*env).opExpirePrimary},
 	{"zk-restart", 2, (*env).opRestart},
 	{"zk-snapshot", 2, (*env).opSnapshot},
@@ -670,6 +671,32 @@ func (e *env) opKillPrimary(*rand.Rand) (string, bool) {
 	e.startPrimary()
 	e.fault(fmt.Sprintf("kill-primary %s -> %s", old.holder, e.prim.holder))
 	return fmt.Sprintf("kill-primary %s -> %s", old.holder, e.prim.holder), true
+}
+
+// opCompactionCrash kills the primary in the middle of a compaction of the
+// store's log: its store stops dead after a random number of requests
+// (before, between or after the bucket writes, the checkpoint and the
+// deletes) while a compaction runs, then its session closes and a new
+// primary takes over. Nothing the store held may be lost, and the next
+// compaction finishes the work.
+func (e *env) opCompactionCrash(r *rand.Rand) (string, bool) {
+	old := e.prim
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	epoch, _, err := old.store.Epoch(ctx)
+	if err != nil {
+		return "", false
+	}
+	budget := r.Int64N(24)
+	old.crash.left.Store(budget)
+	res, err := old.store.Compact(ctx, epoch)
+	old.zk.Close()
+	e.stopPrimary(old, "crashed while compacting")
+	e.startPrimary()
+	what := fmt.Sprintf("compaction-crash %s after %d requests (%d segments folded, checkpoint %d, %v) -> %s",
+		old.holder, budget, res.Segments, res.Checkpoint, err, e.prim.holder)
+	e.fault(what)
+	return what, true
 }
 
 // opExpirePrimary freezes the primary's network until its session

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -68,11 +69,18 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		czxid int64 // of a rotated sequence's new znode
 	}
 	done := make(map[string]result, len(plans))
+	// Plain raises go out together, many per ZooKeeper write; the rest,
+	// and the raises whose znode moved since the watcher read it, one by
+	// one below.
+	batched := p.raiseAll(ctx, plans)
+	for name, st := range batched {
+		done[name] = result{st: st}
+	}
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, pl := range plans {
-		if pl.kind == planLegacyMark {
-			continue // the mark lives only in the store
+		if _, ok := batched[pl.name]; ok || pl.kind == planLegacyMark {
+			continue // raised already; a mark lives only in the store
 		}
 		sem <- struct{}{}
 		wg.Add(1)
@@ -131,6 +139,34 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		errs = append(errs, fmt.Errorf("persist ceilings: %w", putErr))
 	}
 	return errors.Join(errs...)
+}
+
+// raiseAll carries out the plain raises among plans (of validated
+// sequences without windows) in ZooKeeper transactions of many raises each
+// (seqzk.Client.RaiseAll), and returns
+// the new state of each one it raised. A raise it could not make this way
+// is left for carryOut.
+func (p *Primary) raiseAll(ctx context.Context, plans []plan) map[string]sequence.State {
+	var reqs []seqzk.RaiseReq
+	for _, pl := range plans {
+		t := p.seqs[pl.name]
+		if pl.kind != planRaise || t == nil || t.corrupt != nil || t.state.Windows > 0 || !t.state.Validated() {
+			continue
+		}
+		reqs = append(reqs, seqzk.RaiseReq{Name: pl.name, Ceiling: pl.ceiling})
+	}
+	if len(reqs) < 2 {
+		return nil // one raise gains nothing from a transaction
+	}
+	octx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	raised, _ := p.seq.RaiseAll(octx, reqs)
+	out := make(map[string]sequence.State, len(raised))
+	for i, st := range raised {
+		out[reqs[i].Name] = st
+	}
+	p.count(func(s *Stats) { s.Raises += int64(len(out)) })
+	return out
 }
 
 // carryOut makes one plan's ZooKeeper change, after the store holds its
@@ -195,24 +231,22 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 	return st, moved, czxid, nil
 }
 
-// topUpWindows keeps a windowed sequence's open windows at the configured
-// count. Windows are carved below the ceiling, so they need no store write
-// of their own.
+// topUpWindows keeps a window open in every slot of a windowed sequence,
+// sized from the demand each slot's last window saw, or from the
+// sequence's smoothed rate shared among its slots (internal/seqzk,
+// TopUpWindows). Clients carve each slot's next window themselves before
+// it runs dry; this fills the slots of a new or revalidated sequence and
+// those whose clients found the ceiling. Windows are carved below the
+// ceiling, so they need no store write of their own.
 func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) (int64, error) {
-	open, err := p.seq.PruneWindows(ctx, name, p.cfg.RotateVersion)
-	if err != nil {
-		return 0, err
+	var demand float64
+	if t := p.seqs[name]; t != nil {
+		demand = t.rate
 	}
-	if st.Next > st.Ceiling {
-		return 0, nil // nothing fresh to carve: the next raise tops them up
+	carved, err := p.seq.TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
+	if carved > 0 {
+		p.log.Debug().Str("sequence", name).Int("windows", st.Windows).Int64("carved", carved).
+			Float64("rate", demand).Msg("primary: windows topped up")
 	}
-	size := max(1, (st.Ceiling-st.Next+1)/int64(2*st.Windows))
-	var carved int64
-	for ; open < st.Windows; open++ {
-		if _, err := p.seq.OpenWindow(ctx, name, size); err != nil {
-			return carved, err
-		}
-		carved += size
-	}
-	return carved, nil
+	return carved, err
 }

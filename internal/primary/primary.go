@@ -79,8 +79,11 @@ type Primary struct {
 	// left alone, reported unhealthy, until a new term reads them again.
 	broken error
 	seqs   map[string]*tracked
-	names  []string // the keys of seqs in order, kept by sortedNames
-	watch  *watcher.Watcher
+	// held are the sequences whose routine raise waits to share a store
+	// write, with when it began to wait (batch.go).
+	held  map[string]time.Time
+	names []string // the keys of seqs in order, kept by sortedNames
+	watch *watcher.Watcher
 
 	mu     sync.Mutex
 	status Status
@@ -158,17 +161,31 @@ func (p *Primary) Run(ctx context.Context) error {
 		<-wdone
 	}()
 
+	cctx, stopCompactor := context.WithCancel(ctx)
+	comp := p.startCompactor(cctx)
+	defer func() { stopCompactor(); <-comp.done }()
+
 	sweep := time.NewTicker(p.cfg.SweepInterval)
 	defer sweep.Stop()
 	fence := time.NewTicker(p.cfg.FenceCheckInterval)
 	defer fence.Stop()
+	batchTimer := time.NewTimer(time.Hour)
+	defer batchTimer.Stop()
 	for {
 		var batch []watcher.Event
+		if _, wait := p.heldDue(); len(p.held) > 0 {
+			batchTimer.Reset(max(wait, 0))
+		} else {
+			batchTimer.Stop()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-batchTimer.C:
+			err = p.apply(ctx, p.releaseHeld())
 		case <-fence.C:
 			err = p.checkFence(ctx)
+		case err = <-comp.fenced:
 		case <-sweep.C:
 			w.Resync()
 			err = p.sweep(ctx)
@@ -193,6 +210,7 @@ func (p *Primary) Run(ctx context.Context) error {
 			}
 			err = p.handle(ctx, batch)
 		}
+		p.nudge(comp)
 		p.publish()
 		if errors.Is(err, persist.ErrFenced) {
 			p.log.Error().Err(err).Msg("primary: fenced by a newer leader; stopping")
@@ -213,6 +231,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		p.records[r.Name] = r
 	}
 	p.seqs = make(map[string]*tracked)
+	p.held = make(map[string]time.Time)
 	if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
@@ -276,11 +295,23 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 	// operations on it at once.
 	var plans []plan
 	for _, name := range changed {
-		if t := p.seqs[name]; t != nil {
-			if pl, ok := p.decide(name, t); ok {
-				plans = append(plans, pl)
-			}
+		t := p.seqs[name]
+		if t == nil {
+			continue
 		}
+		pl, ok := p.decide(name, t)
+		switch {
+		case ok && p.routine(pl, t):
+			p.holdBack(name)
+		case ok:
+			delete(p.held, name) // no longer routine: it goes now
+			plans = append(plans, pl)
+		}
+	}
+	// A store write is going out anyway, or the oldest routine raise
+	// has waited long enough: the held-back raises go with it.
+	if due, _ := p.heldDue(); due || len(plans) > 0 {
+		plans = append(plans, p.releaseHeld()...)
 	}
 	if err := p.apply(ctx, plans); err != nil {
 		return err
@@ -325,6 +356,7 @@ func (p *Primary) sweep(ctx context.Context) error {
 			plans = append(plans, pl)
 		}
 	}
+	clear(p.held) // decided above
 	if err := p.apply(ctx, plans); err != nil {
 		return err
 	}

@@ -19,6 +19,9 @@ type Stats struct {
 	Rotated       int64 // sequences moved onto a fresh znode (version limit)
 	StoreLost     int64 // ceilings found missing or lower in the store by an audit
 	LegacyOverrun int64 // legacy counters seen above their stored mark
+	Compactions   int64 // store log compactions that folded something
+	CompactErrors int64 // store log compactions that failed
+	Compacted     int64 // log segments folded into the store's buckets
 }
 
 // SequenceStatus describes one sequence as the primary sees it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -116,7 +117,7 @@ type Client struct {
 	epoch atomic.Int64
 
 	stats struct {
-		requests, conflicts, retries, unvalidated atomic.Int64
+		requests, conflicts, retries, unvalidated, waits atomic.Int64
 	}
 }
 
@@ -140,9 +141,9 @@ type node struct {
 	deleted <-chan zkclient.Event
 	windows []string
 	markers []string
-	// preferred is, on a sequence node, 1 + the index in windows of the
-	// window this client last took from without a conflict (0: none yet).
-	// See takeOnce.
+	// preferred is, on a sequence node, 1 + the slot this client last
+	// took from without contention (0: none yet, or contended since). See
+	// takeWindow.
 	preferred atomic.Int64
 	// seen is set once the znode was read: if it vanishes later, Take
 	// waits for the primary to restore it instead of failing at once.
@@ -184,6 +185,10 @@ type Stats struct {
 	// Unvalidated is the number of takes whose write landed in a ZooKeeper
 	// epoch the sequence was not validated in; their IDs were discarded.
 	Unvalidated int64
+	// Waits is the number of times a take waited for the primary: at the
+	// ceiling, for a sequence not yet initialised or validated, or for one
+	// ZooKeeper lost to be restored.
+	Waits int64
 }
 
 // Stats returns the client's counters so far.
@@ -194,6 +199,7 @@ func (c *Client) Stats() Stats {
 		Retries:   c.stats.retries.Load(),
 
 		Unvalidated: c.stats.unvalidated.Load(),
+		Waits:       c.stats.waits.Load(),
 	}
 }
 
@@ -265,7 +271,13 @@ func (c *Client) load(ctx context.Context, name string, n *node, dataWatch bool)
 			}
 			sort.Strings(children)
 			n.deleted, n.czxid, n.conn = ch, stat.Czxid, gen
-			n.windows = childrenWith(children, state.WindowPrefix)
+			windows := childrenWith(children, state.WindowPrefix)
+			for _, w := range n.windows {
+				if _, found := slices.BinarySearch(windows, w); !found {
+					c.forget(n.path + "/" + w) // pruned or retired by someone else
+				}
+			}
+			n.windows = windows
 			n.markers = childrenWith(children, state.MarkerPrefix)
 		}
 		var (

@@ -17,7 +17,7 @@ import (
 type Registration struct {
 	Start   int64 // first ID; 0 means state.DefaultStart
 	End     int64 // last ID; 0 means state.MaxID
-	Windows int   // open windows the primary keeps; 0 for none
+	Windows int   // window slots, about one per concurrent client; 0 for none
 }
 
 // Register creates the znode of sequence name holding a registration; the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -43,6 +42,7 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (state.Ranges, 
 			if waitSince.IsZero() {
 				waitSince = time.Now()
 			}
+			c.stats.waits.Add(1)
 			if err := c.waitRaise(ctx, name, waitSince, unvalidated); err != nil {
 				return nil, err
 			}
@@ -51,6 +51,7 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (state.Ranges, 
 			if waitSince.IsZero() {
 				waitSince = time.Now()
 			}
+			c.stats.waits.Add(1)
 			if err := c.waitRestore(ctx, name, waitSince); err != nil {
 				return nil, err
 			}
@@ -75,100 +76,87 @@ func (c *Client) Next(ctx context.Context, name string) (int64, error) {
 	return got[0].Start, nil
 }
 
-// takeOnce makes one pass: from a window when the sequence has open windows
-// and nothing recycled, else from the sequence znode itself.
+// takeOnce makes one pass: from a window when the sequence has windows (or
+// is configured for them) and nothing recycled, else from the sequence
+// znode itself.
 func (c *Client) takeOnce(ctx context.Context, name string, n int64) (state.Ranges, error) {
 	seq := c.node(c.Path(name))
-	seq.mu.Lock()
-	if !seq.usable(c.zk.Connection()) {
-		if _, err := c.load(ctx, name, seq, false); err != nil {
-			seq.mu.Unlock()
-			return nil, err
-		}
-	}
-	windows := seq.windows
-	useWindows := len(windows) > 0 && len(seq.state.Recycled) == 0 && !seq.state.Legacy
-	seq.mu.Unlock()
-
-	if useWindows {
-		// Performance: start at the window this client last took from
-		// without contention, and move to a random one after contention.
-		// Clients then settle on distinct windows (one compare-and-set per
-		// take) instead of colliding at random on every take (with 8
-		// clients on 8 windows, random starts cost 3.5 requests per take).
-		// A window busy with another goroutine of this client is skipped
-		// the same way, so one client still uses several windows at once.
-		off := rand.N(len(windows))
-		preferred := int(seq.preferred.Load()) - 1
-		if preferred >= 0 && preferred < len(windows) {
-			wn := c.window(name, windows[preferred])
-			if wn.mu.TryLock() {
-				wn.mu.Unlock()
-				off = preferred
-			}
-		}
-		for i := range windows {
-			k := (off + i) % len(windows)
-			w := windows[k]
-			got, conflicts, err := c.takeNode(ctx, name, c.window(name, w), n)
-			switch {
-			case err == nil:
-				// The first write to a window this client has just moved
-				// to fails on its stale cached version whether or not
-				// anyone else uses it: only conflicts beyond that one are
-				// contention.
-				if conflicts == 0 || conflicts == 1 && k != preferred {
-					seq.preferred.Store(int64(k) + 1)
-				} else {
-					seq.preferred.Store(0)
-				}
-				return got, nil
-			case errors.Is(err, state.ErrExhausted), errors.Is(err, errAtCeiling), errors.Is(err, ErrUnknownSequence):
-				continue // this window is used up or gone; try the next
-			case errors.As(err, new(*unvalidatedError)):
-				continue // the primary will revalidate, rotate or drop it
-			default:
+	for pass := 0; ; pass++ {
+		seq.mu.Lock()
+		// Performance: a client with a slot of its own first tries it
+		// with the list of windows it has, even when another client's
+		// refill has changed the list since. The list only guides which
+		// window to try (every write is checked by ZooKeeper), and the
+		// slot's own refill reads it again; re-reading it at every change
+		// would cost every client two round trips per refill of any slot.
+		stale := !seq.usable(c.zk.Connection())
+		if stale && (pass > 0 || seq.preferred.Load() == 0 || len(seq.windows) == 0) {
+			if _, err := c.load(ctx, name, seq, false); err != nil {
+				seq.mu.Unlock()
 				return nil, err
 			}
+			stale = false
 		}
+		windows, slots := seq.windows, seq.state.Windows
+		useWindows := (len(windows) > 0 || slots > 0) && len(seq.state.Recycled) == 0 && !seq.state.Legacy
+		seq.mu.Unlock()
+
+		if useWindows {
+			got, out, err := c.takeWindow(ctx, name, seq, slots, windows, n)
+			switch {
+			case err != nil || out == windowTaken:
+				return got, err
+			case stale, (out == windowRefilled || out == windowStale) && pass < 8:
+				continue // read the list again; take from the slot's new window
+			}
+		}
+		got, _, err := c.takeNode(ctx, name, seq, n, 0)
+		return got, err
 	}
-	got, _, err := c.takeNode(ctx, name, seq, n)
-	return got, err
+}
+
+// took is what a take from one znode saw besides the IDs.
+type took struct {
+	// conflicts is how many compare-and-sets lost to another writer.
+	conflicts int
+	// after is the znode's state after the take, and stat its stat.
+	after state.State
+	stat  *zkclient.Stat
 }
 
 // takeNode takes up to n IDs from one znode (a sequence or a window) by
-// compare-and-set, re-reading only after a conflict. It also returns how
-// many compare-and-sets lost to another writer.
-func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (_ state.Ranges, conflicts int, _ error) {
+// compare-and-set, re-reading only after a conflict. With maxConflicts > 0
+// it gives up with errContended once that many compare-and-sets lost.
+func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, maxConflicts int) (_ state.Ranges, t took, _ error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, conflicts, err
+			return nil, t, err
 		}
 		if !nd.usable(c.zk.Connection()) {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
-				return nil, conflicts, err
+				return nil, t, err
 			}
 		}
 		st := nd.state
 		if err := unvalidatedOf(st); err != nil {
 			c.stats.unvalidated.Add(1)
-			return nil, conflicts, err
+			return nil, t, err
 		}
 		got, err := st.Take(n)
 		if err != nil {
-			return nil, conflicts, err
+			return nil, t, err
 		}
 		if len(got) == 0 {
-			return nil, conflicts, errAtCeiling
+			return nil, t, errAtCeiling
 		}
 		stat, err := c.cas(ctx, nd, st)
 		switch {
 		case err == nil:
 			epoch := c.observe(stat)
 			if stat.Czxid != nd.czxid {
-				return nil, conflicts, c.recreated(name, nd, stat)
+				return nil, t, c.recreated(name, nd, stat)
 			}
 			nd.state, nd.version = st, stat.Version
 			if !st.Legacy && st.ZKEpoch != epoch {
@@ -176,34 +164,42 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64) (
 				// this state and may have lost writes: these IDs may have
 				// been issued. The write landed, so they are lost.
 				c.stats.unvalidated.Add(1)
-				return nil, conflicts, &unvalidatedError{marker: st.Marker,
+				return nil, t, &unvalidatedError{marker: st.Marker,
 					reason: fmt.Sprintf("state validated in zookeeper epoch %d, written in epoch %d", st.ZKEpoch, epoch)}
 			}
-			return got, conflicts, nil
+			t.after, t.stat = st, stat
+			return got, t, nil
 		case errors.Is(err, errMarkerGone):
 			// Prepared from a state of another history or incarnation:
 			// nothing was written. Read again; if ZooKeeper still shows
 			// that marker, wait for the primary.
 			nd.valid, nd.deleted = false, nil
 			c.stats.unvalidated.Add(1)
-			return nil, conflicts, &unvalidatedError{marker: st.Marker,
+			return nil, t, &unvalidatedError{marker: st.Marker,
 				reason: "the state's marker znode is gone: it belongs to another ZooKeeper history or an earlier incarnation of the znode"}
 		case errors.As(err, new(*unvalidatedError)):
-			return nil, conflicts, err
+			return nil, t, err
 		case errors.Is(err, zkclient.ErrBadVersion):
 			c.stats.conflicts.Add(1)
-			conflicts++
+			t.conflicts++
 			nd.valid = false
+			if t.conflicts == maxConflicts {
+				return nil, t, errContended
+			}
 		case errors.Is(err, zkclient.ErrNoNode):
 			nd.valid, nd.deleted = false, nil
 		default:
 			// The write may have been applied: its IDs are lost, never
 			// reused, because the retry starts from a fresh read.
 			nd.valid = false
-			return nil, conflicts, c.zkError(name, err)
+			return nil, t, c.zkError(name, err)
 		}
 	}
 }
+
+// errContended is returned by takeNode when it gave up on a znode that
+// other writers keep changing; nothing was handed out.
+var errContended = errors.New("contended")
 
 // recreated handles a write that landed on a znode created after the one
 // that was read. A validated state cannot get here (its write checks a

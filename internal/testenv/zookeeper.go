@@ -94,7 +94,7 @@ func NewEnsemble(dir string, n int) (*Ensemble, error) {
 		}
 		s.proc = &process{
 			name: fmt.Sprintf("zookeeper server %d (127.0.0.1:%d)", s.id, s.clientPort),
-			argv: []string{java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+			argv: []string{java, "-Xmx" + zkHeap(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
 				"-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 				"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath},
 			dir:     filepath.Dir(cfgPath),
@@ -384,4 +384,14 @@ func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("server %s not serving: %q", e.Addr(i), strings.TrimSpace(out))
+}
+
+// zkHeap is the test servers' maximum Java heap: SEQKEEPER_TEST_ZK_HEAP
+// (a -Xmx size such as 2g), 256m by default. 100,000 sequences (the large
+// benchmarks) need about 1g: a server out of heap exits.
+func zkHeap() string {
+	if h := os.Getenv("SEQKEEPER_TEST_ZK_HEAP"); h != "" {
+		return h
+	}
+	return "256m"
 }

@@ -549,6 +549,9 @@ func (c *Conn) notifyWatches(ev Event) {
 		wpt := watchPathType{ev.Path, t}
 		if watchers := c.watchers[wpt]; len(watchers) > 0 {
 			for _, ch := range watchers {
+				if ch == nil { // seqkeeper: a watch set without a channel (addWatcherQ)
+					continue
+				}
 				ch <- ev
 				close(ch)
 			}
@@ -567,6 +570,9 @@ func (c *Conn) invalidateWatches(err error) {
 			ev := Event{Type: EventNotWatching, State: StateDisconnected, Path: pathType.path, Err: err}
 			c.sendEvent(ev) // also publish globally
 			for _, ch := range watchers {
+				if ch == nil { // seqkeeper: a watch set without a channel (addWatcherQ)
+					continue
+				}
 				ch <- ev
 				close(ch)
 			}
@@ -888,6 +894,85 @@ func (c *Conn) addWatcher(path string, watchType watchType) <-chan Event {
 	wpt := watchPathType{path, watchType}
 	c.watchers[wpt] = append(c.watchers[wpt], ch)
 	return ch
+}
+
+// addWatcherQ records a watch set without a channel: its notifications
+// reach only the event callback (seqkeeper: a channel per idle watched
+// znode was most of a client's memory at 100,000 watches). It is re-set
+// after a reconnect like any other; one record per znode and type is
+// enough.
+func (c *Conn) addWatcherQ(path string, watchType watchType) {
+	c.watchersLock.Lock()
+	defer c.watchersLock.Unlock()
+
+	wpt := watchPathType{path, watchType}
+	for _, ch := range c.watchers[wpt] {
+		if ch == nil {
+			return
+		}
+	}
+	c.watchers[wpt] = append(c.watchers[wpt], nil)
+}
+
+// GetWQ is GetW without a channel (seqkeeper; see addWatcherQ).
+func (c *Conn) GetWQ(path string) ([]byte, *Stat, error) {
+	if err := validatePath(path, false); err != nil {
+		return nil, nil, err
+	}
+
+	res := &getDataResponse{}
+	_, err := c.request(opGetData, &getDataRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+		if err == nil {
+			c.addWatcherQ(path, watchTypeData)
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.Data, &res.Stat, err
+}
+
+// ChildrenWQ is ChildrenW without a channel (seqkeeper; see addWatcherQ).
+func (c *Conn) ChildrenWQ(path string) ([]string, *Stat, error) {
+	if err := validatePath(path, false); err != nil {
+		return nil, nil, err
+	}
+
+	res := &getChildren2Response{}
+	_, err := c.request(opGetChildren2, &getChildren2Request{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+		if err == nil {
+			c.addWatcherQ(path, watchTypeChild)
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return res.Children, &res.Stat, err
+}
+
+// ExistsWQ is ExistsW without a channel (seqkeeper; see addWatcherQ).
+func (c *Conn) ExistsWQ(path string) (bool, *Stat, error) {
+	if err := validatePath(path, false); err != nil {
+		return false, nil, err
+	}
+
+	res := &existsResponse{}
+	_, err := c.request(opExists, &existsRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+		if err == nil {
+			c.addWatcherQ(path, watchTypeData)
+		} else if err == ErrNoNode {
+			c.addWatcherQ(path, watchTypeExist)
+		}
+	})
+	exists := true
+	if err == ErrNoNode {
+		exists = false
+		err = nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return exists, &res.Stat, err
 }
 
 func (c *Conn) queueRequest(opcode int32, req interface{}, res interface{}, recvFunc func(*request, *responseHeader, error)) <-chan response {

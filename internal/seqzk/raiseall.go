@@ -1,0 +1,121 @@
+package seqzk
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// MaxRaiseBatch is how many raises RaiseAll puts in one ZooKeeper
+// transaction (two operations each: a marker check and a set), far below
+// ZooKeeper's request size limit.
+const MaxRaiseBatch = 100
+
+// RaiseReq asks for sequence Name's ceiling to go up to Ceiling.
+type RaiseReq struct {
+	Name    string
+	Ceiling int64
+}
+
+// RaiseAll raises many ceilings with few ZooKeeper writes. It reads every
+// sequence afresh (reads are pipelined, and cheap next to writes), then
+// writes the raises in multi() transactions of up to MaxRaiseBatch, each
+// raise conditional on the data version it read and on its marker, like
+// Raise's compare-and-set. A transaction is all or nothing, so a raise
+// whose condition fails (a worker took since the read) is taken out and
+// the rest is sent again.
+//
+// It returns the new state of each request it raised, by index, and the
+// indexes it left to the caller, who raises them one by one with Raise:
+// those whose state moved, those that are not plain validated states (a
+// registration, a legacy counter, a state without a marker), those that
+// could not be read, those at the data version limit or with nothing to
+// raise, and all of a transaction whose outcome is unknown (a connection
+// error; Raise is idempotent). The caller must hold the ceilings in the
+// store first, as for Raise.
+func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]state.State, rest []int) {
+	done = make(map[int]state.State, len(reqs))
+	type item struct {
+		i       int
+		st      state.State
+		version int32
+	}
+	read := make([]*item, len(reqs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, r := range reqs {
+		if ValidateName(r.Name) != nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.stats.requests.Add(1)
+			data, stat, err := c.zk.Get(ctx, c.Path(r.Name))
+			if err != nil {
+				return
+			}
+			if st, err := state.ParseState(r.Name, data); err == nil {
+				read[i] = &item{i, st, stat.Version}
+			}
+		})
+	}
+	wg.Wait()
+	var batch []item
+	flush := func() {
+		for len(batch) > 0 {
+			ops := make([]zkclient.Op, 0, 2*len(batch))
+			for _, it := range batch {
+				path := c.Path(reqs[it.i].Name)
+				ops = append(ops,
+					zkclient.CheckOp(path+"/"+it.st.Marker, 0),
+					zkclient.SetOp(path, it.st.Encode(), it.version))
+			}
+			c.stats.requests.Add(1)
+			_, err := c.zk.Multi(sent(ctx), ops...)
+			if err == nil {
+				for _, it := range batch {
+					done[it.i] = it.st
+				}
+				batch = nil
+				return
+			}
+			failed := zkclient.FailedOp(err)
+			if failed < 0 || failed >= len(ops) || ctx.Err() != nil {
+				for _, it := range batch { // outcome unknown, or no index
+					rest = append(rest, it.i)
+				}
+				batch = nil
+				return
+			}
+			if errors.Is(err, zkclient.ErrBadVersion) {
+				c.stats.conflicts.Add(1)
+			}
+			k := failed / 2
+			rest = append(rest, batch[k].i)
+			batch = append(batch[:k], batch[k+1:]...)
+		}
+	}
+	for i, r := range reqs {
+		it := read[i]
+		if it == nil || it.st.Legacy || it.st.Registered || !it.st.Validated() ||
+			it.version < 0 || it.version >= state.VersionLimit-1 || min(r.Ceiling, it.st.End) <= it.st.Ceiling {
+			rest = append(rest, i)
+			continue
+		}
+		it.st.Ceiling = min(r.Ceiling, it.st.End)
+		if it.st.Validate() != nil {
+			rest = append(rest, i)
+			continue
+		}
+		batch = append(batch, *it)
+		if len(batch) == MaxRaiseBatch {
+			flush()
+		}
+	}
+	flush()
+	return done, rest
+}

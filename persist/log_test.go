@@ -1,0 +1,303 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync/atomic"
+	"testing"
+)
+
+// TestCompactFoldsAndDeletes: Compact moves the log into the bucket objects
+// and deletes the folded segments; what a reader sees does not change, and
+// a compaction with nothing to fold writes nothing.
+func TestCompactFoldsAndDeletes(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		b := &counting{Backend: open()}
+		s := newStore(t, b, StoreOptions{Buckets: 8})
+		for i := range 20 {
+			mustPut(t, s, 1, rec(fmt.Sprintf("n%d", i%7), int64(100*i), int64(i)))
+		}
+		if p := s.Pending(); p != 20 {
+			t.Fatalf("Pending() = %d after 20 writes, want 20", p)
+		}
+		before, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Compact(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Segments != 20 || res.Checkpoint != 20 || res.Deleted != 20 || res.Buckets == 0 {
+			t.Fatalf("compact: %+v, want 20 segments folded and deleted up to checkpoint 20", res)
+		}
+		for pos := int64(1); pos <= 20; pos++ {
+			if _, _, err := b.Get(ctx, segmentKey(pos)); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("segment %d after compaction: %v, want not found", pos, err)
+			}
+		}
+		fresh := newStore(t, open(), StoreOptions{})
+		after, err := fresh.Load(ctx)
+		if err != nil || !reflect.DeepEqual(after, before) {
+			t.Fatalf("load after compaction (%v):\n%+v\nbefore:\n%+v", err, after, before)
+		}
+		// Folded records live in the buckets alone now.
+		st, err := fresh.readBucket(ctx, mustLayout(t, fresh), bucketOf("n6", 8))
+		if err != nil || len(st.obj.recs) == 0 {
+			t.Fatalf("bucket of n6: %v, %v", st, err)
+		}
+		mustPut(t, s, 1, rec("n0", 5000, 99))
+		if r := mustGet(t, fresh, "n0"); r.Ceiling != 5000 {
+			t.Fatalf("a write after compaction: %+v", r)
+		}
+		// Idle: the first call records the sweep, the next writes nothing.
+		if _, err := s.Compact(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Compact(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		puts := b.puts.Load()
+		if _, err := s.Compact(ctx, 1); err != nil || b.puts.Load() != puts {
+			t.Fatalf("an idle compaction: %v, %d PUTs", err, b.puts.Load()-puts)
+		}
+	})
+}
+
+func mustLayout(t *testing.T, s *Store) *layout {
+	t.Helper()
+	l, err := s.layout(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestStaleWriterBelowCheckpoint: a writer whose view of the tail is old
+// creates its segment at a position a compaction has already folded and
+// deleted. The write "succeeds", but nobody would ever read it there: the
+// writer sees the checkpoint above its position and writes again at the
+// tail, so the records are not lost.
+func TestStaleWriterBelowCheckpoint(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		stale := newStore(t, open(), StoreOptions{})
+		mustPut(t, stale, 1, rec("a", 10, 1)) // position 1; its tail is 2
+		other := newStore(t, open(), StoreOptions{})
+		for i := range 4 {
+			mustPut(t, other, 1, rec("b", int64(10+i), int64(1+i))) // 2..5
+		}
+		if res, err := other.Compact(ctx, 1); err != nil || res.Checkpoint != 5 {
+			t.Fatalf("compact: %+v, %v", res, err)
+		}
+		mustPut(t, stale, 1, rec("a", 99, 2))
+		if r := mustGet(t, newStore(t, open(), StoreOptions{}), "a"); r.Ceiling != 99 {
+			t.Fatalf("the stale writer's record was lost: %+v", r)
+		}
+		if _, _, err := open().Get(ctx, segmentKey(2)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("the segment written below the checkpoint is still there: %v", err)
+		}
+	})
+}
+
+// crashing is a real backend that stops doing anything after a number of
+// requests, like a process that died: every later request fails without
+// reaching the storage.
+type crashing struct {
+	Backend
+	left atomic.Int64
+}
+
+var errCrashed = errors.New("crashed")
+
+func (c *crashing) alive() bool { return c.left.Add(-1) >= 0 }
+
+func (c *crashing) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if !c.alive() {
+		return nil, "", errCrashed
+	}
+	return c.Backend.Get(ctx, key)
+}
+
+func (c *crashing) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if !c.alive() {
+		return "", errCrashed
+	}
+	return c.Backend.Put(ctx, key, data, ifMatch)
+}
+
+func (c *crashing) Delete(ctx context.Context, key string) error {
+	if !c.alive() {
+		return errCrashed
+	}
+	return c.Backend.Delete(ctx, key)
+}
+
+// TestCompactionCrash: a compaction that stops after any number of requests
+// (before, between or after its bucket writes, its checkpoint and its
+// deletes) loses nothing, and the next compaction finishes the work.
+func TestCompactionCrash(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		// How many requests a whole compaction of this log takes.
+		total := compactionCrash(t, open, math.MaxInt64)
+		if total < 10 {
+			t.Fatalf("a compaction took %d requests; the log was not set up", total)
+		}
+		for n := range total {
+			t.Run(fmt.Sprintf("after=%d", n), func(t *testing.T) {
+				t.Parallel()
+				compactionCrash(t, open, n)
+			})
+		}
+	})
+}
+
+// compactionCrash builds a store with a folded part and a log, runs a
+// compaction that crashes after n requests, and checks that a new store
+// reads the same, can write, and finishes the compaction. It returns how
+// many requests the crashing compaction made.
+func compactionCrash(t *testing.T, open func() Backend, n int64) int64 {
+	ctx := testCtx(t)
+	b := isolated(t, open())
+	s := newStore(t, b, StoreOptions{Buckets: 4, Parallelism: 1})
+	mustPut(t, s, 1, rec("a", 10, 1), rec("b", 10, 1))
+	if _, err := s.Compact(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		mustPut(t, s, 1, rec(fmt.Sprintf("c%d", i%3), int64(100+i), int64(2+i)), rec("a", int64(20+i), int64(2+i)))
+	}
+	want, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &crashing{Backend: b}
+	c.left.Store(n)
+	_, cerr := newStore(t, c, StoreOptions{Buckets: 4, Parallelism: 1}).Compact(ctx, 1)
+	if cerr != nil && !errors.Is(cerr, errCrashed) {
+		t.Fatalf("crash after %d requests: %v", n, cerr)
+	}
+	after := newStore(t, b, StoreOptions{})
+	if got, err := after.Load(ctx); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("crash after %d requests: load %v\n%+v\nwant\n%+v", n, err, got, want)
+	}
+	mustPut(t, after, 1, rec("c0", 1000, 50))
+	for range 2 { // the second records the sweep of the first
+		if _, err := after.Compact(ctx, 1); err != nil {
+			t.Fatalf("crash after %d requests: the next compaction: %v", n, err)
+		}
+	}
+	if got := mustGet(t, newStore(t, b, StoreOptions{}), "c0"); got.Ceiling != 1000 {
+		t.Fatalf("crash after %d requests: c0 = %+v", n, got)
+	}
+	ep, _, err := after.readEpoch(ctx)
+	if err != nil || ep.swept != ep.checkpoint {
+		t.Fatalf("crash after %d requests: epoch object %+v, %v: segments left behind", n, ep, err)
+	}
+	for pos := int64(1); pos <= ep.checkpoint; pos++ {
+		if _, _, err := b.Get(ctx, segmentKey(pos)); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("crash after %d requests: segment %d below the checkpoint survives: %v", n, pos, err)
+		}
+	}
+	return n - max(c.left.Load(), 0)
+}
+
+// TestMigrateFromBucketLayout starts from a store written by seqkeeper
+// before the log (format v1: testdata/v1-store, written by commit f731982
+// with 16 buckets): this build reads it as it is, writes to it, migrates
+// the epoch object on its first write (after which a build of the bucket
+// layout refuses the store instead of missing the log) and compacts into
+// the old bucket objects.
+func TestMigrateFromBucketLayout(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		b := isolated(t, open())
+		err := filepath.WalkDir("testdata/v1-store", func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			key, _ := filepath.Rel("testdata/v1-store", path)
+			_, err = b.Put(ctx, filepath.ToSlash(key), data, "")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newStore(t, b, StoreOptions{})
+		recs, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 44 {
+			t.Fatalf("read %d records from the old layout, want 44", len(recs))
+		}
+		byName := map[string]Record{}
+		for _, r := range recs {
+			byName[r.Name] = r
+		}
+		if r := byName["seq-00"]; r.Ceiling != 1500 || r.Mzxid != 0x100000500 || r.Epoch != 1 || r.Start != 1 {
+			t.Errorf("seq-00: %+v", r)
+		}
+		if r := byName["gone"]; !r.Deleted || r.Ceiling != 5000 {
+			t.Errorf("the tombstone: %+v", r)
+		}
+		if r := byName["legacy"]; !r.Legacy || r.Ceiling != 777 {
+			t.Errorf("the legacy counter: %+v", r)
+		}
+		if r := byName["bounded"]; r.Start != 10 || r.End != 100 {
+			t.Errorf("the bounded sequence: %+v", r)
+		}
+		if e, holder, err := s.Epoch(ctx); e != 1 || holder != "replica-old" || err != nil {
+			t.Fatalf("epoch: %d %q %v", e, holder, err)
+		}
+
+		// A new primary takes over: the epoch object is migrated.
+		e, err := s.AdvanceEpoch(ctx, "replica-new")
+		if err != nil || e != 2 {
+			t.Fatalf("advance: %d, %v", e, err)
+		}
+		sealed, err := s.Seal(ctx, e)
+		if err != nil || !reflect.DeepEqual(sealed, recs) {
+			t.Fatalf("seal: %v\n%+v\nwant\n%+v", err, sealed, recs)
+		}
+		data, _, err := b.Get(ctx, epochKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := splitHeader(data, epochMagic, 1); !errors.Is(err, ErrNewerFormat) {
+			t.Fatalf("a reader of the bucket layout would take the migrated epoch object: %v", err)
+		}
+		mustPut(t, s, e, rec("seq-01", 9000, 0x200000001), rec("fresh", 5, 0x200000002))
+		if _, err := s.Compact(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		got, err := newStore(t, b, StoreOptions{}).Load(ctx)
+		if err != nil || len(got) != 45 {
+			t.Fatalf("after a write and a compaction: %d records, %v", len(got), err)
+		}
+		for _, r := range got {
+			want, ok := byName[r.Name]
+			switch {
+			case r.Name == "seq-01" && r.Ceiling != 9000, r.Name == "fresh" && r.Ceiling != 5:
+				t.Errorf("%s: %+v", r.Name, r)
+			case ok && r.Name != "seq-01" && r.Ceiling != want.Ceiling:
+				t.Errorf("%s changed: %+v, was %+v", r.Name, r, want)
+			}
+		}
+	})
+}
