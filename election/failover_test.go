@@ -246,7 +246,11 @@ func TestZooKeeperRestart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ens := testenv.StartEnsemble(t, 1)
-			c := newCluster(t, clusterOpts{servers: ens.Servers(), timeout: 4 * time.Second})
+			// The clients would open new sessions after twice the session
+			// timeout without one; a restart of the server JVM on a loaded
+			// machine can take that long (seen in CI: 8.4 s), and the test
+			// is about sessions surviving the restart.
+			c := newCluster(t, clusterOpts{servers: ens.Servers(), timeout: 4 * time.Second, redialAfter: time.Minute})
 			rs := five(t, c)
 			first := c.waitTerm(0, time.Second)
 			ens.Stop(0)

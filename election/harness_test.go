@@ -26,12 +26,13 @@ func TestMain(m *testing.M) {
 // ZooKeeper session, watched by a checker that records every moment two of
 // them lead at once.
 type cluster struct {
-	t       testing.TB
-	servers []string // what replicas connect to, unless through a proxy
-	path    string
-	timeout time.Duration
-	proxied bool // each replica connects through its own proxy to servers[0]
-	frac    float64
+	t           testing.TB
+	servers     []string // what replicas connect to, unless through a proxy
+	path        string
+	timeout     time.Duration
+	redialAfter time.Duration
+	proxied     bool // each replica connects through its own proxy to servers[0]
+	frac        float64
 
 	active atomic.Int32 // lead callbacks whose context is live
 
@@ -68,7 +69,11 @@ type clusterOpts struct {
 	// timeout is the session timeout, 10s unless the test needs sessions to
 	// expire: a shorter one makes a stall of the loaded test machine look
 	// like a partition.
-	timeout      time.Duration
+	timeout time.Duration
+	// redialAfter is the clients' RedialAfter, zkclient's default (twice
+	// the session timeout) unless set: a test that checks sessions survive
+	// an outage sets it past the longest outage a loaded machine makes.
+	redialAfter  time.Duration
 	proxied      bool
 	lossFraction float64
 }
@@ -92,7 +97,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 
 func startCluster(t testing.TB, o clusterOpts, path string) *cluster {
 	c := &cluster{
-		t: t, servers: o.servers, path: path, timeout: cmpOr(o.timeout, 10*time.Second),
+		t: t, servers: o.servers, path: path, timeout: cmpOr(o.timeout, 10*time.Second), redialAfter: o.redialAfter,
 		proxied: o.proxied, frac: o.lossFraction, changed: make(chan struct{}),
 	}
 	stop := make(chan struct{})
@@ -171,7 +176,7 @@ func (c *cluster) newReplica(name string, cfg Config) *replica {
 		servers = []string{r.proxy.Addr()}
 	}
 	log := testLogger(c.t).With().Str("replica", name).Logger()
-	client, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: c.timeout, Logger: &log})
+	client, err := zkclient.Dial(context.Background(), servers, zkclient.Options{SessionTimeout: c.timeout, RedialAfter: c.redialAfter, Logger: &log})
 	if err != nil {
 		c.t.Fatal(err)
 	}
