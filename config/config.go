@@ -52,13 +52,18 @@ const (
 	DefaultHTTP             = "127.0.0.1:7070"
 	DefaultLogFormat        = LogFormatAuto
 	DefaultZKSessionTimeout = 10 * time.Second
-	DefaultZKConnectTimeout = 30 * time.Second
-	DefaultCeilingWait      = 30 * time.Second
-	DefaultRunway           = 60 * time.Second
-	DefaultMinReserve       = 1000
-	DefaultMaxReserve       = 1 << 40
-	DefaultSweepInterval    = 10 * time.Second
-	DefaultAuditInterval    = 5 * time.Minute
+	// DefaultZKConnectTimeout is serve's wait for its first ZooKeeper
+	// session (an ensemble starting beside it gets time to form);
+	// DefaultCLIZKConnectTimeout the operator commands', which fail fast.
+	// zk_connect_timeout 0 (the default) picks the one that fits.
+	DefaultZKConnectTimeout    = 30 * time.Second
+	DefaultCLIZKConnectTimeout = 5 * time.Second
+	DefaultCeilingWait         = 30 * time.Second
+	DefaultRunway              = 60 * time.Second
+	DefaultMinReserve          = 1000
+	DefaultMaxReserve          = 1 << 40
+	DefaultSweepInterval       = 10 * time.Second
+	DefaultAuditInterval       = 5 * time.Minute
 )
 
 // MaxReserveLimit is the largest min_reserve and max_reserve accepted:
@@ -110,7 +115,8 @@ type Config struct {
 	// lie within the servers' negotiable range (by default 4s to 40s), as
 	// leadership safety margins are derived from it.
 	ZKSessionTimeout time.Duration
-	// ZKConnectTimeout bounds the wait for the first ZooKeeper session.
+	// ZKConnectTimeout bounds the wait for the first ZooKeeper session; 0
+	// means the command's own default (ConnectTimeout).
 	ZKConnectTimeout time.Duration
 	// ZKDigest is "user:password" for ZooKeeper digest authentication; when
 	// set, every znode seqkeeper creates carries a digest ACL for this user.
@@ -171,7 +177,6 @@ type Config struct {
 func DefaultConfig() *Config {
 	return &Config{
 		ZKSessionTimeout: DefaultZKSessionTimeout,
-		ZKConnectTimeout: DefaultZKConnectTimeout,
 		Root:             DefaultRoot,
 		ElectionPath:     DefaultElectionPath,
 		HTTP:             DefaultHTTP,
@@ -181,6 +186,16 @@ func DefaultConfig() *Config {
 		ID:               defaultID(),
 		CreateBucket:     true,
 	}
+}
+
+// ConnectTimeout is how long to wait for the first ZooKeeper session:
+// zk_connect_timeout when set, else def (DefaultZKConnectTimeout for serve,
+// DefaultCLIZKConnectTimeout for the operator commands).
+func (c *Config) ConnectTimeout(def time.Duration) time.Duration {
+	if c.ZKConnectTimeout > 0 {
+		return c.ZKConnectTimeout
+	}
+	return def
 }
 
 // defaultID is the host name, or "seqkeeper" where there is none.
@@ -204,6 +219,11 @@ func (c *Config) Validate() error {
 		bad("zk", "no ZooKeeper servers given")
 	}
 	for _, s := range c.ZK {
+		if hp, chroot, ok := strings.Cut(s, "/"); ok {
+			bad("zk", "server %q: a chroot (%q) is not supported in the server list; give %q and move the paths instead, e.g. --root /%s/all-sequences, --election-path /%s/election and --marker-path /%s/cluster",
+				s, "/"+chroot, hp, chroot, chroot, chroot)
+			continue
+		}
 		if msg := hostPortProblem(s, false); msg != "" {
 			bad("zk", "server %q: %s", s, msg)
 		}
@@ -214,7 +234,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	positive("zk_session_timeout", c.ZKSessionTimeout, 10*time.Minute)
-	positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
+	if c.ZKConnectTimeout != 0 {
+		positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
+	}
 	if d := c.ZKDigest.Reveal(); d != "" {
 		if user, _, ok := strings.Cut(d, ":"); !ok || user == "" {
 			bad("zk_digest", "must be user:password") // never echo the value

@@ -113,7 +113,7 @@ var settings = []setting{
 		func(c *Config) *[]string { return &c.ZK }),
 	durationSetting("zk_session_timeout", "ZooKeeper session timeout",
 		func(c *Config) *time.Duration { return &c.ZKSessionTimeout }),
-	durationSetting("zk_connect_timeout", "how long to wait for the first ZooKeeper session",
+	durationSetting("zk_connect_timeout", "how long to wait for the first ZooKeeper session (0: 30s for serve, 5s for the other commands)",
 		func(c *Config) *time.Duration { return &c.ZKConnectTimeout }),
 	secretSetting("zk_digest", "ZooKeeper digest credentials user:password (prefer the environment or the file)",
 		func(c *Config) *Secret { return &c.ZKDigest }),

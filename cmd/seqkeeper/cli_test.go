@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -289,6 +290,30 @@ func TestNoZooKeeper(t *testing.T) {
 	_, errOut, code := c.run("", "--zk", "127.0.0.1:1", "list")
 	if code != 1 || !strings.Contains(errOut, "no zookeeper session with 127.0.0.1:1") || !strings.Contains(errOut, "are the servers up and reachable?") {
 		t.Fatalf("no ZooKeeper: exit %d, %q", code, errOut)
+	}
+
+	// A server that accepts connections and never answers, with the
+	// operator commands' own default wait (serve's is longer).
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			conn, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	delete(c.env, "SEQKEEPER_ZK_CONNECT_TIMEOUT")
+	addr := silent.Addr().String()
+	_, errOut, code = c.run("", "--zk", addr, "list")
+	want := fmt.Sprintf("no zookeeper session with %s after %s", addr, config.DefaultCLIZKConnectTimeout)
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("silent ZooKeeper: exit %d, %q; want %q", code, errOut, want)
 	}
 }
 

@@ -244,11 +244,18 @@ func isTerminal(w io.Writer) bool {
 }
 
 // dialZK opens the process's ZooKeeper session with the configured servers,
-// timeouts and credentials, waiting up to zk_connect_timeout.
+// timeouts and credentials, waiting up to zk_connect_timeout, or
+// config.DefaultCLIZKConnectTimeout where that is 0 (serve passes its own
+// longer default through dialZKWithin).
 func dialZK(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*zkclient.Client, error) {
+	return dialZKWithin(ctx, cfg, config.DefaultCLIZKConnectTimeout, log)
+}
+
+// dialZKWithin is dialZK with def as the wait when zk_connect_timeout is 0.
+func dialZKWithin(ctx context.Context, cfg *config.Config, def time.Duration, log zerolog.Logger) (*zkclient.Client, error) {
 	return zkclient.Dial(ctx, cfg.ZK, zkclient.Options{
 		SessionTimeout: cfg.ZKSessionTimeout,
-		ConnectTimeout: cfg.ZKConnectTimeout,
+		ConnectTimeout: cfg.ConnectTimeout(def),
 		Digest:         cfg.ZKDigest.Reveal(),
 		Logger:         &log,
 	})

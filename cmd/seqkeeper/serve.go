@@ -81,7 +81,7 @@ func (g *globals) serve(ctx context.Context) error {
 
 	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()}}
 	log = log.With().Str("replica", cfg.ID).Logger()
-	if r.zk, err = dialZK(ctx, cfg, log); err != nil {
+	if r.zk, err = dialZKWithin(ctx, cfg, config.DefaultZKConnectTimeout, log); err != nil {
 		return err
 	}
 	defer r.zk.Close()
