@@ -237,7 +237,7 @@ func (e *Election) heartbeat(ctx context.Context, c *candidate, out chan<- beat)
 			continue
 		}
 		if took := time.Since(b.sent); took > e.lossAfter/4 {
-			e.logc(zerolog.DebugLevel, c).Dur("took", took).Msg("election: slow heartbeat")
+			e.logc(zerolog.DebugLevel, c).Int64("took_ms", took.Milliseconds()).Msg("election: slow heartbeat")
 		}
 		switch {
 		case e.client.SessionID() != c.session:

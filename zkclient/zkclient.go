@@ -188,7 +188,7 @@ func (c *Client) redialLoop() {
 		case <-t.C:
 		}
 		if d := c.DisconnectedFor(); d >= c.opts.RedialAfter {
-			c.log.Warn().Dur("disconnected_for", d).Msg("zookeeper: no session for too long; opening a new connection (the servers may have lost their data)")
+			c.log.Warn().Int64("disconnected_for_ms", d.Milliseconds()).Msg("zookeeper: no session for too long; opening a new connection (the servers may have lost their data)")
 			c.disconnectedAt.Store(time.Now().UnixNano())
 			if err := c.connect(); err != nil {
 				c.log.Error().Err(err).Msg("zookeeper: reconnect failed")

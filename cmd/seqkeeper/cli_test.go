@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -619,6 +620,10 @@ func TestLoggerFormat(t *testing.T) {
 	var line map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil || line["message"] != "hello" || line["time"] == nil {
 		t.Fatalf("auto format on a non-terminal should be JSON lines: %q %v", buf.String(), err)
+	}
+	// RFC 3339 with milliseconds: 2026-11-24T22:51:22.123Z.
+	if ts, _ := line["time"].(string); !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d)$`).MatchString(ts) {
+		t.Fatalf("time %q: want RFC 3339 with milliseconds", line["time"])
 	}
 	buf.Reset()
 	g.cfg.LogFormat = config.LogFormatConsole

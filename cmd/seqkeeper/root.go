@@ -158,13 +158,17 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 			return usagef("no command given")
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			if cmd.Annotations[annotationNoConfig] != "" || cmd.Name() == "help" {
+			if cmd.Annotations[annotationNoConfig] != "" || needsNoConfig(cmd) {
 				return nil
 			}
 			return g.load()
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// Shell completion (bash, zsh, fish, powershell) and --version need no
+	// configuration.
+	root.CompletionOptions.HiddenDefaultCmd = false
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 
 	pf := root.PersistentFlags()
@@ -187,6 +191,19 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newRestoreCmd(g),
 	)
 	return root
+}
+
+// needsNoConfig reports whether cmd is one of cobra's own commands (help,
+// completion and its shells, the hidden __complete), which run without
+// configuration.
+func needsNoConfig(cmd *cobra.Command) bool {
+	for c := cmd; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+			return true
+		}
+	}
+	return false
 }
 
 // load resolves the configuration (defaults < file < env < flags),
@@ -220,6 +237,13 @@ func (g *globals) bindSettings(cmd *cobra.Command, keys ...string) {
 	g.settings.Add(cmd.Flags(), keys...)
 }
 
+// logTimeFormat is RFC 3339 with milliseconds, in every log format.
+const logTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// zerolog's time format is global: set once, before any logger exists
+// (setting it in logger would race between parallel tests).
+func init() { zerolog.TimeFieldFormat = logTimeFormat }
+
 // logger returns the process logger: JSON lines on stderr, or console
 // lines when stderr is a terminal (log_format auto), at the configured
 // level or def when none is configured. Settings are never logged raw:
@@ -232,7 +256,7 @@ func (g *globals) logger(def zerolog.Level) zerolog.Logger {
 		format, level = g.cfg.LogFormat, g.cfg.Level(def)
 	}
 	if format == config.LogFormatConsole || (format == config.LogFormatAuto && isTerminal(g.stderr)) {
-		out = zerolog.ConsoleWriter{Out: g.stderr, TimeFormat: time.RFC3339}
+		out = zerolog.ConsoleWriter{Out: g.stderr, TimeFormat: logTimeFormat}
 	}
 	return zerolog.New(out).Level(level).With().Timestamp().Logger()
 }

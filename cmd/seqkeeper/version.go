@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..."
+// (scripts/images.sh stamps the output of git describe).
 var version = ""
 
 func newVersionCmd(g *globals) *cobra.Command {
@@ -23,13 +24,54 @@ func newVersionCmd(g *globals) *cobra.Command {
 	}
 }
 
-// buildVersion is the version stamped at build time, else the module's.
+// buildVersion is the version stamped at build time, else what the Go
+// toolchain recorded: the module version of a `go install ...@v0.1.0`
+// build, or for a build from a checkout the commit (and "-dirty" when the
+// tree had changes), else "devel".
 func buildVersion() string {
 	if version != "" {
 		return version
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
 	}
-	return "devel"
+	return versionFrom(bi)
+}
+
+// versionFrom reads a version out of the build information.
+func versionFrom(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	var dirty bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	v := "devel-" + rev[:min(12, len(rev))]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
+
+// buildRevision is the commit the binary was built from, or "".
+func buildRevision() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return ""
 }

@@ -246,7 +246,7 @@ func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.Sta
 	carved, err := p.seq.TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
 	if carved > 0 {
 		p.log.Debug().Str("sequence", name).Int("windows", st.Windows).Int64("carved", carved).
-			Float64("rate", demand).Msg("primary: windows topped up")
+			Float64("rate_ids_per_second", demand).Msg("primary: windows topped up")
 	}
 	return carved, err
 }
