@@ -225,6 +225,12 @@ func (c *Cluster) StorePrefix() string { return c.Network }
 // args (Options.ReplicaArgs when none are given) with the cluster's replica
 // environment, and returns once it is ready (see Options.ReplicaWait).
 func (c *Cluster) AddReplica(ctx context.Context, args ...string) (*Node, error) {
+	return c.AddReplicaWith(ctx, args)
+}
+
+// AddReplicaWith is AddReplica with more container options (files, env),
+// applied after the defaults.
+func (c *Cluster) AddReplicaWith(ctx context.Context, args []string, extra ...testcontainers.ContainerCustomizer) (*Node, error) {
 	if len(args) == 0 {
 		args = c.opts.ReplicaArgs
 	}
@@ -255,11 +261,11 @@ func (c *Cluster) AddReplica(ctx context.Context, args ...string) (*Node, error)
 			ready = wait.ForExit()
 		}
 	}
-	n, err := c.start(ctx, name, SeqkeeperImage, []string{ReplicaPort},
+	n, err := c.start(ctx, name, SeqkeeperImage, []string{ReplicaPort}, append([]testcontainers.ContainerCustomizer{
 		testcontainers.WithCmd(args...),
 		testcontainers.WithEnv(env),
 		testcontainers.WithWaitStrategyAndDeadline(c.opts.StartTimeout, ready),
-	)
+	}, extra...)...)
 	if err != nil {
 		return nil, err
 	}

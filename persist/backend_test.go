@@ -3,8 +3,11 @@ package persist
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,6 +315,35 @@ func TestS3CreateBucketOrNot(t *testing.T) {
 	}
 	if _, _, err := b.Get(ctx, "epoch"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get from the created bucket: %v; want ErrNotFound", err)
+	}
+}
+
+// Errors that name the fix: no credentials anywhere in the AWS chain, and a
+// store whose TLS certificate is not trusted.
+func TestS3ErrorsNameTheFix(t *testing.T) {
+	env := testenv.ObjectStore(t)
+	ctx := testCtx(t)
+	empty := filepath.Join(t.TempDir(), "none")
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "",
+		"AWS_SHARED_CREDENTIALS_FILE": empty, "AWS_CONFIG_FILE": empty, "AWS_WEB_IDENTITY_TOKEN_FILE": "",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "",
+		"AWS_EC2_METADATA_DISABLED": "true", // no instance metadata service to wait for
+	} {
+		t.Setenv(k, v)
+	}
+	_, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: env.Endpoint, Region: env.Region, CreateBucket: true})
+	if err == nil || !strings.Contains(err.Error(), "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") {
+		t.Fatalf("no credentials: %v", err)
+	}
+
+	// A TLS server whose certificate no system CA signed.
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	_, err = NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: srv.URL, Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, CreateBucket: true})
+	if err == nil || !strings.Contains(err.Error(), "the store's TLS certificate is not trusted") {
+		t.Fatalf("untrusted certificate: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package persist
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -132,7 +133,7 @@ func (b *S3Backend) createBucket(ctx context.Context, region string) error {
 	_, err := b.client.CreateBucket(ctx, in)
 	var owned *types.BucketAlreadyOwnedByYou
 	if err != nil && !errors.As(err, &owned) {
-		return fmt.Errorf("%s: create bucket: %w", b.desc, err)
+		return fmt.Errorf("%s: create bucket: %w", b.desc, b.mapError(err))
 	}
 	return nil
 }
@@ -221,6 +222,17 @@ func (b *S3Backend) Delete(ctx context.Context, key string) error {
 // Only a missing key is ErrNotFound: a missing bucket must never read as an
 // empty store.
 func (b *S3Backend) mapError(err error) error {
+	// The SDK has no error type for "no credentials": its signer and its
+	// identity resolver word it these two ways.
+	if msg := err.Error(); strings.Contains(msg, "failed to retrieve credentials") || strings.Contains(msg, "failed to refresh cached credentials") {
+		return fmt.Errorf("no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a shared credentials file, or run with an instance or pod role (IRSA): %w", err)
+	}
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalid) {
+		return fmt.Errorf("the store's TLS certificate is not trusted: add its CA to the system bundle (/etc/ssl/certs/ca-certificates.crt in the image) or point SSL_CERT_FILE at a bundle that holds it: %w", err)
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {

@@ -36,6 +36,7 @@ ZK_PACKAGES=openjdk-17-jre-headless,zookeeper
 ZK_ROOTFS="$CACHE/zookeeper-rootfs-$ZK_SUITE.tar"
 
 SEQKEEPER_IMAGE=seqkeeper:dev
+CA_BUNDLE="${SEQKEEPER_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 MINIO_IMAGES=(minio/minio:latest seqkeeper/minio-standin:dev)
 ZK_IMAGES=(zookeeper:3.8 seqkeeper/zookeeper-standin:dev)
 
@@ -170,17 +171,28 @@ timed() {
 # --- seqkeeper:dev -----------------------------------------------------------
 
 build_seqkeeper() {
-	local ctx version ldflags=() hash
+	local ctx version="" revision="" created="" ldflags=() hash
 	scratch ctx
 	cp "$IMAGES_DIR/seqkeeper/Dockerfile" "$ctx/"
+	# HTTPS to S3 needs the CA certificates: the host's bundle goes in.
+	[[ -s "$CA_BUNDLE" ]] || die "no CA certificates at $CA_BUNDLE: apt-get install ca-certificates (or set SEQKEEPER_CA_BUNDLE)"
+	cp "$CA_BUNDLE" "$ctx/ca-certificates.crt"
+	printf 'root:x:0:0:root:/:/sbin/nologin\nseqkeeper:x:65532:65532:seqkeeper:/:/sbin/nologin\n' >"$ctx/passwd"
+	printf 'root:x:0:\nseqkeeper:x:65532:\n' >"$ctx/group"
 	if version="$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null)"; then
 		ldflags=(-ldflags "-X main.version=$version")
+		revision="$(git -C "$ROOT" rev-parse HEAD)"
+		# The commit's time, not the build's: the same sources give the
+		# same image, so it is not rebuilt for nothing.
+		created="$(git -C "$ROOT" log -1 --format=%cI)"
 	fi
+	printf 'LABEL org.opencontainers.image.version="%s" org.opencontainers.image.revision="%s" org.opencontainers.image.created="%s"\n' \
+		"${version:-devel}" "$revision" "$created" >>"$ctx/Dockerfile"
 	log "$SEQKEEPER_IMAGE: go build ./cmd/seqkeeper${version:+ (version $version)}"
 	# -buildvcs=false: the version is stamped above; VCS stamping would also
 	# change the binary (and so force an image rebuild) on every commit time.
 	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false "${ldflags[@]}" -o "$ctx/seqkeeper" ./cmd/seqkeeper)
-	hash="$(hash_files "$ctx/Dockerfile" "$ctx/seqkeeper")"
+	hash="$(hash_files "$ctx/Dockerfile" "$ctx/seqkeeper" "$ctx/ca-certificates.crt" "$ctx/passwd" "$ctx/group")"
 	if up_to_date "$hash" "$SEQKEEPER_IMAGE"; then
 		log "$SEQKEEPER_IMAGE: up to date"
 		return
