@@ -27,6 +27,8 @@
 package config
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -143,6 +145,17 @@ type Config struct {
 	// HTTPTokenFile names a file holding the bearer token (trailing newline
 	// ignored), so the token stays out of the process environment.
 	HTTPTokenFile string
+	// HTTPTLSCertFile and HTTPTLSKeyFile, both or neither, make the HTTP
+	// API serve HTTPS with this PEM certificate (chain) and key.
+	HTTPTLSCertFile string
+	HTTPTLSKeyFile  string
+	// HTTPTLSClientCAFile, with TLS on, makes the API require a client
+	// certificate signed by one of this PEM file's CAs.
+	HTTPTLSClientCAFile string
+	// ShutdownDelay is how long serve keeps serving after SIGTERM with
+	// /readyz answering 503, so that load balancers and Kubernetes remove
+	// the endpoint before connections are refused. 0: shut down at once.
+	ShutdownDelay time.Duration
 	// LogLevel is a zerolog level (trace, debug, info, warn, error, fatal,
 	// panic, disabled). Empty lets each command choose: info for serve,
 	// error for the operator commands (whose ZooKeeper session ends with
@@ -274,6 +287,15 @@ func (c *Config) Validate() error {
 	if t := c.HTTPToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
 		bad("http_token", "must not contain white space")
 	}
+	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
+		bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
+	}
+	if c.HTTPTLSClientCAFile != "" && c.HTTPTLSCertFile == "" {
+		bad("http_tls_client_ca_file", "client certificates need TLS: set http_tls_cert_file and http_tls_key_file too")
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
+		bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)
+	}
 	if c.Advertise != "" {
 		if msg := hostPortProblem(c.Advertise, false); msg != "" {
 			bad("advertise", "%q: %s", c.Advertise, msg)
@@ -403,6 +425,32 @@ func (c *Config) BearerToken() (string, error) {
 	return t, nil
 }
 
+// TLSConfig returns the HTTP API's TLS configuration, or nil when TLS is
+// off. It reads the certificate, key and client CA files: a file that is
+// missing or holds no usable PEM is an ErrInvalid naming it.
+func (c *Config) TLSConfig() (*tls.Config, error) {
+	if c.HTTPTLSCertFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.HTTPTLSCertFile, c.HTTPTLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: http_tls_cert_file %s with http_tls_key_file %s: %v", ErrInvalid, c.HTTPTLSCertFile, c.HTTPTLSKeyFile, err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.HTTPTLSClientCAFile != "" {
+		pem, err := os.ReadFile(c.HTTPTLSClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: http_tls_client_ca_file: %v", ErrInvalid, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: http_tls_client_ca_file %s holds no PEM certificate", ErrInvalid, c.HTTPTLSClientCAFile)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
+
 // AdvertiseAddr is the address published in the election: Advertise if
 // set, else HTTP with an unspecified host (":7070", "0.0.0.0:7070")
 // replaced by ID, which defaults to the host name.
@@ -425,7 +473,7 @@ func (c *Config) AdvertiseAddr() string {
 func (c *Config) Warnings() []string {
 	var out []string
 	host, _, err := net.SplitHostPort(c.HTTP)
-	if err == nil && c.HTTPToken.Reveal() == "" && c.HTTPTokenFile == "" && !isLoopback(host) {
+	if err == nil && c.HTTPToken.Reveal() == "" && c.HTTPTokenFile == "" && c.HTTPTLSClientCAFile == "" && !isLoopback(host) {
 		out = append(out, fmt.Sprintf("the HTTP API listens on %s without a bearer token: anyone who can reach it can take IDs; set http_token_file", c.HTTP))
 	}
 	if c.Store == "" {

@@ -8,7 +8,7 @@
 //	GET  /v1/sequences                        every sequence, summarised
 //	GET  /v1/sequences/{name}                 one sequence in detail
 //	GET  /v1/status                           Options.Status
-//	GET  /healthz                             the process is alive
+//	GET  /livez, /healthz                     the process is alive
 //	GET  /readyz                              Options.Ready
 //	GET  /metrics                             Prometheus
 //

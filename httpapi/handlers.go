@@ -231,7 +231,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	var err error
 	switch {
-	case closed:
+	case closed, s.draining.Load():
 		err = errShuttingDown
 	case s.ready != nil:
 		err = s.ready(r.Context())

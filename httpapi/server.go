@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -87,6 +88,8 @@ type Server struct {
 	mux      *http.ServeMux
 	metrics  *metrics
 
+	draining atomic.Bool // Drain was called: /readyz answers 503
+
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
 	closed bool
@@ -152,9 +155,14 @@ func New(opts Options) (*Server, error) {
 	s.mux.Handle("GET /v1/sequences/{name}", s.auth(http.HandlerFunc(s.handleDescribe)))
 	s.mux.Handle("GET /v1/status", s.auth(http.HandlerFunc(s.handleStatus)))
 	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
+	// the store) makes it fail, so an outage never restarts replicas.
+	live := func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}
+	s.mux.HandleFunc("GET /livez", live)
+	s.mux.HandleFunc("GET /healthz", live) // the name before /livez
+
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	return s, nil
 }
@@ -234,7 +242,25 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.log.Warn().Err(err).Str("sequence", r.PathValue("name")).Str("code", code).Str("route", r.Pattern).Msg("request failed")
 	}
-	writeError(w, status, code, err.Error())
+	writeError(w, status, code, publicMessage(code, r.PathValue("name"), err))
+}
+
+// publicMessage is what a caller is told of err: the error itself where it
+// speaks to the caller (a bad push, a ceiling reached), a fixed sentence
+// where it would show internals (znode paths, server addresses, a stack
+// of wrapped errors) that belong in the replica's log.
+func publicMessage(code, name string, err error) string {
+	switch code {
+	case CodeUnknownSequence:
+		return fmt.Sprintf("sequence %q does not exist; create it with 'seqkeeper create %s'", name, name)
+	case CodeZKUnavailable:
+		return "this replica has no ZooKeeper session right now; retry, or use another replica"
+	case CodeCorrupt:
+		return fmt.Sprintf("the state of sequence %q cannot be read; an operator must repair it ('seqkeeper describe %s' shows it; the replica's log has the details)", name, name)
+	case CodeInternal:
+		return "internal error; the replica's log has the details"
+	}
+	return err.Error()
 }
 
 func badRequest(w http.ResponseWriter, format string, args ...any) {
@@ -266,6 +292,11 @@ func (s *Server) Allocators() []AllocatorStatus {
 	slices.SortFunc(out, func(a, b AllocatorStatus) int { return strings.Compare(a.Sequence, b.Sequence) })
 	return out
 }
+
+// Drain makes GET /readyz answer 503 from now on while every other route
+// keeps serving: the start of a graceful shutdown, so that load balancers
+// stop sending requests before the listener closes.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // Close stops serving IDs (later ID requests answer 503 shutting_down) and
 // pushes every allocator's unused IDs back to ZooKeeper, bounded by ctx.

@@ -306,6 +306,10 @@ func TestRecycle(t *testing.T) {
 	}
 	code, _, body = rep.call("POST", "/v1/sequences/none/recycle", "", `{"ranges":[[1,1]]}`)
 	wantError(t, "unknown sequence", code, body, 404, httpapi.CodeUnknownSequence)
+	// A 404 tells the caller what to do, not where the state lives.
+	if want := `sequence \"none\" does not exist; create it with 'seqkeeper create none'`; !strings.Contains(string(body), want) || strings.Contains(string(body), "/all-sequences") || strings.Contains(string(body), "znode") {
+		t.Errorf("unknown sequence: %s; want %s and no znode path", body, want)
+	}
 
 	// The recycled IDs come back before fresh ones (the allocator's next
 	// batch starts with them).
@@ -355,7 +359,7 @@ func TestToken(t *testing.T) {
 			t.Errorf("Authorization %q: %d, want %d", auth, resp.StatusCode, want)
 		}
 	}
-	for _, path := range []string{"/healthz", "/readyz"} {
+	for _, path := range []string{"/livez", "/healthz", "/readyz"} {
 		if code, _, body := r.call("GET", path, "", ""); code != 200 {
 			t.Errorf("%s without a token: %d %s, want 200 (probes carry no token)", path, code, body)
 		}

@@ -68,7 +68,7 @@ type Options struct {
 	// point it at this cluster's servers.
 	ReplicaEnv map[string]string
 	// ReplicaWait tells when a replica is ready. Default: GET /readyz
-	// answers 200 for "serve" (ZooKeeper session and store are up), the
+	// answers 200 for "serve" (it has a ZooKeeper session), the
 	// container has exited for any other command.
 	ReplicaWait wait.Strategy
 	// StartTimeout bounds the start of each container and the ensemble's

@@ -353,3 +353,51 @@ func expectObjectExists(t *testing.T, b Backend, key string) {
 		t.Fatalf("%s: %v", key, err)
 	}
 }
+
+// Health reports what the store's own requests said, without a request of
+// its own: unknown before any, healthy after an answer (a missing key is
+// one), unhealthy after a failure until the next answer.
+func TestStoreHealthFromItsRequests(t *testing.T) {
+	t.Parallel()
+	env := testenv.ObjectStore(t)
+	ctx := testCtx(t)
+	b, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Prefix: "health", Endpoint: env.Endpoint, Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewStore(b, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Health(); h.Healthy() || !h.LastOK.IsZero() || h.LastError != nil {
+		t.Fatalf("before any request: %+v", h)
+	}
+	before := s.Requests()
+	if h := s.Health(); h.Healthy() || s.Requests() != before {
+		t.Fatal("Health made a request")
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := s.Health(); !h.Healthy() {
+		t.Fatalf("after a check: %+v", h)
+	}
+
+	// The same store's requests fail once the backend is unreachable.
+	dead, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: "http://127.0.0.1:1", Region: env.Region,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := NewStore(dead, StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.Check(ctx); err == nil {
+		t.Fatal("check of an unreachable store passed")
+	}
+	if h := ds.Health(); h.Healthy() || h.LastError == nil || h.LastErrorAt.IsZero() {
+		t.Fatalf("after a failed check: %+v", h)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // Requests counts the backend requests a Store made: what an S3 bill
@@ -30,15 +31,76 @@ func (s *Store) Requests() Requests {
 	}
 }
 
-// counted is the Store's backend with its requests counted.
+// Health is what the Store's last backend requests said of the backend,
+// with no request of its own: probes and status pages read it instead of
+// calling the store.
+type Health struct {
+	// LastOK is when a request last got an answer from the backend (a
+	// missing key and a failed precondition are answers); zero if never.
+	LastOK time.Time
+	// LastError is the last request's failure that was not an answer
+	// (unreachable, denied, timed out), and LastErrorAt when it happened.
+	LastError   error
+	LastErrorAt time.Time
+}
+
+// Healthy reports whether the last request the backend answered came
+// after the last failure. A store that has seen no request yet is not.
+func (h Health) Healthy() bool {
+	return !h.LastOK.IsZero() && !h.LastOK.Before(h.LastErrorAt)
+}
+
+// Last is the time of the latest request, answered or not.
+func (h Health) Last() time.Time {
+	if h.LastErrorAt.After(h.LastOK) {
+		return h.LastErrorAt
+	}
+	return h.LastOK
+}
+
+// Health returns what the Store's requests so far said of its backend.
+func (s *Store) Health() Health {
+	h := Health{}
+	if ok := s.b.lastOK.Load(); ok != 0 {
+		h.LastOK = time.Unix(0, ok)
+	}
+	if f := s.b.lastFail.Load(); f != nil {
+		h.LastError, h.LastErrorAt = f.err, f.at
+	}
+	return h
+}
+
+// counted is the Store's backend with its requests counted and their
+// outcomes remembered (Health).
 type counted struct {
 	Backend
 	gets, puts, conflicts, deletes atomic.Int64
+	lastOK                         atomic.Int64 // unix nanoseconds
+	lastFail                       atomic.Pointer[failure]
+}
+
+type failure struct {
+	err error
+	at  time.Time
+}
+
+// outcome records whether err is an answer from the backend. A request
+// cancelled by its caller says nothing about the backend.
+func (c *counted) outcome(err error) {
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
+		c.lastOK.Store(time.Now().UnixNano())
+	case errors.Is(err, context.Canceled):
+	default:
+		c.lastFail.Store(&failure{err: err, at: time.Now()})
+	}
 }
 
 func (c *counted) Get(ctx context.Context, key string) ([]byte, string, error) {
 	c.gets.Add(1)
-	return c.Backend.Get(ctx, key)
+	data, etag, err := c.Backend.Get(ctx, key)
+	c.outcome(err)
+	return data, etag, err
 }
 
 func (c *counted) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
@@ -47,10 +109,13 @@ func (c *counted) Put(ctx context.Context, key string, data []byte, ifMatch stri
 	if errors.Is(err, ErrConflict) {
 		c.conflicts.Add(1)
 	}
+	c.outcome(err)
 	return etag, err
 }
 
 func (c *counted) Delete(ctx context.Context, key string) error {
 	c.deletes.Add(1)
-	return c.Backend.Delete(ctx, key)
+	err := c.Backend.Delete(ctx, key)
+	c.outcome(err)
+	return err
 }

@@ -61,6 +61,9 @@ type replica struct {
 	primary  *primary.Primary
 	api      *httpapi.Server
 	identity election.Identity
+	// readyGrace is how long /readyz stays 200 without a ZooKeeper
+	// session: the session timeout.
+	readyGrace time.Duration
 }
 
 func (g *globals) serve(ctx context.Context) error {
@@ -73,13 +76,18 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return &usageError{err}
 	}
+	tlsConfig, err := cfg.TLSConfig()
+	if err != nil {
+		return err
+	}
 	for _, w := range cfg.Warnings() {
 		log.Warn().Msg(w)
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()}}
+	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()},
+		readyGrace: cfg.ZKSessionTimeout}
 	log = log.With().Str("replica", cfg.ID).Logger()
 	if r.zk, err = dialZKWithin(ctx, cfg, config.DefaultZKConnectTimeout, log); err != nil {
 		return err
@@ -123,14 +131,29 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
 	}
-	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if tlsConfig != nil {
+			err = srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error().Err(err).Msg("http server failed")
 		}
 	}()
-	log.Info().Str("http", ln.Addr().String()).Str("store", r.store.String()).Str("root", cfg.Root).
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	log.Info().Str("http", scheme+"://"+ln.Addr().String()).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "").
+		Str("store", r.store.String()).Str("root", cfg.Root).
 		Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
+	if host, _, _ := net.SplitHostPort(cfg.HTTP); isLoopbackHost(host) {
+		log.Info().Msg("the HTTP API listens on loopback only: other hosts, containers and Kubernetes probes cannot reach it; set --http 0.0.0.0:7070 (with http_token_file or client certificates) to serve them")
+	}
+	go r.keepStoreHealthKnown(ctx, storeHealthEvery)
 
 	elected := make(chan error, 1)
 	go func() { elected <- r.election.Run(ctx, r.lead(log)) }()
@@ -142,6 +165,13 @@ func (g *globals) serve(ctx context.Context) error {
 			log.Error().Err(err).Msg("leader election stopped")
 			return fmt.Errorf("leader election: %w", err)
 		}
+	}
+	if cfg.ShutdownDelay > 0 {
+		// Unready first, still serving: endpoints are removed before
+		// connections are refused.
+		r.api.Drain()
+		log.Info().Int64("shutdown_delay_ms", cfg.ShutdownDelay.Milliseconds()).Msg("shutting down: /readyz now answers 503; serving on until the delay ends")
+		time.Sleep(cfg.ShutdownDelay)
 	}
 	log.Info().Msg("shutting down: draining HTTP, pushing back buffered IDs, handing over leadership")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -234,10 +264,42 @@ type storeStatus struct {
 	URL     string `json:"url"`
 	Healthy bool   `json:"healthy"`
 	Error   string `json:"error,omitempty"`
+	// LastRequest is when the store was last asked anything (by the
+	// primary's work, or by keepStoreHealthKnown): the age of Healthy.
+	LastRequest *time.Time `json:"last_request,omitempty"`
 }
 
-// statusStoreCheckTimeout bounds the store check of GET /v1/status.
-const statusStoreCheckTimeout = time.Second
+// storeHealthEvery is how often a replica that made no store request of
+// its own (a standby, or an idle primary) checks the store, so that its
+// status and metrics say whether it could take over. One GET a minute.
+const storeHealthEvery = time.Minute
+
+// storeCheckTimeout bounds that check.
+const storeCheckTimeout = 10 * time.Second
+
+// keepStoreHealthKnown checks the store whenever no request has been made
+// for every, until ctx ends. Probes and status pages read Health, never
+// the store.
+func (r *replica) keepStoreHealthKnown(ctx context.Context, every time.Duration) {
+	check := func() {
+		cctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+		defer cancel()
+		_ = r.store.Check(cctx) // the outcome lands in Health
+	}
+	check()
+	t := time.NewTicker(every / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if time.Since(r.store.Health().Last()) >= every {
+				check()
+			}
+		}
+	}
+}
 
 func (r *replica) status(ctx context.Context) any {
 	s := replicaStatus{
@@ -245,19 +307,12 @@ func (r *replica) status(ctx context.Context) any {
 		Leading:  r.election.IsLeader(),
 		Session:  fmt.Sprintf("0x%x", r.zk.SessionID()),
 		State:    r.zk.State(),
-		Store:    storeStatus{URL: r.store.String(), Healthy: true},
+		Store:    r.storeStatus(),
 		Election: r.election.Stats(),
 		Buffers:  r.api.Allocators(),
 	}
 	if id, err := r.election.Leader(ctx); err == nil {
 		s.Primary = &id
-	}
-	// Bounded: a status page must answer while the store hangs (an
-	// unreachable S3 host can take longer to refuse than a monitor waits).
-	cctx, cancel := context.WithTimeout(ctx, statusStoreCheckTimeout)
-	defer cancel()
-	if err := r.store.Check(cctx); err != nil {
-		s.Store.Healthy, s.Store.Error = false, err.Error()
 	}
 	if s.Leading {
 		st := r.primary.Status()
@@ -266,14 +321,43 @@ func (r *replica) status(ctx context.Context) any {
 	return s
 }
 
-func (r *replica) ready(ctx context.Context) error {
-	if d := r.zk.DisconnectedFor(); d > 0 {
-		return fmt.Errorf("no zookeeper session for %s", d.Round(time.Millisecond))
+// storeStatus is the store's health as its last requests found it.
+func (r *replica) storeStatus() storeStatus {
+	h := r.store.Health()
+	s := storeStatus{URL: r.store.String(), Healthy: h.Healthy()}
+	if last := h.Last(); !last.IsZero() {
+		s.LastRequest = &last
 	}
-	if err := r.store.Check(ctx); err != nil {
-		return fmt.Errorf("store %s: %w", r.store, err)
+	switch {
+	case !s.Healthy && h.LastError != nil:
+		s.Error = h.LastError.Error()
+	case !s.Healthy:
+		s.Error = "not asked yet"
+	}
+	return s
+}
+
+// ready says whether this replica can hand out IDs now. Without a
+// ZooKeeper session it serves what its allocators hold and its session
+// may still come back (as it does through a ZooKeeper leader election),
+// so it stays ready for up to the session timeout; after that the session
+// is gone or going. The store plays no part: only the primary writes it,
+// every replica would fail alike, and IDs flow from the reserves while it
+// is down (its health is on /v1/status and /metrics, for alerts).
+func (r *replica) ready(context.Context) error {
+	if d := r.zk.DisconnectedFor(); d >= r.readyGrace {
+		return fmt.Errorf("no zookeeper session for %s (ready for up to %s without one)", d.Round(time.Millisecond), r.readyGrace)
 	}
 	return nil
+}
+
+// isLoopbackHost reports whether an HTTP listen host is loopback only.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // collector exports the primary's and the election's state as Prometheus

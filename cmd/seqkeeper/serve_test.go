@@ -38,6 +38,12 @@ func freeAddr(t *testing.T) string {
 
 func (c *cli) serve(id string) *replicaProc {
 	c.t.Helper()
+	return c.serveWith(id)
+}
+
+// serveWith is serve with more command-line arguments after the usual.
+func (c *cli) serveWith(id string, extra ...string) *replicaProc {
+	c.t.Helper()
 	r := &replicaProc{id: id, addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &lockedBuffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -47,8 +53,8 @@ func (c *cli) serve(id string) *replicaProc {
 		storeCeiling: storeCeiling,
 	}
 	go func() {
-		r.exit <- run(ctx, g, []string{"--root", c.root, "serve", "--http", r.addr, "--id", id,
-			"--runway", "2s", "--min-reserve", "50", "--sweep-interval", "200ms", "--log-level", "debug"})
+		r.exit <- run(ctx, g, append([]string{"--root", c.root, "serve", "--http", r.addr, "--id", id,
+			"--runway", "2s", "--min-reserve", "50", "--sweep-interval", "200ms", "--log-level", "debug"}, extra...))
 	}()
 	c.t.Cleanup(func() {
 		cancel()

@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+)
+
+// probeLoop polls /readyz every 50 ms until stop is closed and counts the
+// answers that were not 200, keeping the first.
+type probeLoop struct {
+	notReady atomic.Int64
+	polls    atomic.Int64
+	mu       sync.Mutex
+	first    string
+}
+
+func (p *probeLoop) run(r *replicaProc, stop <-chan struct{}, done *sync.WaitGroup) {
+	defer done.Done()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		p.polls.Add(1)
+		resp, err := client.Get("http://" + r.addr + "/readyz")
+		code := 0
+		if err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+		if code != http.StatusOK {
+			if p.notReady.Add(1) == 1 {
+				p.mu.Lock()
+				p.first = time.Now().Format(time.TimeOnly+".000") + ": " + http.StatusText(code)
+				if err != nil {
+					p.first += " " + err.Error()
+				}
+				p.mu.Unlock()
+			}
+		}
+	}
+}
+
+// A replica stays ready while ZooKeeper elects a new leader (its clients
+// lose their connection for a few seconds, their sessions survive), and
+// turns unready only when it has had no session for the session timeout:
+// the quorum lost for longer. It is ready again once ZooKeeper is back.
+func TestReadyThroughZooKeeperLeaderElection(t *testing.T) {
+	ens := testenv.StartEnsemble(t, 3)
+	c := newCLI(t)
+	c.env["SEQKEEPER_ZK"] = strings.Join(ens.Servers(), ",")
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	const session = 6 * time.Second
+	r := c.serveWith("a", "--zk-session-timeout", session.String())
+	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+
+	leader := -1
+	for i := range ens.Len() {
+		if m, err := ens.Mode(context.Background(), i); err == nil && m == "leader" {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatal("no quorum leader")
+	}
+
+	var p probeLoop
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go p.run(r, stop, &wg)
+	disconnectsBefore := countDisconnects(r)
+	ens.Kill(leader)
+	// Every follower drops its clients until a new leader is elected; the
+	// replica reconnects in the same session.
+	eventually(t, "a new quorum leader", func() bool {
+		for i := range ens.Len() {
+			if m, err := ens.Mode(context.Background(), i); i != leader && err == nil && m == "leader" {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, "the replica back in its session", func() bool {
+		var st struct {
+			State string `json:"zookeeper_state"`
+		}
+		return r.get(t, "/v1/status", &st) == http.StatusOK && st.State == "StateHasSession"
+	})
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if n := p.notReady.Load(); n > 0 {
+		t.Fatalf("/readyz was not 200 in %d of %d polls through the election (first at %s)", n, p.polls.Load(), p.first)
+	}
+	if countDisconnects(r) == disconnectsBefore {
+		t.Fatal("the replica never lost its connection: the test did not test the election's blip")
+	}
+	t.Logf("ready in all %d polls through a ZooKeeper leader election", p.polls.Load())
+
+	// No quorum for longer than the session timeout: unready.
+	if err := ens.Start(leader); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready with three servers", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+	lost := time.Now() // before: the connection drops while StopAll runs
+	ens.StopAll()
+	deadline := lost.Add(3 * session)
+	for r.get(t, "/readyz", nil) == http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("still ready %s without ZooKeeper", time.Since(lost).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := time.Since(lost); d < session {
+		t.Fatalf("unready after %s without ZooKeeper; want ready for the session timeout (%s)", d, session)
+	}
+	if err := ens.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ready again once ZooKeeper is back", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+}
+
+// countDisconnects counts the replica's logged connection losses.
+func countDisconnects(r *replicaProc) int {
+	return strings.Count(r.stderr.String(), "zookeeper connection lost")
+}
+
+// With a shutdown delay, SIGTERM makes /readyz answer 503 while IDs and
+// /livez are still served, and the process stops after the delay.
+func TestShutdownDelayDrainsFirst(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	r := c.serveWith("a", "--shutdown-delay", "3s")
+	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+	c.ok("create", "drain")
+	eventually(t, "IDs", func() bool { _, code := r.ids(t, "drain", 1); return code == http.StatusOK })
+
+	r.cancel() // what SIGTERM does
+	eventually(t, "/readyz 503", func() bool { return r.get(t, "/readyz", nil) == http.StatusServiceUnavailable })
+	if code := r.get(t, "/livez", nil); code != http.StatusOK {
+		t.Fatalf("/livez during the delay: %d", code)
+	}
+	if _, code := r.ids(t, "drain", 1); code != http.StatusOK {
+		t.Fatalf("an ID request during the delay: %d", code)
+	}
+	select {
+	case code := <-r.exit:
+		t.Fatalf("exited (%d) while /readyz had just turned 503: no delay", code)
+	default:
+	}
+	select {
+	case code := <-r.exit:
+		if code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		r.exit <- code // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("did not stop after the delay")
+	}
+	if !strings.Contains(r.stderr.String(), "/readyz now answers 503") {
+		t.Fatal("the delay was not logged")
+	}
+}
+
+// The HTTP API over TLS with client certificates: a client with a
+// certificate of the configured CA is served, one without a certificate
+// or with one of another CA is refused, plain HTTP gets no API. Bad files
+// are configuration errors (exit code 2) naming the file.
+func TestServeTLSWithClientCertificates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	serverCA, clientCA, otherCA := newCA(t, "server CA"), newCA(t, "client CA"), newCA(t, "other CA")
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	certPEM, keyPEM := serverCA.issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth)
+	certFile, keyFile := write("server.crt", certPEM), write("server.key", keyPEM)
+	clientCAFile := write("client-ca.crt", clientCA.pem)
+
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	r := c.serveWith("a", "--http-tls-cert-file", certFile, "--http-tls-key-file", keyFile, "--http-tls-client-ca-file", clientCAFile)
+
+	client := func(ca *testCA) *http.Client {
+		tc := &tls.Config{RootCAs: serverCA.pool()}
+		if ca != nil {
+			cp, kp := ca.issue(t, "worker", x509.ExtKeyUsageClientAuth)
+			cert, err := tls.X509KeyPair(cp, kp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	get := func(hc *http.Client, url string) (int, error) {
+		resp, err := hc.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	good := client(clientCA)
+	eventually(t, "ready over TLS", func() bool { code, _ := get(good, "https://"+r.addr+"/readyz"); return code == http.StatusOK })
+	if code, err := get(client(nil), "https://"+r.addr+"/readyz"); err == nil {
+		t.Fatalf("no client certificate: %d, want the handshake refused", code)
+	}
+	if code, err := get(client(otherCA), "https://"+r.addr+"/readyz"); err == nil {
+		t.Fatalf("a certificate of another CA: %d, want the handshake refused", code)
+	}
+	if code, _ := get(&http.Client{Timeout: 5 * time.Second}, "http://"+r.addr+"/readyz"); code == http.StatusOK {
+		t.Fatal("plain HTTP was served")
+	}
+
+	// Bad files: exit code 2, naming the file.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http-tls-cert-file", filepath.Join(dir, "missing.crt"), "--http-tls-key-file", keyFile}, "missing.crt"},
+		{[]string{"--http-tls-cert-file", certFile, "--http-tls-key-file", keyFile, "--http-tls-client-ca-file", keyFile}, "server.key holds no PEM certificate"},
+		{[]string{"--http-tls-cert-file", certFile}, "set both http_tls_cert_file and http_tls_key_file"},
+	} {
+		_, errOut, code := c.run("", append([]string{"serve", "--http", freeAddr(t)}, tc.args...)...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("serve %v: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}
+
+// testCA is a certificate authority made for one test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newCA(t *testing.T, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+func (ca *testCA) pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
+}
+
+// issue makes a certificate for host (an IP address or a name) with the
+// usage given, as PEM certificate and key.
+func (ca *testCA) issue(t *testing.T, host string, usage x509.ExtKeyUsage) ([]byte, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
