@@ -108,14 +108,14 @@ type Config struct {
 // Stats counts an Election's transitions since New, for metrics.
 type Stats struct {
 	// Candidacies counts candidate nodes created or adopted.
-	Candidacies int64
+	Candidacies int64 `json:"candidacies"`
 	// Terms counts the times this replica became leader.
-	Terms int64
+	Terms int64 `json:"terms"`
 	// Resignations counts terms ended by Resign or by lead returning.
-	Resignations int64
+	Resignations int64 `json:"resignations"`
 	// Losses counts terms ended by a lost node, session or contact, or a
 	// closed client.
-	Losses int64
+	Losses int64 `json:"losses"`
 }
 
 // Election is one replica's candidacy. Its methods are safe for concurrent

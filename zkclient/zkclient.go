@@ -138,7 +138,7 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 			state := c.state()
 			c.Close()
 			return nil, fmt.Errorf("%w with %s after %s (state %s): are the servers up and reachable?",
-				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, state)
+				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, stateName(state))
 		}
 	}
 	go c.redialLoop()
@@ -297,9 +297,28 @@ func (c *Client) HasSession() bool { return c.state() == zk.StateHasSession }
 
 func (c *Client) state() zk.State { return c.conn.Load().State() }
 
-// State names the connection state, for status pages and logs:
-// "StateHasSession", "StateConnecting", "StateDisconnected", ...
-func (c *Client) State() string { return c.state().String() }
+// State names the connection state in a word, for status pages and logs:
+// "has_session", "connecting", "connected" (no session yet),
+// "disconnected", "expired", "auth_failed" or "unknown".
+func (c *Client) State() string { return stateName(c.state()) }
+
+func stateName(s zk.State) string {
+	switch s {
+	case zk.StateHasSession:
+		return "has_session"
+	case zk.StateConnecting:
+		return "connecting"
+	case zk.StateConnected, zk.StateSyncConnected, zk.StateConnectedReadOnly, zk.StateSaslAuthenticated:
+		return "connected"
+	case zk.StateDisconnected:
+		return "disconnected"
+	case zk.StateExpired:
+		return "expired"
+	case zk.StateAuthFailed:
+		return "auth_failed"
+	}
+	return "unknown"
+}
 
 // DisconnectedFor is how long the client has been without a connected
 // session; 0 when connected.

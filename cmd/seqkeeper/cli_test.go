@@ -190,6 +190,16 @@ func TestJSONOutputs(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("list")), &list); err != nil || len(list.Sequences) != 1 || list.Sequences[0].Next != 14 {
 		t.Fatalf("list -o json: %+v %v", list, err)
 	}
+	for _, args := range [][]string{{"list"}, {"describe", "j"}} {
+		wantSnakeCase(t, strings.Join(args, " "), []byte(c.ok(args...)))
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(c.ok("describe", "j")), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := raw["unsafe"]; !ok || v != false {
+		t.Fatalf("describe -o json: unsafe = %v (present %v); want false, never omitted", v, ok)
+	}
 	var d describeOutput
 	if err := json.Unmarshal([]byte(c.ok("describe", "j")), &d); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ type describeOutput struct {
 	Store string `json:"store"`
 	// Unsafe is set when ZooKeeper's ceiling is above the stored one:
 	// IDs may be handed out that a restore would hand out again.
-	Unsafe bool `json:"unsafe,omitempty"`
+	Unsafe bool `json:"unsafe"`
 }
 
 func newDescribeCmd(g *globals) *cobra.Command {

@@ -8,12 +8,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +109,7 @@ func TestReadyThroughZooKeeperLeaderElection(t *testing.T) {
 		var st struct {
 			State string `json:"zookeeper_state"`
 		}
-		return r.get(t, "/v1/status", &st) == http.StatusOK && st.State == "StateHasSession"
+		return r.get(t, "/v1/status", &st) == http.StatusOK && st.State == "has_session"
 	})
 	time.Sleep(time.Second)
 	close(stop)
@@ -317,4 +321,77 @@ func (ca *testCA) issue(t *testing.T, host string, usage x509.ExtKeyUsage) ([]by
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+// wantSnakeCase fails the test unless every key of the JSON document is
+// snake_case and no value is a Go-style identifier (an enum leaking its
+// constant's name, like "StateHasSession").
+func wantSnakeCase(t *testing.T, what string, doc []byte) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		t.Fatalf("%s: %v in %s", what, err, doc)
+	}
+	key := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	goName := regexp.MustCompile(`^[A-Z][a-z]+[A-Z][A-Za-z]*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !key.MatchString(k) {
+					t.Errorf("%s: key %s.%s is not snake_case", what, path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		case string:
+			if goName.MatchString(v) {
+				t.Errorf("%s: %s = %q looks like a Go constant's name, not a word", what, path, v)
+			}
+		}
+	}
+	walk("", v)
+}
+
+// GET /v1/status of a primary: snake_case keys, enums as words.
+func TestStatusJSON(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	r := c.serve("a")
+	c.ok("create", "st")
+	eventually(t, "IDs", func() bool { _, code := r.ids(t, "st", 1); return code == http.StatusOK })
+	var st struct {
+		Leading bool   `json:"leading"`
+		State   string `json:"zookeeper_state"`
+		Store   struct {
+			Healthy bool `json:"healthy"`
+		} `json:"store"`
+		Reserve struct {
+			Sequences []map[string]any `json:"sequences"`
+		} `json:"reserve"`
+	}
+	eventually(t, "a primary with its sequence and a healthy store", func() bool {
+		return r.get(t, "/v1/status", &st) == http.StatusOK && st.Leading && st.Store.Healthy && len(st.Reserve.Sequences) == 1
+	})
+	if st.State != "has_session" {
+		t.Errorf("zookeeper_state %q, want has_session", st.State)
+	}
+	resp, err := http.Get("http://" + r.addr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSnakeCase(t, "/v1/status", body)
+	if _, ok := st.Reserve.Sequences[0]["legacy"]; !ok {
+		t.Errorf("reserve.sequences[0] omits legacy: %v", st.Reserve.Sequences[0])
+	}
 }

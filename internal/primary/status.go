@@ -27,7 +27,7 @@ type Stats struct {
 // SequenceStatus describes one sequence as the primary sees it.
 type SequenceStatus struct {
 	Name          string  `json:"name"`
-	Legacy        bool    `json:"legacy,omitempty"`
+	Legacy        bool    `json:"legacy"`
 	Next          int64   `json:"next"`
 	Ceiling       int64   `json:"ceiling"`
 	StoredCeiling int64   `json:"stored_ceiling"`
