@@ -733,3 +733,36 @@ func TestCommandSeesResolvedConfig(t *testing.T) {
 		t.Fatalf("bad serve flag: exit %d %q", code, errOut)
 	}
 }
+
+// Scripts can run create and delete again: --if-not-exists succeeds when
+// the sequence exists with the same settings and fails when they differ;
+// --ignore-not-found succeeds when there is nothing to delete.
+func TestIdempotentCreateAndDelete(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() // an existing directory: delete does not create it
+	c.ok("create", "idem", "--start", "5", "--windows", "2", "--if-not-exists")
+	if out := c.ok("create", "idem", "--start", "5", "--windows", "2", "--if-not-exists"); !strings.Contains(out, "exists with these settings") {
+		t.Fatalf("second create --if-not-exists: %q", out)
+	}
+	var js map[string]any
+	if err := json.Unmarshal([]byte(c.ok("create", "idem", "--start", "5", "--windows", "2", "--if-not-exists", "-o", "json")), &js); err != nil || js["created"] != false {
+		t.Fatalf("create --if-not-exists -o json: %v %v", js, err)
+	}
+	_, errOut, code := c.run("", "create", "idem", "--start", "6", "--windows", "2", "--if-not-exists")
+	if code != 1 || !strings.Contains(errOut, `sequence "idem" exists with other settings: --start 5 (asked 6)`) {
+		t.Fatalf("create --if-not-exists with other settings: exit %d, %q", code, errOut)
+	}
+	_, errOut, code = c.run("", "create", "idem", "--start", "5", "--windows", "2")
+	if code != 1 || !strings.Contains(errOut, `sequence "idem" already exists (with --if-not-exists`) {
+		t.Fatalf("create without --if-not-exists: exit %d, %q", code, errOut)
+	}
+
+	c.ok("delete", "idem", "--yes", "--ignore-not-found")
+	if out := c.ok("delete", "idem", "--yes", "--ignore-not-found"); !strings.Contains(out, `no sequence "idem": nothing to delete`) {
+		t.Fatalf("second delete --ignore-not-found: %q", out)
+	}
+	if _, errOut, code := c.run("", "delete", "idem", "--yes"); code != 1 || !strings.Contains(errOut, "unknown sequence") {
+		t.Fatalf("delete of a missing sequence without --ignore-not-found: exit %d, %q", code, errOut)
+	}
+}

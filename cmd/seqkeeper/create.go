@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -11,6 +14,7 @@ import (
 
 func newCreateCmd(g *globals) *cobra.Command {
 	var r seqzk.Registration
+	var ifNotExists bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Register a new sequence; the primary initialises it",
@@ -43,9 +47,6 @@ is refilled before it runs dry. IDs stay unique, no longer in order.`,
 			if err := zc.EnsurePath(cmd.Context(), g.cfg.Root); err != nil {
 				return fmt.Errorf("create the root %s: %w", g.cfg.Root, err)
 			}
-			if err := seqs.Register(cmd.Context(), name, r); err != nil {
-				return err
-			}
 			start, end := r.Start, r.End
 			if start == 0 {
 				start = state.DefaultStart
@@ -53,8 +54,26 @@ is refilled before it runs dry. IDs stay unique, no longer in order.`,
 			if end == 0 {
 				end = state.MaxID
 			}
+			created := true
+			err = seqs.Register(cmd.Context(), name, r)
+			if errors.Is(err, seqzk.ErrExists) && ifNotExists {
+				if err = sameSettings(cmd.Context(), seqs, name, start, end, r.Windows); err != nil {
+					return err
+				}
+				created = false
+			}
+			if errors.Is(err, seqzk.ErrExists) {
+				return fmt.Errorf("%w (with --if-not-exists that is a success when its settings match)", err)
+			}
+			if err != nil {
+				return err
+			}
 			if g.jsonOutput() {
-				return g.printJSON(map[string]any{"sequence": name, "start": start, "end": end, "windows": r.Windows})
+				return g.printJSON(map[string]any{"sequence": name, "start": start, "end": end, "windows": r.Windows, "created": created})
+			}
+			if !created {
+				fmt.Fprintf(g.stdout, "sequence %q exists with these settings: IDs %d to %d, %d windows; nothing to do\n", name, start, end, r.Windows)
+				return nil
 			}
 			fmt.Fprintf(g.stdout, "created sequence %q: IDs %d to %d, %d windows; the primary initialises it when it sees it\n",
 				name, start, end, r.Windows)
@@ -64,5 +83,32 @@ is refilled before it runs dry. IDs stay unique, no longer in order.`,
 	cmd.Flags().Int64Var(&r.Start, "start", 0, "first ID (default 1)")
 	cmd.Flags().Int64Var(&r.End, "max", 0, "last ID (default 9223372036854775807)")
 	cmd.Flags().IntVar(&r.Windows, "windows", 0, "windows for a hot sequence, about one per concurrent client (IDs stay unique, not ordered)")
+	cmd.Flags().BoolVar(&ifNotExists, "if-not-exists", false, "succeed without change when the sequence exists with the same --start, --max and --windows (fail when they differ)")
 	return cmd
+}
+
+// sameSettings returns nil when sequence name exists with these settings,
+// else an error that says how it differs.
+func sameSettings(ctx context.Context, seqs *seqzk.Client, name string, start, end int64, windows int) error {
+	st, _, err := seqs.Describe(ctx, name)
+	if err != nil {
+		return err
+	}
+	if st.Legacy {
+		return fmt.Errorf("sequence %q exists as a legacy counter, not with the settings asked for", name)
+	}
+	var diff []string
+	if st.Start != start {
+		diff = append(diff, fmt.Sprintf("--start %d (asked %d)", st.Start, start))
+	}
+	if st.End != end {
+		diff = append(diff, fmt.Sprintf("--max %d (asked %d)", st.End, end))
+	}
+	if st.Windows != windows {
+		diff = append(diff, fmt.Sprintf("--windows %d (asked %d)", st.Windows, windows))
+	}
+	if len(diff) > 0 {
+		return fmt.Errorf("sequence %q exists with other settings: %s; --if-not-exists changes nothing", name, strings.Join(diff, ", "))
+	}
+	return nil
 }

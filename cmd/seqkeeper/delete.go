@@ -9,10 +9,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 func newDeleteCmd(g *globals) *cobra.Command {
-	var yes bool
+	var yes, ignoreNotFound bool
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a sequence, leaving a tombstone in the store",
@@ -36,12 +37,27 @@ typed unless --yes is given.`,
 				return err
 			}
 			defer zc.Close()
+			gone := func() error {
+				if g.jsonOutput() {
+					return g.printJSON(map[string]any{"sequence": name, "deleted": false})
+				}
+				fmt.Fprintf(g.stdout, "no sequence %q: nothing to delete\n", name)
+				return nil
+			}
+			if ignoreNotFound {
+				if _, _, err := seqs.Describe(cmd.Context(), name); errors.Is(err, sequence.ErrUnknownSequence) {
+					return gone()
+				}
+			}
 			if !yes {
 				if err := g.confirmDelete(name, seqs.Path(name)); err != nil {
 					return err
 				}
 			}
 			ceiling, err := primary.Delete(cmd.Context(), seqs, store, name)
+			if ignoreNotFound && errors.Is(err, sequence.ErrUnknownSequence) {
+				return gone() // deleted meanwhile
+			}
 			if err != nil {
 				return err
 			}
@@ -53,6 +69,7 @@ typed unless --yes is given.`,
 		},
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&ignoreNotFound, "ignore-not-found", false, "succeed when the sequence does not exist")
 	return cmd
 }
 

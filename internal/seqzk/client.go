@@ -27,6 +27,9 @@ var (
 	// ErrUnknownSequence reports a sequence whose znode does not exist.
 	ErrUnknownSequence = errors.New("unknown sequence")
 
+	// ErrExists reports a Register of a name that is already a sequence.
+	ErrExists = errors.New("already exists")
+
 	// ErrInvalidName reports a sequence name that cannot be a znode name.
 	ErrInvalidName = errors.New("invalid sequence name")
 

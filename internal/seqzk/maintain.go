@@ -43,7 +43,7 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 	_, err := c.zk.Create(sent(ctx), c.Path(name), st.Encode(), 0)
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNodeExists) {
-		return fmt.Errorf("sequence %q already exists", name)
+		return fmt.Errorf("sequence %q %w", name, ErrExists)
 	}
 	if err != nil {
 		return c.zkError(name, err)
