@@ -5,9 +5,14 @@
 #   bash scripts/demo.sh          build missing images, start, show it working
 #   bash scripts/demo.sh down     stop it and delete its data
 #
-# Needs Docker and docker-compose (v1) or the `docker compose` plugin (v2).
+# Needs Go and Docker. On a fresh machine it installs, as root, the Debian
+# packages it uses (debootstrap, curl, CA certificates, docker-compose when
+# there is no compose at all), then builds the images without a registry:
+# the first run takes about 10 minutes (MinIO from source, a Debian root
+# file system for ZooKeeper), later runs seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+. scripts/lib.sh
 
 log() { printf '%s demo: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() {
@@ -15,12 +20,22 @@ die() {
 	exit 1
 }
 
+command -v go >/dev/null 2>&1 || die "Go is missing: install Go 1.26 or later (https://go.dev/dl/) and put it on PATH"
+command -v docker >/dev/null 2>&1 || die "Docker is missing: install Docker Engine (apt-get install docker.io)"
+docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: start it (systemctl start docker) or check your access to it"
+extra=()
+if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
+	extra+=(docker-compose:docker-compose)
+fi
+if [[ "${1:-up}" == up ]]; then
+	ensure_packages log debootstrap:debootstrap curl:curl -:ca-certificates "${extra[@]}" || exit 2
+fi
 if command -v docker-compose >/dev/null 2>&1; then
 	compose=(docker-compose)
 elif docker compose version >/dev/null 2>&1; then
 	compose=(docker compose)
 else
-	die "neither docker-compose nor the docker compose plugin is installed"
+	die "neither docker-compose nor the docker compose plugin is installed: apt-get install docker-compose"
 fi
 
 case "${1:-up}" in
@@ -65,45 +80,17 @@ zk_serving() {
 	done
 }
 
+log "building the images that are missing (scripts/images.sh; the first time about 10 minutes, with progress below)"
 bash scripts/images.sh
 
-# An unknown command's --help may print the root help and exit 0, so look
-# for serve's own usage line.
-has_serve=0
-if docker run --rm seqkeeper:dev serve --help 2>&1 | grep -q 'seqkeeper serve'; then
-	has_serve=1
-fi
-
-if ((has_serve)); then
-	log "${compose[*]} up -d"
-	"${compose[@]}" up -d
-else
-	log "${compose[*]} up -d zoo1 zoo2 zoo3 minio (this seqkeeper:dev has no 'serve' yet)"
-	"${compose[@]}" up -d zoo1 zoo2 zoo3 minio
-fi
+log "${compose[*]} up -d"
+"${compose[@]}" up -d
 
 wait_for "ZooKeeper ensemble (zoo1..3 report leader/follower to srvr on 127.0.0.1:2181-2183)" 120 zk_serving
 for port in 2181 2182 2183; do
 	log "  127.0.0.1:$port: $(zk_mode "$port")"
 done
 wait_for "MinIO (http://127.0.0.1:9000/minio/health/live)" 60 curl -fsS http://127.0.0.1:9000/minio/health/live
-
-if ((!has_serve)); then
-	cat <<EOF
-
-Not yet: the daemon (seqkeeper serve) lands with issue #6; ZooKeeper and MinIO are up:
-
-  ZooKeeper ensemble   127.0.0.1:2181, 127.0.0.1:2182, 127.0.0.1:2183
-    ${compose[*]} exec zoo1 zkCli.sh -server localhost:2181 ls /
-    echo srvr | nc 127.0.0.1 2181        (or mntr, ruok)
-  MinIO (S3 API)       http://127.0.0.1:9000   user minioadmin, password minioadmin
-  MinIO web console    http://127.0.0.1:9001
-  Logs                 ${compose[*]} logs -f zoo1 minio
-
-Stop and delete everything:  bash scripts/demo.sh down   (runs: ${compose[*]} down -v)
-EOF
-	exit 0
-fi
 
 replica_ready() { curl -fsS "http://127.0.0.1:$1/readyz"; }
 for port in 7071 7072 7073; do

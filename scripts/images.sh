@@ -18,6 +18,7 @@
 #   bash scripts/images.sh           build what is missing or stale
 #   bash scripts/images.sh --force   rebuild every image (reuses the cache)
 #   bash scripts/images.sh --check   exit 1 listing missing images; builds nothing
+#   bash scripts/images.sh --mirror  print the Debian mirror debootstrap uses
 #
 # An image named zookeeper:3.8 or minio/minio:latest that this script did not
 # build (the real one, pulled from a registry) is left alone unless --force.
@@ -55,10 +56,12 @@ usage() {
 
 force=0
 check=0
+mirror_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--force) force=1 ;;
 	--check) check=1 ;;
+	--mirror) mirror_only=1 ;;
 	-h | --help)
 		usage
 		exit 0
@@ -160,6 +163,24 @@ scratch() {
 	printf -v "$1" '%s' "$d"
 }
 
+# heartbeat WHAT [VAR=value...] COMMAND... runs COMMAND (with the
+# environment assignments) and logs "WHAT: still running" every 30 s, so a
+# long build never looks stuck.
+heartbeat() {
+	local what="$1" start=$SECONDS pid status=0
+	shift
+	(
+		while sleep 30; do
+			log "$what: still running ($((SECONDS - start))s)"
+		done
+	) &
+	pid=$!
+	env "$@" || status=$?
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null || true
+	return "$status"
+}
+
 # timed NAME FUNCTION runs FUNCTION and reports how long it took.
 timed() {
 	local name="$1" start=$SECONDS
@@ -212,7 +233,7 @@ build_minio() {
 	if [[ ! -x "$MINIO_BIN" ]]; then
 		log "MinIO: go install $MINIO_MODULE into $CACHE/bin (takes about 5 minutes)"
 		mkdir -p "$CACHE/bin"
-		CGO_ENABLED=0 GOBIN="$CACHE/bin" go install "$MINIO_MODULE"
+		heartbeat "MinIO: go install" CGO_ENABLED=0 GOBIN="$CACHE/bin" go install "$MINIO_MODULE"
 	fi
 	hash="$(hash_files "$IMAGES_DIR/minio/Dockerfile" "$MINIO_BIN")"
 	if up_to_date "$hash" "${MINIO_IMAGES[@]}"; then
@@ -287,7 +308,8 @@ zk_rootfs() {
 	mirror="$(debian_mirror)"
 	scratch dir
 	log "ZooKeeper: debootstrap --variant=minbase --include=$ZK_PACKAGES $ZK_SUITE from $mirror (about 90 s)"
-	debootstrap --variant=minbase --include="$ZK_PACKAGES" "$ZK_SUITE" "$dir/root" "$mirror" >"$dir/debootstrap.log" 2>&1 ||
+	heartbeat "ZooKeeper: debootstrap" bash -c 'exec "$@" >"$0" 2>&1' "$dir/debootstrap.log" \
+		debootstrap --variant=minbase --include="$ZK_PACKAGES" "$ZK_SUITE" "$dir/root" "$mirror" ||
 		{
 			tail -n 20 "$dir/debootstrap.log" >&2
 			die "debootstrap failed"
@@ -369,6 +391,12 @@ if ((check)); then
 		exit 1
 	fi
 	log "all images present: $SEQKEEPER_IMAGE ${MINIO_IMAGES[0]} ${ZK_IMAGES[0]}"
+	exit 0
+fi
+
+if ((mirror_only)); then
+	debian_mirror
+	echo
 	exit 0
 fi
 

@@ -7,20 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '%s setup: %s\n' "$(date +%H:%M:%S)" "$*"; }
+. scripts/lib.sh
 
-need_pkgs=()
-dpkg -s zookeeper >/dev/null 2>&1 || need_pkgs+=(zookeeper)
-command -v java >/dev/null 2>&1 || need_pkgs+=(openjdk-17-jre-headless)
-command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
-if ((${#need_pkgs[@]})); then
-	if [[ $(id -u) -ne 0 ]]; then
-		log "missing Debian packages: ${need_pkgs[*]}; install them as root: apt-get install ${need_pkgs[*]}"
-		exit 2
-	fi
-	log "installing ${need_pkgs[*]}"
-	apt-get update -q
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need_pkgs[@]}"
-fi
+ensure_packages log -:zookeeper java:openjdk-17-jre-headless debootstrap:debootstrap \
+	curl:curl -:ca-certificates || exit 2
 
 if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/staticcheck" ]]; then
 	log "installing staticcheck"

@@ -1,0 +1,27 @@
+# Shared by scripts/setup.sh and scripts/demo.sh (source it; not a program).
+
+# ensure_packages LOG CMD:PKG... installs, with apt-get, the Debian package
+# PKG of every command CMD that is missing (CMD "-" checks the package with
+# dpkg instead). Needs root when something is missing; otherwise it says the
+# one command that installs it and returns 2.
+ensure_packages() {
+	local log="$1" pair cmd pkg need=()
+	shift
+	for pair in "$@"; do
+		cmd="${pair%%:*}" pkg="${pair#*:}"
+		if [[ "$cmd" == - ]]; then
+			dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+		else
+			command -v "$cmd" >/dev/null 2>&1 || need+=("$pkg")
+		fi
+	done
+	((${#need[@]})) || return 0
+	if [[ $(id -u) -ne 0 ]]; then
+		"$log" "missing Debian packages: ${need[*]}; install them as root: apt-get install ${need[*]}"
+		return 2
+	fi
+	"$log" "installing ${need[*]} (apt-get)"
+	apt-get update -q >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+	"$log" "installed ${need[*]}"
+}
