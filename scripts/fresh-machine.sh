@@ -73,9 +73,11 @@ echo "deb $mirror bookworm main" >"$DIR/etc/apt/sources.list"
 mount -t proc proc "$DIR/proc"
 mount --rbind /sys "$DIR/sys"
 mount --rbind /dev "$DIR/dev"
-mkdir -p "$DIR/var/run"
-touch "$DIR/var/run/docker.sock"
-mount --bind /var/run/docker.sock "$DIR/var/run/docker.sock"
+# /var/run is a symbolic link to /run there: bind the socket under the
+# chroot's own /run (following the link from outside would reach the host's).
+mkdir -p "$DIR/run"
+touch "$DIR/run/docker.sock"
+mount --bind "$(readlink -f /var/run/docker.sock)" "$DIR/run/docker.sock"
 mount -t tmpfs tmpfs "$DIR/tmp"
 
 if ((!keep)); then
