@@ -63,6 +63,11 @@ phase "add Go and the Docker CLI" bash -c "
 	cp -a /usr/local/go '$DIR/usr/local/go'
 	install -m 0755 '$docker_cli' '$DIR/usr/local/bin/docker'
 	cp /etc/resolv.conf '$DIR/etc/resolv.conf'
+	# The network's own CAs (a TLS-inspecting egress proxy, a company CA)
+	# belong to the network, not to the machine: carried over, they join
+	# the bundle when the scripts install ca-certificates.
+	mkdir -p '$DIR/usr/local/share/ca-certificates'
+	cp /usr/local/share/ca-certificates/*.crt '$DIR/usr/local/share/ca-certificates/' 2>/dev/null || true
 	mkdir -p '$DIR/src'
 	git clone -q '$ROOT' '$DIR/src/seqkeeper'
 	git -C '$DIR/src/seqkeeper' log --oneline -1"
