@@ -68,6 +68,10 @@ const (
 	DefaultAuditInterval       = 5 * time.Minute
 )
 
+// MaxMetricsTopSequences bounds metrics_top_sequences: per-sequence series
+// are for the few that matter, not a second export of every sequence.
+const MaxMetricsTopSequences = 1000
+
 // MaxReserveLimit is the largest min_reserve and max_reserve accepted:
 // 2^50 (1125899906842624, about 1.1e15). The primary computes 2*reserve
 // and next+reserve in int64; the cap keeps that arithmetic far from
@@ -156,6 +160,11 @@ type Config struct {
 	// /readyz answering 503, so that load balancers and Kubernetes remove
 	// the endpoint before connections are refused. 0: shut down at once.
 	ShutdownDelay time.Duration
+	// MetricsTopSequences is how many sequences get series of their own on
+	// /metrics (the N with the shortest runway, the N that served the most
+	// IDs); 0, the default, exports aggregates only, so that the series
+	// count does not grow with the number of sequences.
+	MetricsTopSequences int64
 	// LogLevel is a zerolog level (trace, debug, info, warn, error, fatal,
 	// panic, disabled). Empty lets each command choose: info for serve,
 	// error for the operator commands (whose ZooKeeper session ends with
@@ -292,6 +301,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HTTPTLSClientCAFile != "" && c.HTTPTLSCertFile == "" {
 		bad("http_tls_client_ca_file", "client certificates need TLS: set http_tls_cert_file and http_tls_key_file too")
+	}
+	if c.MetricsTopSequences < 0 || c.MetricsTopSequences > MaxMetricsTopSequences {
+		bad("metrics_top_sequences", "%d must be between 0 and %d", c.MetricsTopSequences, MaxMetricsTopSequences)
 	}
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
 		bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)

@@ -139,6 +139,8 @@ var settings = []setting{
 		func(c *Config) *string { return &c.HTTPTLSClientCAFile }),
 	durationSetting("shutdown_delay", "on SIGTERM, keep serving this long with /readyz at 503 so load balancers drop the endpoint first (5s suits Kubernetes)",
 		func(c *Config) *time.Duration { return &c.ShutdownDelay }),
+	intSetting("metrics_top_sequences", "sequences with series of their own on /metrics (shortest runway, most IDs served); 0: aggregates only",
+		func(c *Config) *int64 { return &c.MetricsTopSequences }),
 	stringSetting("log_level", "log level: trace, debug, info, warn, error (default info for serve, error for the operator commands)",
 		func(c *Config) *string { return &c.LogLevel }),
 	stringSetting("log_format", "log format: auto (console on a terminal, else json), json, console",

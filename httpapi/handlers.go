@@ -40,7 +40,8 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	s.metrics.served.WithLabelValues(name).Add(float64(got.Count()))
+	s.served.Add(got.Count())
+	e.served.Add(got.Count())
 	writeJSON(w, http.StatusOK, IDsResponse{Sequence: name, Ranges: IDRanges(got)})
 }
 
@@ -187,7 +188,7 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 	}
 	n := ids.Count()
 	if !already {
-		s.metrics.recycled.WithLabelValues(name).Add(float64(n))
+		s.recycled.Add(n)
 	}
 	writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: n, AlreadyApplied: already})
 }

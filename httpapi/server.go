@@ -66,6 +66,10 @@ type Options struct {
 	Allocator sequence.AllocatorOptions
 	// MaxCount bounds count in one ID request. Default DefaultMaxCount.
 	MaxCount int64
+	// TopSequences is how many sequences get /metrics series of their own:
+	// the ones that served the most IDs. 0: sums only, so that the series
+	// count does not grow with the number of sequences.
+	TopSequences int
 }
 
 // Server is the HTTP ID API of one replica. It serves IDs from one
@@ -89,6 +93,9 @@ type Server struct {
 	metrics  *metrics
 
 	draining atomic.Bool // Drain was called: /readyz answers 503
+	topN     int
+	// served and recycled count IDs over all sequences (for /metrics).
+	served, recycled atomic.Int64
 
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
@@ -97,8 +104,9 @@ type Server struct {
 
 // allocEntry is the allocator of one sequence.
 type allocEntry struct {
-	name  string
-	alloc *sequence.Allocator
+	name   string
+	alloc  *sequence.Allocator
+	served atomic.Int64 // IDs handed out
 	// bulk serialises requests for more than one ID, so that each gets a
 	// contiguous run where the batches allow; single-ID requests do not
 	// take it.
@@ -112,6 +120,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxCount == 0 {
 		opts.MaxCount = DefaultMaxCount
+	}
+	if opts.TopSequences < 0 {
+		return nil, fmt.Errorf("httpapi: TopSequences %d must not be negative", opts.TopSequences)
 	}
 	if opts.MaxCount < 1 {
 		return nil, fmt.Errorf("httpapi: MaxCount %d must be at least 1", opts.MaxCount)
@@ -142,6 +153,7 @@ func New(opts Options) (*Server, error) {
 		log:      opts.Logger.With().Str("component", "httpapi").Logger(),
 		mux:      http.NewServeMux(),
 		allocs:   make(map[string]*allocEntry),
+		topN:     opts.TopSequences,
 	}
 	m, err := newMetrics(reg, s)
 	if err != nil {
@@ -273,6 +285,8 @@ type AllocatorStatus struct {
 	Batches   int64  `json:"batches"`
 	BatchSize int64  `json:"batch_size"`
 	Waits     int64  `json:"waits"`
+	// Served counts the IDs this replica's API handed out of the sequence.
+	Served int64 `json:"served"`
 }
 
 // Allocators returns the state of every allocator, sorted by sequence, for
@@ -287,7 +301,7 @@ func (s *Server) Allocators() []AllocatorStatus {
 	out := make([]AllocatorStatus, 0, len(entries))
 	for _, e := range entries {
 		st := e.alloc.Stats()
-		out = append(out, AllocatorStatus{Sequence: e.name, Batches: st.Batches, BatchSize: st.BatchSize, Waits: st.Waits})
+		out = append(out, AllocatorStatus{Sequence: e.name, Batches: st.Batches, BatchSize: st.BatchSize, Waits: st.Waits, Served: e.served.Load()})
 	}
 	slices.SortFunc(out, func(a, b AllocatorStatus) int { return strings.Compare(a.Sequence, b.Sequence) })
 	return out

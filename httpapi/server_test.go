@@ -472,33 +472,46 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.create("m", seqzk.Registration{}, 100_000)
+	e.create("n", seqzk.Registration{}, 100_000)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
-	r.ids("m", 100)
-	r.ids("m", 1)
-	r.call("POST", "/v1/sequences/m/recycle", "", `{"ranges":[[5,6]]}`)
-	r.call("POST", "/v1/sequences/nosuch/ids", "", "")
+	top := e.replica(httpapi.Options{TopSequences: 1}, sequence.Options{})
+	for _, rep := range []*replica{r, top} {
+		rep.ids("m", 100)
+		rep.ids("m", 1)
+		rep.ids("n", 3)
+		rep.call("POST", "/v1/sequences/m/recycle", "", `{"ranges":[[5,6]]}`)
+		rep.call("POST", "/v1/sequences/nosuch/ids", "", "")
+	}
 	code, _, body := r.call("GET", "/metrics", "", "")
 	if code != 200 {
 		t.Fatalf("metrics: %d", code)
 	}
 	for _, want := range []string{
-		`seqkeeper_ids_served_total{sequence="m"} 101`,
-		`seqkeeper_ids_recycled_total{sequence="m"} 2`,
-		`seqkeeper_http_request_duration_seconds_count{code="200",route="POST /v1/sequences/{name}/ids"} 2`,
+		"seqkeeper_ids_served_total 104",
+		"seqkeeper_ids_recycled_total 2",
+		`seqkeeper_http_request_duration_seconds_count{code="200",route="POST /v1/sequences/{name}/ids"} 3`,
 		`seqkeeper_http_request_duration_seconds_count{code="404",route="POST /v1/sequences/{name}/ids"} 1`,
-		`seqkeeper_allocator_takes_total{sequence="m"}`,
-		`seqkeeper_allocator_batch_size{sequence="m"}`,
-		`seqkeeper_allocator_waits_total{sequence="m"}`,
+		"seqkeeper_allocators 2",
+		"seqkeeper_allocator_takes_total ",
+		"seqkeeper_allocator_waits_total ",
 		"seqkeeper_zookeeper_requests_total ",
 		"seqkeeper_cas_conflicts_total 0",
-		"seqkeeper_cas_retries_total 0",
+		"seqkeeper_zookeeper_retries_total 0",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	if strings.Contains(string(body), `sequence="nosuch"`) {
-		t.Error("an unknown sequence got a metrics label (unbounded cardinality)")
+	// By default no series names a sequence: their number does not grow
+	// with the sequences.
+	if strings.Contains(string(body), `sequence="`) {
+		t.Errorf("per-sequence series without TopSequences:\n%s", body)
+	}
+	// With TopSequences 1, the sequence that served the most, only.
+	_, _, body = top.call("GET", "/metrics", "", "")
+	if !strings.Contains(string(body), `seqkeeper_sequence_ids_served_total{sequence="m"} 101`) ||
+		strings.Contains(string(body), `sequence="n"`) || strings.Contains(string(body), `sequence="nosuch"`) {
+		t.Errorf("TopSequences 1: want series for m only:\n%s", body)
 	}
 
 	// A second Server on the same registry is refused, not half-built.

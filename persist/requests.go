@@ -77,7 +77,13 @@ type counted struct {
 	gets, puts, conflicts, deletes atomic.Int64
 	lastOK                         atomic.Int64 // unix nanoseconds
 	lastFail                       atomic.Pointer[failure]
+	observe                        atomic.Pointer[func(op string, d time.Duration)]
 }
+
+// ObserveRequests makes the Store call fn after every backend request
+// with its kind ("get", "put", "delete") and how long it took, failed or
+// not (for a latency histogram). Set it before the Store is used.
+func (s *Store) ObserveRequests(fn func(op string, d time.Duration)) { s.b.observe.Store(&fn) }
 
 type failure struct {
 	err error
@@ -86,7 +92,10 @@ type failure struct {
 
 // outcome records whether err is an answer from the backend. A request
 // cancelled by its caller says nothing about the backend.
-func (c *counted) outcome(err error) {
+func (c *counted) outcome(op string, start time.Time, err error) {
+	if fn := c.observe.Load(); fn != nil {
+		(*fn)(op, time.Since(start))
+	}
 	switch {
 	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrConflict):
 		c.lastOK.Store(time.Now().UnixNano())
@@ -98,24 +107,27 @@ func (c *counted) outcome(err error) {
 
 func (c *counted) Get(ctx context.Context, key string) ([]byte, string, error) {
 	c.gets.Add(1)
+	start := time.Now()
 	data, etag, err := c.Backend.Get(ctx, key)
-	c.outcome(err)
+	c.outcome("get", start, err)
 	return data, etag, err
 }
 
 func (c *counted) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
 	c.puts.Add(1)
+	start := time.Now()
 	etag, err := c.Backend.Put(ctx, key, data, ifMatch)
 	if errors.Is(err, ErrConflict) {
 		c.conflicts.Add(1)
 	}
-	c.outcome(err)
+	c.outcome("put", start, err)
 	return etag, err
 }
 
 func (c *counted) Delete(ctx context.Context, key string) error {
 	c.deletes.Add(1)
+	start := time.Now()
 	err := c.Backend.Delete(ctx, key)
-	c.outcome(err)
+	c.outcome("delete", start, err)
 	return err
 }

@@ -3,6 +3,7 @@ package zkclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
@@ -85,10 +86,21 @@ func (s Session) Current() bool { return s.c.conn.Load() == s.conn }
 // so a write abandoned this way may still be applied. A caller that must
 // know a write's outcome passes context.WithoutCancel(ctx): the request then
 // runs to its reply, or to its failure when the connection drops.
-func run[T any](ctx context.Context, s Session, f func() (T, error)) (T, error) {
+//
+// op names the request for Options.ObserveRequest.
+func run[T any](ctx context.Context, s Session, op string, f func() (T, error)) (T, error) {
 	var zero T
 	if s.c.isClosed() {
 		return zero, ErrClosed
+	}
+	if observe := s.c.opts.ObserveRequest; observe != nil {
+		g := f
+		f = func() (T, error) {
+			start := time.Now()
+			v, err := g()
+			observe(op, time.Since(start))
+			return v, err
+		}
 	}
 	if ctx.Done() == nil {
 		v, err := f()
@@ -135,7 +147,7 @@ type list struct {
 
 // Get returns a znode's data and stat.
 func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
-	r, err := run(ctx, s, func() (read, error) {
+	r, err := run(ctx, s, "get", func() (read, error) {
 		d, st, err := s.conn.Get(path)
 		return read{d, st}, err
 	})
@@ -163,7 +175,7 @@ func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan E
 
 // Children returns the names of a znode's children, unsorted.
 func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, error) {
-	r, err := run(ctx, s, func() (list, error) {
+	r, err := run(ctx, s, "children", func() (list, error) {
 		names, st, err := s.conn.Children(path)
 		return list{names, st}, err
 	})
@@ -184,7 +196,7 @@ func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <
 
 // Exists reports whether a znode exists, with its stat if it does.
 func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
-	r, err := run(ctx, s, func() (read, error) {
+	r, err := run(ctx, s, "exists", func() (read, error) {
 		ok, st, err := s.conn.Exists(path)
 		if !ok {
 			st = nil
@@ -214,7 +226,7 @@ func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan 
 
 // GetQ is GetW without the channel.
 func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
-	r, err := run(ctx, s, func() (read, error) {
+	r, err := run(ctx, s, "get", func() (read, error) {
 		d, st, err := s.watch().GetWQ(path)
 		return read{d, st}, err
 	})
@@ -223,7 +235,7 @@ func (s Session) GetQ(ctx context.Context, path string) ([]byte, *Stat, error) {
 
 // ChildrenQ is ChildrenW without the channel.
 func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, error) {
-	r, err := run(ctx, s, func() (list, error) {
+	r, err := run(ctx, s, "children", func() (list, error) {
 		names, st, err := s.watch().ChildrenWQ(path)
 		return list{names, st}, err
 	})
@@ -232,7 +244,7 @@ func (s Session) ChildrenQ(ctx context.Context, path string) ([]string, *Stat, e
 
 // ExistsQ is ExistsW without the channel.
 func (s Session) ExistsQ(ctx context.Context, path string) (bool, *Stat, error) {
-	r, err := run(ctx, s, func() (read, error) {
+	r, err := run(ctx, s, "exists", func() (read, error) {
 		ok, st, err := s.watch().ExistsWQ(path)
 		if !ok {
 			st = nil
@@ -245,27 +257,27 @@ func (s Session) ExistsQ(ctx context.Context, path string) (bool, *Stat, error) 
 // Create makes a znode with the client's ACL and returns its path (which
 // differs from path for Sequential znodes).
 func (s Session) Create(ctx context.Context, path string, data []byte, flags CreateFlags) (string, error) {
-	return run(ctx, s, func() (string, error) {
+	return run(ctx, s, "create", func() (string, error) {
 		return s.conn.Create(path, data, int32(flags), s.c.acl)
 	})
 }
 
 // Set replaces a znode's data if its version is version (AnyVersion: any).
 func (s Session) Set(ctx context.Context, path string, data []byte, version int32) (*Stat, error) {
-	st, err := run(ctx, s, func() (*zk.Stat, error) { return s.conn.Set(path, data, version) })
+	st, err := run(ctx, s, "set", func() (*zk.Stat, error) { return s.conn.Set(path, data, version) })
 	return stat(st), err
 }
 
 // Delete removes a znode if its version is version (AnyVersion: any).
 func (s Session) Delete(ctx context.Context, path string, version int32) error {
-	_, err := run(ctx, s, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, version) })
+	_, err := run(ctx, s, "delete", func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, version) })
 	return err
 }
 
 // Sync waits until the server the session is connected to has caught up
 // with the leader on path.
 func (s Session) Sync(ctx context.Context, path string) error {
-	_, err := run(ctx, s, func() (string, error) { return s.conn.Sync(path) })
+	_, err := run(ctx, s, "sync", func() (string, error) { return s.conn.Sync(path) })
 	return err
 }
 
@@ -336,7 +348,7 @@ func (s Session) Multi(ctx context.Context, ops ...Op) ([]OpResult, error) {
 	for i, op := range ops {
 		reqs[i] = op.request(s.c.acl)
 	}
-	res, err := run(ctx, s, func() ([]zk.MultiResponse, error) { return s.conn.Multi(reqs...) })
+	res, err := run(ctx, s, "multi", func() ([]zk.MultiResponse, error) { return s.conn.Multi(reqs...) })
 	// ZooKeeper answers a failed transaction with a result per operation:
 	// "ok" for those before the failed one, the failed one's error, then
 	// "runtime inconsistency" for the rest.

@@ -58,6 +58,11 @@ type Options struct {
 	RedialAfter time.Duration
 	// Logger receives session transitions. Default: disabled.
 	Logger *zerolog.Logger
+	// ObserveRequest, if set, is called after every request with its kind
+	// ("get", "children", "exists", "create", "set", "delete", "sync",
+	// "multi") and how long the round trip took, failed or not (for a
+	// latency histogram). It runs on the request's goroutine: keep it fast.
+	ObserveRequest func(op string, d time.Duration)
 }
 
 // Client is a ZooKeeper session shared by a process's components. It is safe

@@ -33,6 +33,7 @@ var serveSettings = []string{
 	"http", "http_token", "http_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
 	"create_bucket", "http_tls_cert_file", "http_tls_key_file", "http_tls_client_ca_file", "shutdown_delay",
+	"metrics_top_sequences",
 }
 
 // Output formats of -o.
@@ -272,14 +273,16 @@ func isTerminal(w io.Writer) bool {
 // config.DefaultCLIZKConnectTimeout where that is 0 (serve passes its own
 // longer default through dialZKWithin).
 func dialZK(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*zkclient.Client, error) {
-	return dialZKWithin(ctx, cfg, config.DefaultCLIZKConnectTimeout, log)
+	return dialZKWithin(ctx, cfg, config.DefaultCLIZKConnectTimeout, log, nil)
 }
 
-// dialZKWithin is dialZK with def as the wait when zk_connect_timeout is 0.
-func dialZKWithin(ctx context.Context, cfg *config.Config, def time.Duration, log zerolog.Logger) (*zkclient.Client, error) {
+// dialZKWithin is dialZK with def as the wait when zk_connect_timeout is 0,
+// and observe (if not nil) timing every request.
+func dialZKWithin(ctx context.Context, cfg *config.Config, def time.Duration, log zerolog.Logger, observe func(string, time.Duration)) (*zkclient.Client, error) {
 	return zkclient.Dial(ctx, cfg.ZK, zkclient.Options{
 		SessionTimeout: cfg.ZKSessionTimeout,
 		ConnectTimeout: cfg.ConnectTimeout(def),
+		ObserveRequest: observe,
 		Digest:         cfg.ZKDigest.Reveal(),
 		Logger:         &log,
 	})

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
@@ -89,7 +87,8 @@ func (g *globals) serve(ctx context.Context) error {
 	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()},
 		readyGrace: cfg.ZKSessionTimeout}
 	log = log.With().Str("replica", cfg.ID).Logger()
-	if r.zk, err = dialZKWithin(ctx, cfg, config.DefaultZKConnectTimeout, log); err != nil {
+	metrics := newServeMetrics()
+	if r.zk, err = dialZKWithin(ctx, cfg, config.DefaultZKConnectTimeout, log, metrics.observeZK); err != nil {
 		return err
 	}
 	defer r.zk.Close()
@@ -103,6 +102,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if r.store, err = openStore(ctx, cfg, cfg.CreateBucket); err != nil {
 		return err
 	}
+	r.store.ObserveRequests(metrics.observeStore)
 	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, Logger: log})
 	if err != nil {
 		return &usageError{err}
@@ -112,8 +112,8 @@ func (g *globals) serve(ctx context.Context) error {
 		return &usageError{err}
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), r.collector())
+	reg := metrics.reg
+	reg.MustRegister(r.collector(int(cfg.MetricsTopSequences)))
 	// The HTTP API serves workers: it gets a client without the primary's
 	// powers.
 	workers, err := sequence.NewClient(r.zk, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait})
@@ -122,7 +122,7 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	r.api, err = httpapi.New(httpapi.Options{
 		Sequences: workers, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
-		Token: token, Registry: reg, Logger: log,
+		Token: token, Registry: reg, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
 	})
 	if err != nil {
 		return err
@@ -358,71 +358,4 @@ func isLoopbackHost(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// collector exports the primary's and the election's state as Prometheus
-// metrics, read at scrape time.
-func (r *replica) collector() prometheus.Collector { return replicaCollector{r} }
-
-type replicaCollector struct{ r *replica }
-
-var (
-	descLeader       = prometheus.NewDesc("seqkeeper_leader", "1 while this replica is the primary.", nil, nil)
-	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
-	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
-	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
-	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition, op=\"delete\" the deletions of compacted log segments (not billed by S3).", []string{"op"}, nil)
-	descCompactions  = prometheus.NewDesc("seqkeeper_store_compactions_total", "Compactions of the store's log into its bucket objects by the primary, by result.", []string{"result"}, nil)
-	descCompacted    = prometheus.NewDesc("seqkeeper_store_compacted_segments_total", "Store log segments folded into bucket objects by the primary.", nil, nil)
-	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
-	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
-	descRunway       = prometheus.NewDesc("seqkeeper_sequence_runway_seconds", "How long each sequence's reserve lasts at its recent rate.", []string{"sequence"}, nil)
-	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy.", nil, nil)
-	descLegacyMargin = prometheus.NewDesc("seqkeeper_legacy_margin_ids", "Smallest gap seen between a legacy counter and its stored mark.", []string{"sequence"}, nil)
-)
-
-func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerms, descRaises, descStorePuts, descStoreReqs, descCompactions, descCompacted, descRevalidated, descRestored, descRunway, descUnhealthy, descLegacyMargin} {
-		ch <- d
-	}
-}
-
-func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
-	leading := 0.0
-	if c.r.election.IsLeader() {
-		leading = 1
-	}
-	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leading)
-	es := c.r.election.Stats()
-	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Terms), "elected")
-	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Resignations), "resigned")
-	ch <- prometheus.MustNewConstMetric(descTerms, prometheus.CounterValue, float64(es.Losses), "lost")
-	ps := c.r.primary.Stats()
-	ch <- prometheus.MustNewConstMetric(descRaises, prometheus.CounterValue, float64(ps.Raises))
-	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StorePuts), "ok")
-	ch <- prometheus.MustNewConstMetric(descStorePuts, prometheus.CounterValue, float64(ps.StoreErrors), "error")
-	rq := c.r.store.Requests()
-	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Gets), "get")
-	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Puts), "put")
-	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.PutConflicts), "put_conflict")
-	ch <- prometheus.MustNewConstMetric(descStoreReqs, prometheus.CounterValue, float64(rq.Deletes), "delete")
-	ch <- prometheus.MustNewConstMetric(descCompactions, prometheus.CounterValue, float64(ps.Compactions), "ok")
-	ch <- prometheus.MustNewConstMetric(descCompactions, prometheus.CounterValue, float64(ps.CompactErrors), "error")
-	ch <- prometheus.MustNewConstMetric(descCompacted, prometheus.CounterValue, float64(ps.Compacted))
-	ch <- prometheus.MustNewConstMetric(descRevalidated, prometheus.CounterValue, float64(ps.Revalidated))
-	ch <- prometheus.MustNewConstMetric(descRestored, prometheus.CounterValue, float64(ps.Restored))
-	st := c.r.primary.Status()
-	unhealthy := 0
-	if st.Leading {
-		for _, s := range st.Sequences {
-			ch <- prometheus.MustNewConstMetric(descRunway, prometheus.GaugeValue, s.RunwaySeconds, s.Name)
-			if s.Legacy {
-				ch <- prometheus.MustNewConstMetric(descLegacyMargin, prometheus.GaugeValue, float64(s.LegacyMargin), s.Name)
-			}
-			if !s.Healthy {
-				unhealthy++
-			}
-		}
-	}
-	ch <- prometheus.MustNewConstMetric(descUnhealthy, prometheus.GaugeValue, float64(unhealthy))
 }

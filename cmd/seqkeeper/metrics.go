@@ -1,0 +1,216 @@
+package main
+
+import (
+	"cmp"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+)
+
+// serveMetrics are serve's own metrics (the HTTP API registers its own in
+// httpapi). Every series is bounded whatever the number of sequences:
+// sequences get series of their own only for metrics_top_sequences.
+type serveMetrics struct {
+	reg *prometheus.Registry
+	// zkLatency and storeLatency time every request to ZooKeeper and to
+	// the store; they exist before the session and the store do.
+	zkLatency, storeLatency *prometheus.HistogramVec
+}
+
+// requestBuckets span a local ZooKeeper read (0.5 ms) to a store write
+// retried against a slow S3 (30 s).
+var requestBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+func newServeMetrics() *serveMetrics {
+	m := &serveMetrics{
+		reg: prometheus.NewRegistry(),
+		zkLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seqkeeper_zookeeper_request_duration_seconds",
+			Help:    "Latency of this replica's ZooKeeper requests, failed ones included, by op (get, children, exists, create, set, delete, sync, multi).",
+			Buckets: requestBuckets,
+		}, []string{"op"}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "seqkeeper_store_request_duration_seconds",
+			Help:    "Latency of this replica's store requests (S3: each one billed), failed ones included, by op (get, put, delete).",
+			Buckets: requestBuckets,
+		}, []string{"op"}),
+	}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.zkLatency, m.storeLatency, buildInfo())
+	return m
+}
+
+func (m *serveMetrics) observeZK(op string, d time.Duration) {
+	m.zkLatency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+func (m *serveMetrics) observeStore(op string, d time.Duration) {
+	m.storeLatency.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// buildInfo is seqkeeper_build_info{version,revision,goversion} 1.
+func buildInfo() prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "seqkeeper_build_info",
+		Help: "Always 1; the labels say which seqkeeper build runs.",
+		ConstLabels: prometheus.Labels{
+			"version": buildVersion(), "revision": buildRevision(), "goversion": runtime.Version(),
+		},
+	})
+	g.Set(1)
+	return g
+}
+
+// collector exports the primary's, the election's, the session's and the
+// store's state, read at scrape time.
+func (r *replica) collector(topN int) prometheus.Collector { return replicaCollector{r, topN} }
+
+type replicaCollector struct {
+	r    *replica
+	topN int
+}
+
+// runwayBuckets sort sequences by how long their reserve lasts: an alert
+// looks at the low ones, the 1-day cap is where idle sequences sit.
+var runwayBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400}
+
+var (
+	descLeader       = prometheus.NewDesc("seqkeeper_leader", "1 while this replica is the primary.", nil, nil)
+	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
+	descZKDown       = prometheus.NewDesc("seqkeeper_zookeeper_disconnected_seconds", "How long this replica has been without a ZooKeeper session; 0 while it has one.", nil, nil)
+	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
+	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
+	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition, op=\"delete\" the deletions of compacted log segments (not billed by S3).", []string{"op"}, nil)
+	descStoreHealthy = prometheus.NewDesc("seqkeeper_store_healthy", "1 when the store answered this replica's last request (the primary's work, or a check once a minute), else 0.", nil, nil)
+	descCompactions  = prometheus.NewDesc("seqkeeper_store_compactions_total", "Compactions of the store's log into its bucket objects by the primary, by result.", []string{"result"}, nil)
+	descCompacted    = prometheus.NewDesc("seqkeeper_store_compacted_segments_total", "Store log segments folded into bucket objects by the primary.", nil, nil)
+	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
+	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
+	descSequences    = prometheus.NewDesc("seqkeeper_sequences", "Sequences the primary maintains (0 on a standby).", nil, nil)
+	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy.", nil, nil)
+	descRunway       = prometheus.NewDesc("seqkeeper_runway_seconds", "How long the sequences' reserves last at their recent rates: a histogram over the sequences the primary maintains (capped at a day for idle ones).", nil, nil)
+	descRunwayMin    = prometheus.NewDesc("seqkeeper_runway_min_seconds", "The shortest runway of any sequence the primary maintains (absent on a standby).", nil, nil)
+	descLegacyMin    = prometheus.NewDesc("seqkeeper_legacy_margin_min_ids", "Smallest gap seen between any legacy counter and its stored mark (absent without legacy counters).", nil, nil)
+	descSeqRunway    = prometheus.NewDesc("seqkeeper_sequence_runway_seconds", "How long the reserve lasts at its recent rate, for the metrics_top_sequences sequences with the shortest runway.", []string{"sequence"}, nil)
+	descSeqLegacy    = prometheus.NewDesc("seqkeeper_sequence_legacy_margin_ids", "Smallest gap seen between a legacy counter and its stored mark, for the legacy counters among the metrics_top_sequences with the shortest runway.", []string{"sequence"}, nil)
+)
+
+func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descLeader, descTerms, descZKDown, descRaises, descStorePuts, descStoreReqs,
+		descStoreHealthy, descCompactions, descCompacted, descRevalidated, descRestored, descSequences, descUnhealthy,
+		descRunway, descRunwayMin, descLegacyMin, descSeqRunway, descSeqLegacy} {
+		ch <- d
+	}
+}
+
+func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	r := c.r
+	gauge(descLeader, boolFloat(r.election.IsLeader()))
+	es := r.election.Stats()
+	counter(descTerms, es.Terms, "elected")
+	counter(descTerms, es.Resignations, "resigned")
+	counter(descTerms, es.Losses, "lost")
+	gauge(descZKDown, r.zk.DisconnectedFor().Seconds())
+	ps := r.primary.Stats()
+	counter(descRaises, ps.Raises)
+	counter(descStorePuts, ps.StorePuts, "ok")
+	counter(descStorePuts, ps.StoreErrors, "error")
+	rq := r.store.Requests()
+	counter(descStoreReqs, rq.Gets, "get")
+	counter(descStoreReqs, rq.Puts, "put")
+	counter(descStoreReqs, rq.PutConflicts, "put_conflict")
+	counter(descStoreReqs, rq.Deletes, "delete")
+	gauge(descStoreHealthy, boolFloat(r.store.Health().Healthy()))
+	counter(descCompactions, ps.Compactions, "ok")
+	counter(descCompactions, ps.CompactErrors, "error")
+	counter(descCompacted, ps.Compacted)
+	counter(descRevalidated, ps.Revalidated)
+	counter(descRestored, ps.Restored)
+	collectSequences(ch, r.primary.Status(), c.topN)
+}
+
+// collectSequences exports the primary's view of its sequences: counts, a
+// runway histogram and minima, and series of their own for the topN with
+// the shortest runway.
+func collectSequences(ch chan<- prometheus.Metric, st primary.Status, topN int) {
+	var seqs []primary.SequenceStatus
+	if st.Leading {
+		seqs = st.Sequences
+	}
+	unhealthy := 0
+	buckets := make(map[float64]uint64, len(runwayBuckets))
+	sum := 0.0
+	legacyMin, hasLegacy := int64(0), false
+	for _, s := range seqs {
+		if !s.Healthy {
+			unhealthy++
+		}
+		sum += s.RunwaySeconds
+		for _, b := range runwayBuckets {
+			if s.RunwaySeconds <= b {
+				buckets[b]++
+			}
+		}
+		if s.Legacy && (!hasLegacy || s.LegacyMargin < legacyMin) {
+			legacyMin, hasLegacy = s.LegacyMargin, true
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(descSequences, prometheus.GaugeValue, float64(len(seqs)))
+	ch <- prometheus.MustNewConstMetric(descUnhealthy, prometheus.GaugeValue, float64(unhealthy))
+	ch <- prometheus.MustNewConstHistogram(descRunway, uint64(len(seqs)), sum, buckets)
+	if hasLegacy {
+		ch <- prometheus.MustNewConstMetric(descLegacyMin, prometheus.GaugeValue, float64(legacyMin))
+	}
+	if len(seqs) == 0 {
+		return
+	}
+	short := shortestRunways(seqs, max(topN, 1))
+	ch <- prometheus.MustNewConstMetric(descRunwayMin, prometheus.GaugeValue, short[0].RunwaySeconds)
+	if topN <= 0 {
+		return
+	}
+	for _, s := range short {
+		ch <- prometheus.MustNewConstMetric(descSeqRunway, prometheus.GaugeValue, s.RunwaySeconds, s.Name)
+		if s.Legacy {
+			ch <- prometheus.MustNewConstMetric(descSeqLegacy, prometheus.GaugeValue, float64(s.LegacyMargin), s.Name)
+		}
+	}
+}
+
+// shortestRunways returns the n sequences with the shortest runway (ties
+// by name), shortest first, without sorting all of them.
+func shortestRunways(seqs []primary.SequenceStatus, n int) []primary.SequenceStatus {
+	less := func(a, b primary.SequenceStatus) int {
+		return cmp.Or(cmp.Compare(a.RunwaySeconds, b.RunwaySeconds), cmp.Compare(a.Name, b.Name))
+	}
+	top := make([]primary.SequenceStatus, 0, n+1)
+	for _, s := range seqs {
+		if len(top) == n && less(s, top[n-1]) >= 0 {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(top, s, less)
+		top = slices.Insert(top, i, s)
+		if len(top) > n {
+			top = top[:n]
+		}
+	}
+	return top
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
