@@ -25,6 +25,8 @@ fi
 go vet ./...
 staticcheck ./...
 (cd integration && go vet ./... && staticcheck ./...)
+log "Kubernetes manifests (kubeconform, strict)"
+bash scripts/validate-manifests.sh
 
 # Fast package tests first, then the container suite, which starts whole
 # clusters and takes minutes.
