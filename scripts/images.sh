@@ -191,6 +191,21 @@ timed() {
 
 # --- seqkeeper:dev -----------------------------------------------------------
 
+# head_commit prints the checked-out commit by reading .git directly.
+head_commit() {
+	local head ref
+	head="$(cat "$ROOT/.git/HEAD" 2>/dev/null)" || return 1
+	if [[ "$head" == "ref: "* ]]; then
+		ref="${head#ref: }"
+		if [[ -f "$ROOT/.git/$ref" ]]; then
+			head="$(cat "$ROOT/.git/$ref")"
+		else
+			head="$(awk -v r="$ref" '$2 == r { print $1 }' "$ROOT/.git/packed-refs" 2>/dev/null)"
+		fi
+	fi
+	[[ "$head" =~ ^[0-9a-f]{40}$ ]] && printf '%s' "$head"
+}
+
 build_seqkeeper() {
 	local ctx version="" revision="" created="" ldflags=() hash
 	scratch ctx
@@ -201,12 +216,14 @@ build_seqkeeper() {
 	printf 'root:x:0:0:root:/:/sbin/nologin\nseqkeeper:x:65532:65532:seqkeeper:/:/sbin/nologin\n' >"$ctx/passwd"
 	printf 'root:x:0:\nseqkeeper:x:65532:\n' >"$ctx/group"
 	if version="$(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null)"; then
-		ldflags=(-ldflags "-X main.version=$version")
 		revision="$(git -C "$ROOT" rev-parse HEAD)"
 		# The commit's time, not the build's: the same sources give the
 		# same image, so it is not rebuilt for nothing.
 		created="$(git -C "$ROOT" log -1 --format=%cI)"
+	elif revision="$(head_commit)"; then
+		version="devel-${revision:0:12}" # a clone, but no git program here
 	fi
+	[[ -n "$version" ]] && ldflags=(-ldflags "-X main.version=$version")
 	printf 'LABEL org.opencontainers.image.version="%s" org.opencontainers.image.revision="%s" org.opencontainers.image.created="%s"\n' \
 		"${version:-devel}" "$revision" "$created" >>"$ctx/Dockerfile"
 	log "$SEQKEEPER_IMAGE: go build ./cmd/seqkeeper${version:+ (version $version)}"
