@@ -21,6 +21,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
@@ -764,5 +765,40 @@ func TestIdempotentCreateAndDelete(t *testing.T) {
 	}
 	if _, errOut, code := c.run("", "delete", "idem", "--yes"); code != 1 || !strings.Contains(errOut, "unknown sequence") {
 		t.Fatalf("delete of a missing sequence without --ignore-not-found: exit %d, %q", code, errOut)
+	}
+}
+
+// -o yaml prints what -o json prints, as YAML: the same keys and values.
+func TestYAMLOutput(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("create", "y1", "--start", "10")
+	c.initialise("y1", 100)
+	var fromJSON, fromYAML any
+	dec := json.NewDecoder(strings.NewReader(c.ok("describe", "y1", "-o", "json")))
+	dec.UseNumber() // end is 2^63-1: exact
+	if err := dec.Decode(&fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	out := c.ok("describe", "y1", "-o", "yaml")
+	if strings.HasPrefix(out, "{") || !strings.Contains(out, "name: y1\n") || !strings.Contains(out, "unsafe: false\n") {
+		t.Fatalf("describe -o yaml:\n%s", out)
+	}
+	if err := yaml.Unmarshal([]byte(out), &fromYAML); err != nil {
+		t.Fatal(err)
+	}
+	// Compare through JSON (YAML's ints and JSON's numbers print alike).
+	a, _ := json.Marshal(fromJSON)
+	b, _ := json.Marshal(fromYAML)
+	if string(a) != string(b) {
+		t.Fatalf("yaml and json differ:\njson %s\nyaml %s", a, b)
+	}
+	// A string that looks like a number stays a string.
+	c.ok("create", "123", "--if-not-exists")
+	if out := c.ok("list", "-o", "yaml"); !strings.Contains(out, `name: "123"`) {
+		t.Fatalf("list -o yaml: a numeric name lost its quotes:\n%s", out)
+	}
+	if _, errOut, code := c.run("", "list", "-o", "xml"); code != 2 || !strings.Contains(errOut, "want text, json or yaml") {
+		t.Fatalf("-o xml: exit %d, %q", code, errOut)
 	}
 }

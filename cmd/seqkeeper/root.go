@@ -14,6 +14,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -40,6 +41,7 @@ var serveSettings = []string{
 const (
 	outputText = "text"
 	outputJSON = "json"
+	outputYAML = "yaml"
 )
 
 // envOutput is the environment variable of -o.
@@ -174,7 +176,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file with the same settings as the flags (env "+config.EnvConfigFile+")")
-	pf.StringVarP(&g.output, "output", "o", "", "output format: text or json (env "+envOutput+"; default text)")
+	pf.StringVarP(&g.output, "output", "o", "", "output format: text, json or yaml (env "+envOutput+"; default text)")
 	g.settings.Add(pf, globalSettings...)
 
 	root.AddCommand(
@@ -224,9 +226,9 @@ func (g *globals) load() error {
 	switch g.output {
 	case "":
 		g.output = outputText
-	case outputText, outputJSON:
+	case outputText, outputJSON, outputYAML:
 	default:
-		return usagef("-o %q: want text or json", g.output)
+		return usagef("-o %q: want text, json or yaml", g.output)
 	}
 	g.cfg = cfg
 	return nil
@@ -314,12 +316,42 @@ func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client,
 	return zc, seqs, nil
 }
 
-// jsonOutput reports whether -o json was asked for.
-func (g *globals) jsonOutput() bool { return g.output == outputJSON }
+// jsonOutput reports whether structured output (-o json or -o yaml) was
+// asked for; printJSON writes it.
+func (g *globals) jsonOutput() bool { return g.output == outputJSON || g.output == outputYAML }
 
-// printJSON writes v as one line of JSON.
+// printJSON writes v as one line of JSON, or with -o yaml as a YAML
+// document with the same keys in the same order (the JSON is read back as
+// YAML, of which it is a subset, so the two never disagree).
 func (g *globals) printJSON(v any) error {
-	return json.NewEncoder(g.stdout).Encode(v)
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if g.output != outputYAML {
+		_, err = fmt.Fprintf(g.stdout, "%s\n", data)
+		return err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	clearStyle(&doc)
+	enc := yaml.NewEncoder(g.stdout)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// clearStyle makes YAML read back from JSON print in block style, with
+// strings quoted only where YAML needs it.
+func clearStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		clearStyle(c)
+	}
 }
 
 // nameArgs checks the arguments with v and the first as a sequence name;
