@@ -494,6 +494,13 @@ func (c *Config) Warnings() []string {
 	return out
 }
 
+// LoopbackOnly reports whether the HTTP API listens on a loopback address
+// only, out of reach of other hosts, containers and Kubernetes probes.
+func (c *Config) LoopbackOnly() bool {
+	host, _, err := net.SplitHostPort(c.HTTP)
+	return err == nil && isLoopback(host)
+}
+
 func isLoopback(host string) bool {
 	if host == "localhost" {
 		return true

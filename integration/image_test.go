@@ -3,16 +3,10 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"strings"
@@ -22,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
@@ -38,8 +33,8 @@ func TestImageTalksHTTPSToS3(t *testing.T) {
 	// One ZooKeeper in quorum mode, as serve requires.
 	c := NewCluster(ctx, t, Options{ZooKeepers: 1, ZooKeeperEnv: map[string]string{"ZOO_STANDALONE_ENABLED": "false"}})
 
-	ca, caPEM := newTestCA(t)
-	certPEM, keyPEM := ca.issue(t, "minio")
+	ca := testenv.NewCA(t, "seqkeeper test CA")
+	certPEM, keyPEM := ca.Issue(t, x509.ExtKeyUsageServerAuth, "minio", "localhost")
 	minio, err := c.start(ctx, "minio", MinIOImage, []string{MinIOPort},
 		testcontainers.WithCmd("server", "/data", "--certs-dir", "/certs"),
 		testcontainers.WithEnv(map[string]string{"MINIO_ROOT_USER": MinIOUser, "MINIO_ROOT_PASSWORD": MinIOPassword}),
@@ -48,7 +43,7 @@ func TestImageTalksHTTPSToS3(t *testing.T) {
 			testcontainers.ContainerFile{Reader: bytes.NewReader(keyPEM), ContainerFilePath: "/certs/private.key", FileMode: 0o600},
 		),
 		testcontainers.WithWaitStrategyAndDeadline(2*time.Minute, wait.ForHTTP("/minio/health/live").WithPort(MinIOPort).
-			WithTLS(true, &tls.Config{RootCAs: ca.pool(), ServerName: "minio"})),
+			WithTLS(true, &tls.Config{RootCAs: ca.Pool(), ServerName: "minio"})),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +107,7 @@ func TestImageTalksHTTPSToS3(t *testing.T) {
 	})
 
 	t.Run("with the CA in the image's bundle", func(t *testing.T) {
-		bundle := append(append([]byte{}, hostBundle...), caPEM...)
+		bundle := append(append([]byte{}, hostBundle...), ca.PEM...)
 		r, err := c.AddReplicaWith(ctx, []string{"serve"},
 			testcontainers.WithEnv(env),
 			testcontainers.WithFiles(testcontainers.ContainerFile{Reader: bytes.NewReader(bundle),
@@ -160,7 +155,7 @@ func TestImageTalksHTTPSToS3(t *testing.T) {
 			RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 			ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 			HTTPClient: &http.Client{Transport: &http.Transport{
-				TLSClientConfig: &tls.Config{RootCAs: ca.pool(), ServerName: "minio"}}},
+				TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), ServerName: "minio"}}},
 		})
 		out, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(StoreBucket), Prefix: aws.String("tls/")})
 		if err != nil {
@@ -179,71 +174,4 @@ func readAll(r io.Reader) string {
 	}
 	b, _ := io.ReadAll(r)
 	return string(b)
-}
-
-// testCA is a private certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
-func newTestCA(t *testing.T) (*testCA, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "seqkeeper test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue makes a server certificate for host (and localhost, 127.0.0.1),
-// returned as PEM certificate and key.
-func (ca *testCA) issue(t *testing.T, host string) ([]byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host, "localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }

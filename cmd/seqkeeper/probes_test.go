@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -195,7 +188,7 @@ func TestShutdownDelayDrainsFirst(t *testing.T) {
 func TestServeTLSWithClientCertificates(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	serverCA, clientCA, otherCA := newCA(t, "server CA"), newCA(t, "client CA"), newCA(t, "other CA")
+	serverCA, clientCA, otherCA := testenv.NewCA(t, "server CA"), testenv.NewCA(t, "client CA"), testenv.NewCA(t, "other CA")
 	write := func(name string, data []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, data, 0o600); err != nil {
@@ -203,18 +196,18 @@ func TestServeTLSWithClientCertificates(t *testing.T) {
 		}
 		return p
 	}
-	certPEM, keyPEM := serverCA.issue(t, "127.0.0.1", x509.ExtKeyUsageServerAuth)
+	certPEM, keyPEM := serverCA.Issue(t, x509.ExtKeyUsageServerAuth, "127.0.0.1")
 	certFile, keyFile := write("server.crt", certPEM), write("server.key", keyPEM)
-	clientCAFile := write("client-ca.crt", clientCA.pem)
+	clientCAFile := write("client-ca.crt", clientCA.PEM)
 
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
 	r := c.serveWith("a", "--http-tls-cert-file", certFile, "--http-tls-key-file", keyFile, "--http-tls-client-ca-file", clientCAFile)
 
-	client := func(ca *testCA) *http.Client {
-		tc := &tls.Config{RootCAs: serverCA.pool()}
+	client := func(ca *testenv.CA) *http.Client {
+		tc := &tls.Config{RootCAs: serverCA.Pool()}
 		if ca != nil {
-			cp, kp := ca.issue(t, "worker", x509.ExtKeyUsageClientAuth)
+			cp, kp := ca.Issue(t, x509.ExtKeyUsageClientAuth, "worker")
 			cert, err := tls.X509KeyPair(cp, kp)
 			if err != nil {
 				t.Fatal(err)
@@ -257,70 +250,6 @@ func TestServeTLSWithClientCertificates(t *testing.T) {
 			t.Errorf("serve %v: exit %d, %q; want 2 and %q", tc.args, code, errOut, tc.want)
 		}
 	}
-}
-
-// testCA is a certificate authority made for one test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue makes a certificate for host (an IP address or a name) with the
-// usage given, as PEM certificate and key.
-func (ca *testCA) issue(t *testing.T, host string, usage x509.ExtKeyUsage) ([]byte, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{host}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 // wantSnakeCase fails the test unless every key of the JSON document is

@@ -150,7 +150,7 @@ func (g *globals) serve(ctx context.Context) error {
 	log.Info().Str("http", scheme+"://"+ln.Addr().String()).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "").
 		Str("store", r.store.String()).Str("root", cfg.Root).
 		Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
-	if host, _, _ := net.SplitHostPort(cfg.HTTP); isLoopbackHost(host) {
+	if cfg.LoopbackOnly() {
 		log.Info().Msg("the HTTP API listens on loopback only: other hosts, containers and Kubernetes probes cannot reach it; set --http 0.0.0.0:7070 (with http_token_file or client certificates) to serve them")
 	}
 	go r.keepStoreHealthKnown(ctx, storeHealthEvery)
@@ -351,11 +351,3 @@ func (r *replica) ready(context.Context) error {
 	return nil
 }
 
-// isLoopbackHost reports whether an HTTP listen host is loopback only.
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
