@@ -240,7 +240,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad name", []string{"take", "bad/name"}, 2, `invalid sequence name "bad/name": '/' would make it a path`},
 		{"bad count", []string{"take", "orders", "-n", "0"}, 2, "-n 0: want 1 to"},
 		{"bad count type", []string{"take", "orders", "-n", "x"}, 2, "invalid argument"},
-		{"bad output", []string{"list", "-o", "yaml"}, 2, `-o "yaml": want text or json`},
+		{"bad output", []string{"list", "-o", "xml"}, 2, `-o "xml": want text, json or yaml`},
 		{"bad range", []string{"push", "orders", "5:3"}, 2, "start 5 is above end 3"},
 		{"not a range", []string{"push", "orders", "abc"}, 2, `"abc" is not a plain base-10 integer; write ranges as start:end`},
 		{"overlapping ranges", []string{"push", "orders", "1:3", "2"}, 2, "overlap"},
