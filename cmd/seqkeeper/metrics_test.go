@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,6 +16,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Every metric a running primary exports passes the Prometheus client
@@ -131,5 +135,32 @@ func TestSeriesBoundedAt100kSequences(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("top 3 by shortest runway lack %s:\n%s", want, out)
 		}
+	}
+}
+
+// What the ZooKeeper latency histogram costs a request: Get round trips
+// against the test ZooKeeper, plain and observed, in one process.
+//
+//	go test -run '^$' -bench ZooKeeperGetObserved -count 5 ./cmd/seqkeeper/
+func BenchmarkZooKeeperGetObserved(b *testing.B) {
+	z := testenv.ZooKeeper(b)
+	m := newServeMetrics()
+	for _, tc := range []struct {
+		name    string
+		observe func(string, time.Duration)
+	}{{"plain", nil}, {"observed", m.observeZK}} {
+		b.Run(tc.name, func(b *testing.B) {
+			zc, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{ObserveRequest: tc.observe})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer zc.Close()
+			ctx := context.Background()
+			for b.Loop() {
+				if _, _, err := zc.Get(ctx, "/"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

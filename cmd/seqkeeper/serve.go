@@ -350,4 +350,3 @@ func (r *replica) ready(context.Context) error {
 	}
 	return nil
 }
-
