@@ -25,7 +25,7 @@ fi
 go vet ./...
 staticcheck ./...
 (cd integration && go vet ./... && staticcheck ./...)
-log "Kubernetes manifests (kubeconform, strict)"
+log "deploy/: Kubernetes manifests (kubeconform, strict), alert rules, systemd unit"
 bash scripts/validate-manifests.sh
 
 # Fast package tests first, then the container suite, which starts whole
