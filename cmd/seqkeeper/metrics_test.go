@@ -28,6 +28,7 @@ func TestMetricsLint(t *testing.T) {
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
 	r := c.serveWith("a", "--metrics-top-sequences", "2")
+	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
 	c.ok("create", "lint")
 	eventually(t, "IDs", func() bool { _, code := r.ids(t, "lint", 3); return code == http.StatusOK })
 	var body []byte

@@ -149,7 +149,7 @@ func TestShutdownDelayDrainsFirst(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
-	r := c.serveWith("a", "--shutdown-delay", "3s")
+	r := c.serveWith("a", "--shutdown-delay", "6s") // long enough for the checks below on a loaded machine
 	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
 	c.ok("create", "drain")
 	eventually(t, "IDs", func() bool { _, code := r.ids(t, "drain", 1); return code == http.StatusOK })
@@ -292,6 +292,7 @@ func TestStatusJSON(t *testing.T) {
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
 	r := c.serve("a")
+	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
 	c.ok("create", "st")
 	eventually(t, "IDs", func() bool { _, code := r.ids(t, "st", 1); return code == http.StatusOK })
 	var st struct {
