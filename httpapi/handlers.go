@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -194,16 +197,43 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleList serves GET /v1/sequences.
+// A page holds up to limit sequences (default DefaultListLimit, at most
+// MaxListLimit) whose names start with prefix and whose health is health,
+// after the opaque cursor of the previous page; next_cursor, when present,
+// asks for the following page.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	list, err := ListSequences(r.Context(), s.seqs)
+	q := r.URL.Query()
+	opts := ListOptions{Prefix: q.Get("prefix"), Health: q.Get("health"), Limit: DefaultListLimit}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			badRequest(w, "limit %q: want 1 to %d", v, MaxListLimit)
+			return
+		}
+		opts.Limit = n
+	}
+	if opts.Health != "" && !slices.Contains(Healths, opts.Health) {
+		badRequest(w, "health %q: want one of %s", opts.Health, strings.Join(Healths, ", "))
+		return
+	}
+	if c := q.Get("cursor"); c != "" {
+		after, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || sequence.ValidateName(string(after)) != nil {
+			badRequest(w, "cursor %q is not one this API gave: pass next_cursor from the previous page as it is", c)
+			return
+		}
+		opts.After = string(after)
+	}
+	page, next, err := ListPage(r.Context(), s.seqs, opts)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []SequenceSummary{}
+	body := ListResponse{Sequences: page}
+	if next != "" {
+		body.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sequences": list})
+	writeJSON(w, http.StatusOK, body)
 }
 
 // handleDescribe serves GET /v1/sequences/{name}.

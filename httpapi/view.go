@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -190,16 +192,91 @@ func detail(st sequence.State, windows []sequence.Window) SequenceDetail {
 // listWorkers bounds the sequences read at once by ListSequences.
 const listWorkers = 16
 
-// ListSequences summarises every child of the sequences root, sorted by
-// name. Children that are not valid names, and sequences whose data is
-// corrupt, are listed with Kind KindInvalid or KindCorrupt and an Error
-// rather than failing the list; a ZooKeeper error fails it. A root that
-// does not exist is an error naming it.
+// ListSequences summarises every sequence under the root, sorted by name.
 func ListSequences(ctx context.Context, seqs SequenceReader) ([]SequenceSummary, error) {
+	page, _, err := ListPage(ctx, seqs, ListOptions{})
+	return page, err
+}
+
+// Page sizes of GET /v1/sequences.
+const (
+	DefaultListLimit = 1000
+	MaxListLimit     = 10_000
+)
+
+// ListResponse is the body of GET /v1/sequences.
+type ListResponse struct {
+	Sequences []SequenceSummary `json:"sequences"`
+	// NextCursor asks for the following page (?cursor=); absent on the
+	// last one.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ListOptions choose a page of sequences for ListPage.
+type ListOptions struct {
+	// Prefix keeps the names that start with it.
+	Prefix string
+	// Health keeps the summaries with this health word ("" keeps all).
+	Health string
+	// After starts the page after this name (the previous page's next).
+	After string
+	// Limit bounds the page; 0 means no bound.
+	Limit int
+}
+
+// Healths are the words SequenceSummary.Health takes, for checking a
+// filter.
+var Healths = []string{HealthOK, HealthAtCeiling, HealthWaiting, HealthExhausted, HealthLegacy, HealthBroken}
+
+// ListPage summarises the sequences opts selects, in name order, reading
+// only as many as the page needs (all of them with a Health filter that
+// few match). next is the name to pass as After for the following page,
+// "" when there is none.
+func ListPage(ctx context.Context, seqs SequenceReader, opts ListOptions) (page []SequenceSummary, next string, err error) {
 	names, err := seqs.Names(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	slices.Sort(names)
+	start, _ := slices.BinarySearch(names, opts.After)
+	if opts.After != "" && start < len(names) && names[start] == opts.After {
+		start++
+	}
+	names = names[start:]
+	if opts.Prefix != "" {
+		from, _ := slices.BinarySearch(names, opts.Prefix)
+		to := from
+		for to < len(names) && strings.HasPrefix(names[to], opts.Prefix) {
+			to++
+		}
+		names = names[from:to]
+	}
+	page = []SequenceSummary{}
+	for len(names) > 0 && (opts.Limit == 0 || len(page) < opts.Limit) {
+		n := len(names)
+		if opts.Limit > 0 {
+			n = min(n, opts.Limit-len(page))
+		}
+		chunk, err := summariseAll(ctx, seqs, names[:n])
+		if err != nil {
+			return nil, "", err
+		}
+		for _, s := range chunk {
+			if opts.Health == "" || s.Health == opts.Health {
+				page = append(page, s)
+			}
+		}
+		names = names[n:]
+	}
+	if len(names) > 0 && len(page) > 0 {
+		next = page[len(page)-1].Name
+	}
+	return page, next, nil
+}
+
+// summariseAll summarises names in parallel, in their order, leaving out
+// the ones that vanished meanwhile.
+func summariseAll(ctx context.Context, seqs SequenceReader, names []string) ([]SequenceSummary, error) {
 	out := make([]SequenceSummary, len(names))
 	keep := make([]bool, len(names))
 	errs := make([]error, len(names))

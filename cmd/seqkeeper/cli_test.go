@@ -802,3 +802,37 @@ func TestYAMLOutput(t *testing.T) {
 		t.Fatalf("-o xml: exit %d, %q", code, errOut)
 	}
 }
+
+// list reads page by page and narrows by prefix and health.
+func TestListPagesAndFilters(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	for _, n := range []string{"p1", "p2", "p3", "q1"} {
+		c.ok("create", n)
+	}
+	c.initialise("p2", 100)
+	var lr struct {
+		Sequences []httpapi.SequenceSummary `json:"sequences"`
+	}
+	if err := json.Unmarshal([]byte(c.ok("list", "--page-size", "1", "-o", "json")), &lr); err != nil || len(lr.Sequences) != 4 {
+		t.Fatalf("list --page-size 1: %+v %v", lr, err)
+	}
+	out := c.ok("list", "--page-size", "2", "--prefix", "p")
+	for _, n := range []string{"p1", "p2", "p3"} {
+		if !strings.Contains(out, n+" ") {
+			t.Errorf("list --prefix p lacks %s:\n%s", n, out)
+		}
+	}
+	if strings.Contains(out, "q1") || strings.Count(out, "NAME") != 1 {
+		t.Errorf("list --prefix p, pages of 2:\n%s", out)
+	}
+	if out := c.ok("list", "--health", "ok"); !strings.Contains(out, "p2 ") || strings.Contains(out, "p1 ") {
+		t.Errorf("list --health ok:\n%s", out)
+	}
+	if out := c.ok("list", "--prefix", "zz"); !strings.Contains(out, `with prefix "zz"`) {
+		t.Errorf("list --prefix zz: %q", out)
+	}
+	if _, errOut, code := c.run("", "list", "--health", "sick"); code != 2 || !strings.Contains(errOut, "want one of ok, at_ceiling") {
+		t.Errorf("list --health sick: exit %d, %q", code, errOut)
+	}
+}
