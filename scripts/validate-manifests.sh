@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validates what deploy/ ships:
 #
-# - the Kubernetes manifests in deploy/kubernetes, with kubeconform in
+# - the Kubernetes manifests in deploy/kubernetes (and examples/), with kubeconform in
 #   strict mode (unknown fields are errors, a kind without a schema is an
 #   error), against schemas made offline: kubeconform's default schema
 #   registry is on GitHub, which CI cannot reach, so the schemas are
@@ -90,7 +90,7 @@ reject servicemonitor "$K8S_DIR/servicemonitor.yaml" 's/interval: 30s$/intervall
 reject prometheusrule "$K8S_DIR/prometheusrule.yaml" '0,/^          expr:/s//          exp:/' "additional properties 'exp' not allowed"
 log "self-check: kubeconform rejects a misspelt field, a wrong type, a misspelt nested field, an unknown kind, and bad ServiceMonitor and PrometheusRule fields"
 
-kubeconform "$K8S_DIR"/*.yaml
+kubeconform "$K8S_DIR"/*.yaml "$K8S_DIR"/examples/*.yaml
 
 # The alerts: one set of expressions in the PrometheusRule and the docs,
 # naming only metrics that exist (the Go sources define every name).
