@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -62,13 +63,38 @@ func Main(m *testing.M) {
 
 // Server ports come from below Linux's ephemeral range (32768-60999), so
 // the outgoing connections of other processes cannot take them between
-// freePort and the server's bind, and a port is never handed out twice by
-// one test binary.
+// freePort and the server's bind, and a port is never handed out twice:
+// not by one test binary (used), and not by two at once, since go test
+// runs packages in parallel (each port is reserved with a lock on a file
+// in portLocks, held until the process exits; seen in CI: two packages'
+// ZooKeeper servers were given the same port).
 const portLow, portHigh = 20000, 32000
 
 var ports struct {
-	mu   sync.Mutex
-	used map[int]bool
+	mu    sync.Mutex
+	used  map[int]bool
+	locks []*os.File // kept open: closing one would release its port
+}
+
+// portLocks is where test processes reserve ports.
+var portLocks = filepath.Join(os.TempDir(), "seqkeeper-test-ports")
+
+// reservePort takes port p for this process unless another test process
+// holds it.
+func reservePort(p int) bool {
+	if err := os.MkdirAll(portLocks, 0o777); err != nil {
+		return true // cannot reserve across processes: fall back to the bind check alone
+	}
+	f, err := os.OpenFile(filepath.Join(portLocks, strconv.Itoa(p)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	ports.locks = append(ports.locks, f)
+	return true
 }
 
 // FreePort returns a TCP port, free on every address a moment ago, below
@@ -85,12 +111,15 @@ func FreePort() (int, error) {
 		if ports.used[p] {
 			continue
 		}
+		ports.used[p] = true // tried: locked by another process, or taken below
+		if !reservePort(p) {
+			continue
+		}
 		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
 		if err != nil {
 			continue
 		}
 		l.Close()
-		ports.used[p] = true
 		return p, nil
 	}
 	return 0, fmt.Errorf("no free port in %d-%d", portLow, portHigh)

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,4 +146,21 @@ func TestMinIORestartKeepsData(t *testing.T) {
 func isPreconditionFailed(err error) bool {
 	var ae smithy.APIError
 	return errors.As(err, &ae) && ae.ErrorCode() == "PreconditionFailed"
+}
+
+// A port FreePort hands out is locked for this process: another test
+// process (here: another open file description) cannot reserve it.
+func TestFreePortIsReservedAcrossProcesses(t *testing.T) {
+	p, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(portLocks, strconv.Itoa(p)), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("no lock file for port %d: %v", p, err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		t.Fatalf("port %d could be reserved a second time", p)
+	}
 }
