@@ -224,6 +224,15 @@ func TestIDsErrors(t *testing.T) {
 	for _, tt := range tests {
 		code, hdr, body := r.call(tt.method, tt.path, "", "")
 		wantError(t, tt.method+" "+tt.path, code, body, tt.status, tt.code)
+		// No internals: where the state lives, which servers hold it.
+		for _, secret := range append([]string{e.root, "znode", "zk: ", "zookeeper/", "goroutine"}, e.servers...) {
+			if strings.Contains(string(body), secret) {
+				t.Errorf("%s %s: the answer shows %q: %s", tt.method, tt.path, secret, body)
+			}
+		}
+		if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("%s %s: Content-Type %q, want JSON", tt.method, tt.path, ct)
+		}
 		if tt.status == 405 && hdr.Get("Allow") == "" {
 			t.Errorf("%s %s: 405 without Allow", tt.method, tt.path)
 		}

@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
-	"github.com/seqkeeper/seqkeeper/sequence/state"
-
+	"github.com/seqkeeper/seqkeeper/election"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // IDRanges is a list of inclusive ID ranges in the JSON form of the API and
@@ -324,4 +326,115 @@ func summarise(ctx context.Context, seqs SequenceReader, name string) (s Sequenc
 		return SequenceSummary{}, false, err
 	}
 	return d.SequenceSummary, true, nil
+}
+
+// The body of GET /v1/status as serve provides it. These are views: the
+// JSON contract of the API, kept apart from the structs of election and
+// primary so that renaming or adding a field there cannot change what
+// callers read. Keys are snake_case and enums are words; booleans are
+// never omitted. (Status*Of build them from the internal structs.)
+
+// StatusView is the body of GET /v1/status of a serving replica.
+type StatusView struct {
+	// Replica is this replica.
+	Replica ReplicaView `json:"replica"`
+	// Leading: this replica is the primary.
+	Leading bool `json:"leading"`
+	// Primary is the replica the election names primary; null when it
+	// cannot be read now (no ZooKeeper session, no candidate).
+	Primary *ReplicaView `json:"primary"`
+	// ZooKeeperSession is the session ID in hex (0x0 without one).
+	ZooKeeperSession string `json:"zookeeper_session"`
+	// ZooKeeperState is a word: has_session, connecting, connected,
+	// disconnected, expired, auth_failed or unknown.
+	ZooKeeperState string `json:"zookeeper_state"`
+	// Store is the store's health as its own last requests found it.
+	Store StoreView `json:"store"`
+	// Reserve is the primary's view of every sequence; only on the
+	// primary.
+	Reserve *ReserveView `json:"reserve,omitempty"`
+	// Election counts this replica's candidacies and terms.
+	Election ElectionView `json:"election"`
+	// Allocators is the state of this replica's allocators.
+	Allocators []AllocatorStatus `json:"allocators"`
+}
+
+// ReplicaView identifies a replica.
+type ReplicaView struct {
+	ID      string `json:"id"`
+	Address string `json:"address,omitempty"`
+	Version string `json:"version,omitempty"`
+}
+
+// StoreView is the store's health from its last requests, never from a
+// request made for the status page or a probe.
+type StoreView struct {
+	URL string `json:"url"`
+	// Healthy: the store's last request succeeded.
+	Healthy bool `json:"healthy"`
+	// Error is the last request's error ("not asked yet" before the
+	// first); absent when healthy.
+	Error string `json:"error,omitempty"`
+	// LastRequest is when the store was last asked anything: the age of
+	// Healthy. Absent before the first request.
+	LastRequest *time.Time `json:"last_request,omitempty"`
+}
+
+// ReserveView is the primary's view of the reserved ceilings.
+type ReserveView struct {
+	Leading bool `json:"leading"`
+	// Epoch is the primary's fencing epoch; ZooKeeperEpoch the ZooKeeper
+	// leader epoch it last validated against.
+	Epoch          int64                 `json:"epoch"`
+	ZooKeeperEpoch int64                 `json:"zookeeper_epoch"`
+	LastSweep      time.Time             `json:"last_sweep"`
+	Sequences      []SequenceReserveView `json:"sequences"`
+}
+
+// SequenceReserveView is one sequence's reserve as the primary sees it.
+type SequenceReserveView struct {
+	Name          string  `json:"name"`
+	Legacy        bool    `json:"legacy"`
+	Next          int64   `json:"next"`
+	Ceiling       int64   `json:"ceiling"`
+	StoredCeiling int64   `json:"stored_ceiling"`
+	RatePerSecond float64 `json:"rate_per_second"`
+	// RunwaySeconds is how long the reserve lasts at the current rate
+	// (at most a day).
+	RunwaySeconds float64 `json:"runway_seconds"`
+	Healthy       bool    `json:"healthy"`
+	Problem       string  `json:"problem,omitempty"`
+	// LegacyMargin: for a legacy counter, the smallest gap seen between
+	// the stored mark and the counter (negative: it once ran past).
+	LegacyMargin int64 `json:"legacy_margin,omitempty"`
+}
+
+// ElectionView counts this replica's part in the leader election.
+type ElectionView struct {
+	Candidacies  int64 `json:"candidacies"`
+	Terms        int64 `json:"terms"`
+	Resignations int64 `json:"resignations"`
+	Losses       int64 `json:"losses"`
+}
+
+// ReplicaViewOf is the view of id.
+func ReplicaViewOf(id election.Identity) ReplicaView {
+	return ReplicaView{ID: id.ID, Address: id.Address, Version: id.Version}
+}
+
+// ElectionViewOf is the view of st.
+func ElectionViewOf(st election.Stats) ElectionView {
+	return ElectionView{Candidacies: st.Candidacies, Terms: st.Terms, Resignations: st.Resignations, Losses: st.Losses}
+}
+
+// ReserveViewOf is the view of st.
+func ReserveViewOf(st primary.Status) ReserveView {
+	v := ReserveView{Leading: st.Leading, Epoch: st.Epoch, ZooKeeperEpoch: st.ZKEpoch, LastSweep: st.LastSweep,
+		Sequences: make([]SequenceReserveView, len(st.Sequences))}
+	for i, s := range st.Sequences {
+		v.Sequences[i] = SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,
+			StoredCeiling: s.StoredCeiling, RatePerSecond: s.Rate, RunwaySeconds: s.RunwaySeconds,
+			Healthy: s.Healthy, Problem: s.Problem, LegacyMargin: s.LegacyMargin}
+	}
+	return v
 }

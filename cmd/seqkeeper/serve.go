@@ -247,28 +247,6 @@ func (r *replica) lead(log zerolog.Logger) func(context.Context, election.Term) 
 	}
 }
 
-// replicaStatus is the body of GET /v1/status.
-type replicaStatus struct {
-	Replica  election.Identity  `json:"replica"`
-	Leading  bool               `json:"leading"`
-	Primary  *election.Identity `json:"primary"`
-	Session  string             `json:"zookeeper_session"`
-	State    string             `json:"zookeeper_state"`
-	Store    storeStatus        `json:"store"`
-	Reserve  *primary.Status    `json:"reserve,omitempty"`
-	Election election.Stats     `json:"election"`
-	Buffers  any                `json:"allocators"`
-}
-
-type storeStatus struct {
-	URL     string `json:"url"`
-	Healthy bool   `json:"healthy"`
-	Error   string `json:"error,omitempty"`
-	// LastRequest is when the store was last asked anything (by the
-	// primary's work, or by keepStoreHealthKnown): the age of Healthy.
-	LastRequest *time.Time `json:"last_request,omitempty"`
-}
-
 // storeHealthEvery is how often a replica that made no store request of
 // its own (a standby, or an idle primary) checks the store, so that its
 // status and metrics say whether it could take over. One GET a minute.
@@ -301,30 +279,34 @@ func (r *replica) keepStoreHealthKnown(ctx context.Context, every time.Duration)
 	}
 }
 
+// status is the body of GET /v1/status (httpapi.StatusView: the JSON
+// contract lives with the API).
 func (r *replica) status(ctx context.Context) any {
-	s := replicaStatus{
-		Replica:  r.identity,
-		Leading:  r.election.IsLeader(),
-		Session:  fmt.Sprintf("0x%x", r.zk.SessionID()),
-		State:    r.zk.State(),
-		Store:    r.storeStatus(),
-		Election: r.election.Stats(),
-		Buffers:  r.api.Allocators(),
+	s := httpapi.StatusView{
+		Replica:          httpapi.ReplicaViewOf(r.identity),
+		Leading:          r.election.IsLeader(),
+		ZooKeeperSession: fmt.Sprintf("0x%x", r.zk.SessionID()),
+		ZooKeeperState:   r.zk.State(),
+		Store:            r.storeStatus(),
+		Election:         httpapi.ElectionViewOf(r.election.Stats()),
+		Allocators:       r.api.Allocators(),
 	}
 	if id, err := r.election.Leader(ctx); err == nil {
-		s.Primary = &id
+		p := httpapi.ReplicaViewOf(id)
+		s.Primary = &p
 	}
 	if s.Leading {
-		st := r.primary.Status()
-		s.Reserve = &st
+		v := httpapi.ReserveViewOf(r.primary.Status())
+		s.Reserve = &v
 	}
 	return s
 }
 
-// storeStatus is the store's health as its last requests found it.
-func (r *replica) storeStatus() storeStatus {
+// storeStatus is the store's health as its last requests found it (by
+// the primary's work, or by keepStoreHealthKnown).
+func (r *replica) storeStatus() httpapi.StoreView {
 	h := r.store.Health()
-	s := storeStatus{URL: r.store.String(), Healthy: h.Healthy()}
+	s := httpapi.StoreView{URL: r.store.String(), Healthy: h.Healthy()}
 	if last := h.Last(); !last.IsZero() {
 		s.LastRequest = &last
 	}

@@ -1,0 +1,128 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/election"
+	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+)
+
+// setNonZero gives v a value other than its zero value. A field of a kind
+// it does not know fails the test, so that a new field of the internal
+// structs is looked at here, and its view written.
+func setNonZero(t *testing.T, name string, v reflect.Value) {
+	t.Helper()
+	switch {
+	case v.Type() == reflect.TypeOf(time.Time{}):
+		v.Set(reflect.ValueOf(time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC)))
+	case v.Kind() == reflect.String:
+		v.SetString("x")
+	case v.CanInt():
+		v.SetInt(7)
+	case v.CanFloat():
+		v.SetFloat(2.5)
+	case v.Kind() == reflect.Bool:
+		v.SetBool(true)
+	case v.Kind() == reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+	default:
+		t.Fatalf("%s: no non-zero value for a field of type %s; teach setNonZero", name, v.Type())
+	}
+}
+
+// everyFieldShows fails unless setting any one field of T changes the JSON
+// of its view: the view keeps every field's information.
+func everyFieldShows[T any](t *testing.T, view func(T) any) {
+	t.Helper()
+	marshal := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	var zero T
+	base := marshal(view(zero))
+	rt := reflect.TypeOf(zero)
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		var v T
+		setNonZero(t, rt.Name()+"."+f.Name, reflect.ValueOf(&v).Elem().Field(i))
+		if got := marshal(view(v)); got == base {
+			t.Errorf("%s.%s does not show in the view: %s", rt, f.Name, got)
+		}
+	}
+}
+
+func TestStatusViewsKeepEveryField(t *testing.T) {
+	everyFieldShows(t, func(id election.Identity) any { return httpapi.ReplicaViewOf(id) })
+	everyFieldShows(t, func(st election.Stats) any { return httpapi.ElectionViewOf(st) })
+	everyFieldShows(t, func(st primary.Status) any { return httpapi.ReserveViewOf(st) })
+	everyFieldShows(t, func(s primary.SequenceStatus) any {
+		return httpapi.ReserveViewOf(primary.Status{Sequences: []primary.SequenceStatus{s}})
+	})
+}
+
+// The full view: every key snake_case, no omitted booleans.
+func TestStatusViewJSON(t *testing.T) {
+	last := time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC)
+	primaryID := httpapi.ReplicaViewOf(election.Identity{ID: "b", Address: "b:7070", Version: "v0.1.0"})
+	v := httpapi.StatusView{
+		Replica: httpapi.ReplicaViewOf(election.Identity{ID: "a", Address: "a:7070", Version: "v0.1.0"}),
+		Primary: &primaryID, ZooKeeperSession: "0x1", ZooKeeperState: "has_session",
+		Store: httpapi.StoreView{URL: "s3://b/p", Error: "timeout", LastRequest: &last},
+		Reserve: func() *httpapi.ReserveView {
+			r := httpapi.ReserveViewOf(primary.Status{Epoch: 3, ZKEpoch: 2, LastSweep: last,
+				Sequences: []primary.SequenceStatus{{Name: "orders", Problem: "p", LegacyMargin: -1}}})
+			return &r
+		}(),
+		Election:   httpapi.ElectionViewOf(election.Stats{Terms: 1}),
+		Allocators: []httpapi.AllocatorStatus{{Sequence: "orders"}},
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	key := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if !key.MatchString(k) {
+					t.Errorf("key %s.%s is not snake_case", path, k)
+				}
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path+"[]", e)
+			}
+		}
+	}
+	walk("", doc)
+	// Booleans are there when false.
+	seq := doc["reserve"].(map[string]any)["sequences"].([]any)[0].(map[string]any)
+	for _, k := range []string{"legacy", "healthy"} {
+		if _, ok := seq[k]; !ok {
+			t.Errorf("reserve.sequences[0] omits %s: %s", k, b)
+		}
+	}
+	for _, k := range []string{"leading"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("omits %s: %s", k, b)
+		}
+	}
+	if _, ok := doc["store"].(map[string]any)["healthy"]; !ok {
+		t.Errorf("store omits healthy: %s", b)
+	}
+}
