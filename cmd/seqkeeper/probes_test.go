@@ -325,3 +325,81 @@ func TestStatusJSON(t *testing.T) {
 		t.Errorf("reserve.sequences[0] omits legacy: %v", st.Reserve.Sequences[0])
 	}
 }
+
+// storeRequests sums seqkeeper_store_requests_total on r's /metrics: the
+// requests its store made to S3.
+func storeRequests(t *testing.T, r *replicaProc) int64 {
+	t.Helper()
+	resp, err := http.Get("http://" + r.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if rest, ok := strings.CutPrefix(line, "seqkeeper_store_requests_total{"); ok {
+			_, v, _ := strings.Cut(rest, "} ")
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err != nil {
+				t.Fatalf("metrics line %q: %v", line, err)
+			}
+			sum += int64(n)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no seqkeeper_store_requests_total on /metrics:\n%s", body)
+	}
+	return sum
+}
+
+// Probes and the status page of a standby read the store's health from
+// its last request: hundreds of them cost no S3 request, and the status
+// still says the store is healthy.
+func TestProbesMakeNoStoreRequests(t *testing.T) {
+	// Not parallel: the AWS SDK reads its credentials from the process's
+	// environment.
+	bucket := testenv.ObjectStore(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", bucket.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", bucket.SecretKey)
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = fmt.Sprintf("s3://%s/probes?endpoint=%s&region=%s", bucket.Bucket, bucket.Endpoint, bucket.Region)
+	a := c.serve("a")
+	var st struct {
+		Leading bool `json:"leading"`
+		Store   struct {
+			Healthy     bool       `json:"healthy"`
+			LastRequest *time.Time `json:"last_request"`
+		} `json:"store"`
+	}
+	eventually(t, "a primary", func() bool { return a.get(t, "/v1/status", &st) == http.StatusOK && st.Leading })
+	b := c.serve("b")
+	eventually(t, "a standby that checked its store", func() bool {
+		return b.get(t, "/readyz", nil) == http.StatusOK && b.get(t, "/v1/status", &st) == http.StatusOK &&
+			!st.Leading && st.Store.Healthy && st.Store.LastRequest != nil
+	})
+	checked := *st.Store.LastRequest
+
+	before := storeRequests(t, b)
+	if before < 1 {
+		t.Fatalf("the standby made %d store requests; want its start-up check counted", before)
+	}
+	for range 100 {
+		for _, path := range []string{"/livez", "/healthz", "/readyz", "/v1/status"} {
+			if code := b.get(t, path, nil); code != http.StatusOK {
+				t.Fatalf("%s: %d", path, code)
+			}
+		}
+	}
+	if after := storeRequests(t, b); after != before {
+		t.Fatalf("400 probes and status reads made %d store requests on a standby; want none", after-before)
+	}
+	if b.get(t, "/v1/status", &st) != http.StatusOK || !st.Store.Healthy || !st.Store.LastRequest.Equal(checked) {
+		t.Fatalf("status after the probes: healthy %v, last request %v; want the start-up check's (%v)", st.Store.Healthy, st.Store.LastRequest, checked)
+	}
+}
