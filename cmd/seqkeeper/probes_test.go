@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -401,5 +402,31 @@ func TestProbesMakeNoStoreRequests(t *testing.T) {
 	}
 	if b.get(t, "/v1/status", &st) != http.StatusOK || !st.Store.Healthy || !st.Store.LastRequest.Equal(checked) {
 		t.Fatalf("status after the probes: healthy %v, last request %v; want the start-up check's (%v)", st.Store.Healthy, st.Store.LastRequest, checked)
+	}
+}
+
+// Serve logs where it listens, and a hint when only the host itself can
+// reach it (the default 127.0.0.1:7070, which no kubelet reaches).
+func TestServeLogsWhereItListens(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
+	const hint = "listens on loopback only"
+	loop := c.serve("loop")
+	_, port, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := c.serveWith("all", "--http", "0.0.0.0:"+port) // the last --http wins
+	all.addr = "127.0.0.1:" + port
+	for _, r := range []*replicaProc{loop, all} {
+		eventually(t, r.id+" ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+		eventually(t, r.id+" logged serving", func() bool { return strings.Contains(r.stderr.String(), `"message":"serving"`) })
+	}
+	if log := loop.stderr.String(); !strings.Contains(log, `"http":"http://`+loop.addr+`"`) || !strings.Contains(log, hint) || !strings.Contains(log, "--http 0.0.0.0:7070") {
+		t.Errorf("on %s: want the address, %q and the --http 0.0.0.0:7070 fix in the log:\n%s", loop.addr, hint, log)
+	}
+	if log := all.stderr.String(); !strings.Contains(log, `"http":"http://0.0.0.0:`+port+`"`) || strings.Contains(log, hint) {
+		t.Errorf("on 0.0.0.0:%s: want the address and no loopback hint in the log:\n%s", port, log)
 	}
 }

@@ -147,7 +147,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	log.Info().Str("http", scheme+"://"+ln.Addr().String()).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "").
+	log.Info().Str("http", scheme+"://"+listeningAt(cfg.HTTP, ln.Addr())).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "").
 		Str("store", r.store.String()).Str("root", cfg.Root).
 		Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
 	if cfg.LoopbackOnly() {
@@ -189,6 +189,18 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// listeningAt is the address serve listens at as the operator wrote it
+// (0.0.0.0 stays 0.0.0.0, where the listener would say [::]), with the
+// port the listener got (for port 0).
+func listeningAt(configured string, got net.Addr) string {
+	host, _, err1 := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(got.String())
+	if err1 != nil || err2 != nil {
+		return got.String()
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // checkZooKeeperMode refuses a standalone ZooKeeper unless allow is set.
