@@ -444,11 +444,12 @@ func (c *Config) TLSConfig() (*tls.Config, error) {
 	if c.HTTPTLSCertFile == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.HTTPTLSCertFile, c.HTTPTLSKeyFile)
+	certs, err := newCertReloader(c.HTTPTLSCertFile, c.HTTPTLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: http_tls_cert_file %s with http_tls_key_file %s: %v", ErrInvalid, c.HTTPTLSCertFile, c.HTTPTLSKeyFile, err)
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	// The certificate is read again when its files change (tlsreload.go).
+	tc := &tls.Config{GetCertificate: certs.getCertificate, MinVersion: tls.VersionTLS12}
 	if c.HTTPTLSClientCAFile != "" {
 		pem, err := os.ReadFile(c.HTTPTLSClientCAFile)
 		if err != nil {
