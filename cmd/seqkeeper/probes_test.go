@@ -384,9 +384,19 @@ func TestProbesMakeNoStoreRequests(t *testing.T) {
 		return b.get(t, "/readyz", nil) == http.StatusOK && b.get(t, "/v1/status", &st) == http.StatusOK &&
 			!st.Leading && st.Store.Healthy && st.Store.LastRequest != nil
 	})
-	checked := *st.Store.LastRequest
-
-	before := storeRequests(t, b)
+	// Wait for the start-up requests (opening the store, the first
+	// check) to end: the count still for half a second.
+	var before int64
+	var checked time.Time
+	eventually(t, "the standby's start-up store requests done", func() bool {
+		n := storeRequests(t, b)
+		if b.get(t, "/v1/status", &st) != http.StatusOK || st.Store.LastRequest == nil {
+			return false
+		}
+		before, checked = n, *st.Store.LastRequest
+		time.Sleep(500 * time.Millisecond)
+		return storeRequests(t, b) == n
+	})
 	if before < 1 {
 		t.Fatalf("the standby made %d store requests; want its start-up check counted", before)
 	}
@@ -417,8 +427,8 @@ func TestServeLogsWhereItListens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := c.serveWith("all", "--http", "0.0.0.0:"+port) // the last --http wins
-	all.addr = "127.0.0.1:" + port
+	started := c.serveWith("all", "--http", "0.0.0.0:"+port) // the last --http wins
+	all := &replicaProc{id: started.id, addr: "127.0.0.1:" + port, stderr: started.stderr}
 	for _, r := range []*replicaProc{loop, all} {
 		eventually(t, r.id+" ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
 		eventually(t, r.id+" logged serving", func() bool { return strings.Contains(r.stderr.String(), `"message":"serving"`) })
