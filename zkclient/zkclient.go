@@ -65,6 +65,10 @@ type Options struct {
 	ObserveRequest func(op string, d time.Duration)
 }
 
+// errNoHosts marks a connection that could not start because no server
+// name resolved.
+var errNoHosts = errors.New("no server address resolves")
+
 // Client is a ZooKeeper session shared by a process's components. It is safe
 // for concurrent use.
 type Client struct {
@@ -130,11 +134,26 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 	c.disconnectedAt.Store(time.Now().UnixNano())
 	ch, stop := c.Changes()
 	defer stop()
-	if err := c.connect(); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
+	// Server names that do not resolve yet (a ZooKeeper starting beside
+	// this process, in Kubernetes or docker-compose) are waited for like
+	// servers that do not answer yet.
+	for {
+		err := c.connect()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNoHosts) {
+			return nil, err
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w with %s after %s: %w: are the names right, and does DNS serve them yet?",
+				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, err)
+		}
+	}
 	for c.state() != zk.StateHasSession {
 		select {
 		case <-ch:
@@ -155,8 +174,11 @@ func (c *Client) connect() error {
 	gen := c.gen.Add(1)
 	var self atomic.Pointer[zk.Conn]
 	w := &watches{m: make(map[watchKey][]chan Event)}
+	hosts := &hostProvider{skipped: func(server string, err error) {
+		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
+	}}
 	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
-		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false),
+		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithHostProvider(hosts),
 		zk.WithEventCallback(func(ev zk.Event) {
 			// Watches first, on every connection, current or not: a
 			// replaced connection's watches still end (NotWatching).
@@ -166,7 +188,8 @@ func (c *Client) connect() error {
 			}
 		}))
 	if err != nil {
-		return fmt.Errorf("zookeeper %s: %w", strings.Join(c.servers, ","), err)
+		// It fails only when no server name resolves (hostProvider).
+		return fmt.Errorf("zookeeper %s: %w: %w", strings.Join(c.servers, ","), errNoHosts, err)
 	}
 	self.Store(conn)
 	if c.opts.Digest != "" {

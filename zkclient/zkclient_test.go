@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,4 +235,22 @@ func TestQueueWatchesSurviveAReconnect(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("notifications after the reconnect: %v; want %v", got, want)
 	}
+}
+
+// Server names that do not resolve are waited for, up to ConnectTimeout,
+// like servers that do not answer (a ZooKeeper starting beside its
+// clients has no DNS name yet), and the error then says so.
+func TestDialWaitsForNamesToResolve(t *testing.T) {
+	t.Parallel()
+	_, err := zkclient.Dial(context.Background(), []string{"zoo-not-yet.invalid:2181"}, zkclient.Options{ConnectTimeout: time.Second})
+	if !errors.Is(err, zkclient.ErrNoSession) || !strings.Contains(err.Error(), "does DNS serve them yet") {
+		t.Fatalf("Dial with an unresolvable name: %v; want ErrNoSession after the connect timeout, naming DNS", err)
+	}
+	// One name that resolves is enough.
+	z := testenv.ZooKeeper(t)
+	c, err := zkclient.Dial(context.Background(), append([]string{"zoo-not-yet.invalid:2181"}, z.Servers...), zkclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
