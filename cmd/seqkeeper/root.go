@@ -120,7 +120,8 @@ func exitCode(err error) int {
 	case err == nil:
 		return 0
 	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
-		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush):
+		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush),
+		errors.Is(err, seqzk.ErrAdvanceRefused):
 		return 2
 	}
 	return 1
@@ -192,6 +193,9 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newServeCmd(g),
 		newVerifyCmd(g),
 		newRestoreCmd(g),
+		newAdvanceCmd(g),
+		newExportCmd(g),
+		newImportCmd(g),
 	)
 	return root
 }

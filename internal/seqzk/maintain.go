@@ -134,7 +134,8 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
 func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, false)
+	_, st, err := c.revalidate(ctx, name, floor, ceiling, false, nil)
+	return st, err
 }
 
 // FastForward is Revalidate that always moves next up to floor and drops
@@ -142,25 +143,36 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 // The primary uses it for a znode whose creation zxid differs from the one
 // the store recorded: deleted and re-created, possibly with old data.
 func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, true)
+	_, st, err := c.revalidate(ctx, name, floor, ceiling, true, nil)
+	return st, err
 }
 
-func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool) (state.State, error) {
+// revalidate is Revalidate, or FastForward with force. check, when not
+// nil, is called with every state read before it is changed and stops
+// the operation with its error. It returns the state its first write
+// replaced (zero if nothing was written) and the state written last.
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, check func(state.State) error) (replaced, _ state.State, _ error) {
 	if err := ValidateName(name); err != nil {
-		return state.State{}, err
+		return state.State{}, state.State{}, err
 	}
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
+	wrote := false
 	for attempt := 0; ; attempt++ {
 		if retry, err := c.reload(ctx, name, nd, attempt); retry {
 			continue
 		} else if err != nil {
-			return state.State{}, err
+			return replaced, state.State{}, err
 		}
-		st := nd.state
+		st, before := nd.state, nd.state
+		if check != nil {
+			if err := check(st); err != nil {
+				return replaced, state.State{}, err
+			}
+		}
 		if st.Legacy {
-			return state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+			return replaced, state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
 		}
 		epoch := c.Epoch()
 		if epoch == 0 {
@@ -182,10 +194,10 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
-			return st, nil // already valid in this epoch and high enough
+			return replaced, st, nil // already valid in this epoch and high enough
 		}
 		if err := st.Validate(); err != nil {
-			return state.State{}, err
+			return replaced, state.State{}, err
 		}
 		var err error
 		var stat *zkclient.Stat
@@ -220,8 +232,11 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			if stamp {
 				nd.valid = false // the child watch fired
 			}
+			if !wrote {
+				replaced, wrote = before, true
+			}
 			if landed == st.ZKEpoch {
-				return st, nil
+				return replaced, st, nil
 			}
 			force = false // next is already past floor
 			// ZooKeeper changed epochs under us (or our guess was from
@@ -239,18 +254,18 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			}
 			if attempt >= 3 {
 				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
-					return state.State{}, err
+					return replaced, state.State{}, err
 				}
 			}
 		case errors.As(err, new(*unvalidatedError)):
-			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
+			return replaced, state.State{}, fmt.Errorf("sequence %q: %w", name, err)
 		case zkclient.IsTransient(err):
 			nd.valid = false
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return state.State{}, err
+				return replaced, state.State{}, err
 			}
 		default:
-			return state.State{}, c.zkError(name, err)
+			return replaced, state.State{}, c.zkError(name, err)
 		}
 	}
 }

@@ -1,0 +1,282 @@
+package transfer
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/reconcile"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// What Import did with a line.
+const (
+	Created    = "created"    // the sequence did not exist: created above the export
+	Advanced   = "advanced"   // it existed below the export: moved forward
+	Tombstoned = "tombstoned" // the tombstone was recorded in the store
+	Unchanged  = "unchanged"  // the root already covers the line (an import run again)
+	Refused    = "refused"    // the line would break the root: see Reason
+)
+
+// ErrNotExport reports input that is not an export this seqkeeper reads;
+// nothing was imported.
+var ErrNotExport = errors.New("not a seqkeeper export")
+
+// maxLine bounds one line of an export (a sequence with the most recycled
+// ranges is about 1 MB).
+const maxLine = 8 << 20
+
+// Outcome is what Import did with one line.
+type Outcome struct {
+	Line   int    `json:"line"`
+	Name   string `json:"name"`
+	Action string `json:"action"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ImportOptions configure Import.
+type ImportOptions struct {
+	// MinReserve sizes the headroom of a created or advanced sequence
+	// (reconcile.Headroom), as the primary gives an idle one.
+	MinReserve int64
+	// DryRun decides every line and changes nothing.
+	DryRun bool
+}
+
+// Import reads an export from r into the root seqs serves and its store,
+// and returns what it did with every line. It never moves a counter
+// backwards and never brings back a name deleted in the target:
+//
+//   - a sequence the target lacks is created at the export's ceiling + 1
+//     (above every ID the source may have handed out), with headroom, its
+//     ceiling written to the store before ZooKeeper, as a restore does;
+//     recycled IDs are not restored (they are below that point);
+//   - a sequence the target has with the same settings is advanced to that
+//     point (primary.Advance) if it is below it, and left alone otherwise;
+//   - a tombstone is recorded in the store unless the target has the name
+//     live;
+//   - a line whose settings differ from the target's, that would revive a
+//     deleted name or delete a live one, or that cannot be read, is
+//     refused (and the other lines still imported).
+//
+// Running it again changes nothing: every line is then unchanged. It
+// returns an error (and changes nothing) when r is not an export, and when
+// the target's store cannot be read completely.
+func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.Reader, opts ImportOptions) ([]Outcome, error) {
+	lines, out, err := parse(r)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the target's store: %w; nothing was imported", err)
+	}
+	stored := make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		stored[r.Name] = r
+	}
+	var (
+		puts    []persist.Record
+		creates []sequence.State
+		created []int // indexes into out
+		advance []int
+	)
+	for _, l := range lines {
+		o := Outcome{Line: l.n, Name: l.e.Name}
+		rec, hasRec := stored[l.e.Name]
+		st, _, err := seqs.Describe(ctx, l.e.Name)
+		live := err == nil
+		if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
+			return out, fmt.Errorf("line %d: %w", l.n, err)
+		}
+		switch {
+		case l.e.Deleted:
+			o.Action, o.Reason = tombstone(l.e, live, rec, hasRec)
+			if o.Action == Tombstoned {
+				puts = append(puts, persist.Record{Name: l.e.Name, Ceiling: l.e.Ceiling, Deleted: true})
+			}
+		case live:
+			o.Action, o.Reason = existing(l.e, st)
+			if o.Action == Advanced {
+				advance = append(advance, len(out))
+			}
+		case hasRec && rec.Deleted:
+			o.Action, o.Reason = Refused, "the name is deleted in the target (its store holds a tombstone): importing it would bring it back"
+		case hasRec && !sameSettings(l.e, rec):
+			o.Action, o.Reason = Refused, fmt.Sprintf("the target's store holds it with other settings (IDs %d:%d, %d windows)", rec.Start, rec.End, rec.Windows)
+		default:
+			merged := persist.Record{Name: l.e.Name, Ceiling: max(l.e.from()-1, rec.Ceiling), Legacy: l.e.Legacy,
+				Start: l.e.Start, End: l.e.End, Windows: l.e.Windows}
+			st, rec := reconcile.Recreate(merged, opts.MinReserve)
+			puts, creates = append(puts, rec), append(creates, st)
+			o.Action = Created
+			created = append(created, len(out))
+		}
+		out = append(out, o)
+	}
+	if !opts.DryRun {
+		err = apply(ctx, seqs, store, opts, out, puts, creates, created, advance, lines)
+	}
+	slices.SortStableFunc(out, func(a, b Outcome) int { return cmp.Compare(a.Line, b.Line) })
+	return out, err
+}
+
+// apply writes the store first, then creates, then advances.
+func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts ImportOptions, out []Outcome,
+	puts []persist.Record, creates []sequence.State, created, advance []int, lines []line) error {
+	byLine := make(map[int]Entry, len(lines))
+	for _, l := range lines {
+		byLine[l.n] = l.e
+	}
+	for len(puts) > 0 {
+		n := min(len(puts), 1000)
+		if err := primary.PutAtCurrentEpoch(ctx, store, puts[:n]...); err != nil {
+			return fmt.Errorf("write %d records to the store: %w; run import again", n, err)
+		}
+		puts = puts[n:]
+	}
+	if len(creates) > 0 {
+		if err := seqs.ZK().EnsurePath(ctx, seqs.Root()); err != nil {
+			return fmt.Errorf("create the root %s: %w", seqs.Root(), err)
+		}
+		epoch, err := seqs.CurrentEpoch(ctx)
+		if err != nil {
+			return fmt.Errorf("learn ZooKeeper's epoch: %w; run import again", err)
+		}
+		n, _, err := seqs.Restore(ctx, creates, epoch)
+		if err != nil {
+			return fmt.Errorf("create sequences in ZooKeeper (the store holds their ceilings): %w; run import again", err)
+		}
+		if n < len(creates) {
+			// Some were created meanwhile (a primary restoring them from
+			// the store, or an operator): say so, they are checked by a
+			// second run.
+			for _, i := range created {
+				out[i].Reason = fmt.Sprintf("%d of %d sequences existed by the time they were created; run import again to check them", len(creates)-n, len(creates))
+			}
+		}
+	}
+	for _, i := range advance {
+		e := byLine[out[i].Line]
+		a, err := primary.Advance(ctx, seqs, store, e.Name, e.from(), opts.MinReserve)
+		switch {
+		case err != nil:
+			out[i].Action, out[i].Reason = Refused, err.Error()
+		case !a.Changed():
+			out[i].Action = Unchanged
+		}
+	}
+	return nil
+}
+
+// tombstone decides a tombstone line.
+func tombstone(e Entry, live bool, rec persist.Record, hasRec bool) (action, reason string) {
+	switch {
+	case live:
+		return Refused, "the name is live in the target: importing its tombstone would delete it ('seqkeeper delete' it there first if that is what you want)"
+	case hasRec && !rec.Deleted:
+		return Refused, "the target's store holds the name as a live sequence (ZooKeeper lost it; a primary restores it): importing its tombstone would delete it"
+	case hasRec && rec.Ceiling >= e.Ceiling:
+		return Unchanged, ""
+	}
+	return Tombstoned, ""
+}
+
+// existing decides a sequence line for a sequence the target has, in
+// state st.
+func existing(e Entry, st sequence.State) (action, reason string) {
+	switch {
+	case e.Legacy != st.Legacy:
+		return Refused, "one side is a legacy 8-byte counter and the other is not"
+	case st.Legacy:
+		if st.Next >= e.Ceiling {
+			return Unchanged, ""
+		}
+		return Refused, fmt.Sprintf("the target's legacy counter (%d) is below the export's (%d); import does not move legacy counters", st.Next, e.Ceiling)
+	case st.Start != e.Start || st.End != e.End || st.Windows != e.Windows:
+		return Refused, fmt.Sprintf("settings differ: the target has IDs %d:%d and %d windows, the export %d:%d and %d windows",
+			st.Start, st.End, st.Windows, e.Start, e.End, e.Windows)
+	case st.Registered:
+		return Refused, "the target has not initialised it yet: start 'seqkeeper serve' there and import again"
+	case st.Next >= e.from():
+		return Unchanged, ""
+	}
+	if err := seqzk.CheckAdvance(st, e.from()); err != nil {
+		return Refused, err.Error()
+	}
+	return Advanced, ""
+}
+
+// sameSettings reports whether a store record of a sequence agrees with
+// e (a zero field of the record is unknown and agrees).
+func sameSettings(e Entry, r persist.Record) bool {
+	return r.Legacy == e.Legacy && (r.Start == 0 || r.Start == e.Start) && (r.End == 0 || r.End == e.End) && r.Windows == e.Windows
+}
+
+// line is one parsed entry and its line number.
+type line struct {
+	n int
+	e Entry
+}
+
+// parse reads the header and every entry; lines that cannot be read are
+// returned as refused outcomes.
+func parse(r io.Reader) ([]line, []Outcome, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	var (
+		lines  []line
+		out    []Outcome
+		header bool
+		seen   = map[string]int{}
+	)
+	for n := 1; sc.Scan(); n++ {
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if !header {
+			var h Header
+			if err := json.Unmarshal(b, &h); err != nil || h.SeqkeeperExport == 0 {
+				return nil, nil, fmt.Errorf("line %d: %w (its first line must be the header {\"seqkeeper_export\":%d,...})", n, ErrNotExport, Version)
+			}
+			if h.SeqkeeperExport != Version {
+				return nil, nil, fmt.Errorf("line %d: %w: format %d; this seqkeeper reads format %d", n, ErrNotExport, h.SeqkeeperExport, Version)
+			}
+			header = true
+			continue
+		}
+		var e Entry
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(&e)
+		if err == nil {
+			err = e.check()
+		}
+		if err == nil && seen[e.Name] != 0 {
+			err = fmt.Errorf("the name is already on line %d", seen[e.Name])
+		}
+		if err != nil {
+			out = append(out, Outcome{Line: n, Name: e.Name, Action: Refused, Reason: err.Error()})
+			continue
+		}
+		seen[e.Name] = n
+		lines = append(lines, line{n: n, e: e})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, nil, fmt.Errorf("%w: read it: %w", ErrNotExport, err)
+	}
+	if !header {
+		return nil, nil, fmt.Errorf("%w: it is empty (not even its header line)", ErrNotExport)
+	}
+	return lines, out, nil
+}
