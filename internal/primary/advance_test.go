@@ -142,4 +142,3 @@ func TestAdvanceRefusals(t *testing.T) {
 		t.Fatalf("advance of a missing sequence: %v", err)
 	}
 }
-
