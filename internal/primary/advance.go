@@ -50,8 +50,9 @@ func (a Advanced) Skipped() sequence.Ranges {
 // alone. It refuses (seqzk.ErrAdvanceRefused) a to beyond the end of the
 // space and exhausted, legacy or uninitialised sequences.
 //
-// The store learns the new ceiling first: twice minReserve IDs from to, as
-// the primary gives an idle sequence, written at the store's current
+// The store learns the new ceiling first: twice minReserve IDs from to (or
+// from above the stored ceiling, see seqzk.Client.Advance), as the primary
+// gives an idle sequence, written at the store's current
 // leader epoch (again at the new one if a primary taking over fences the
 // write). Only then does ZooKeeper move (seqzk.Client.Advance), by
 // compare-and-set, so it is safe beside busy takers and a running or
@@ -71,7 +72,6 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	if !needsAdvance(st, windows, to) {
 		return Advanced{}, nil
 	}
-	ceiling := max(st.Ceiling, reconcile.Ceiling(max(to, st.Next), reconcile.Headroom(minReserve), st.End))
 	rec, err := store.Get(ctx, name)
 	switch {
 	case errors.Is(err, persist.ErrNotFound):
@@ -81,11 +81,16 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	case rec.Deleted:
 		return Advanced{}, fmt.Errorf("sequence %q: %w: the store holds a tombstone for it (a delete is under way); nothing was changed", name, seqzk.ErrAdvanceRefused)
 	}
+	// If ZooKeeper's state cannot be trusted (a leader election since it
+	// was validated), the advance moves it above everything the store
+	// covered, as the primary would: the headroom is counted from there.
+	storedFloor := state.AddSat(rec.Ceiling, 1)
+	ceiling := max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), reconcile.Headroom(minReserve), st.End))
 	rec.Ceiling = max(rec.Ceiling, ceiling)
 	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
 		return Advanced{}, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, rec.Ceiling, err)
 	}
-	replaced, advanced, err := seqs.Advance(ctx, name, to, ceiling)
+	replaced, advanced, err := seqs.Advance(ctx, name, to, storedFloor, ceiling)
 	if err != nil {
 		return Advanced{}, fmt.Errorf("%w (the store already holds ceiling %d: run advance again)", err, rec.Ceiling)
 	}

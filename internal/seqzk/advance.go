@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // ErrAdvanceRefused reports an advance that would break the sequence:
@@ -14,22 +16,104 @@ import (
 var ErrAdvanceRefused = errors.New("advance refused")
 
 // Advance moves sequence name forward for an operator so that, from now
-// on, it hands out no ID below to: next moves up to to (never down), and
-// the recycled IDs and open windows are dropped with a fresh marker, as
-// FastForward does (their IDs lie below next and could be below to). The
-// ceiling rises to ceiling, which the durable store must already hold.
-// Takes racing it either land before it, or fail their compare-and-set and
-// read the advanced state.
+// on, it hands out no ID below to. In one transaction it moves next up to
+// to (never down), drops the recycled IDs and every open window (their
+// IDs lie below next, possibly below to), stamps the current ZooKeeper
+// epoch under a fresh marker, and raises the ceiling to ceiling, which the
+// durable store must already hold. Takes racing it either land before it
+// or fail their compare-and-set and read the advanced state.
 //
-// It returns the state it replaced (to tell which IDs were skipped) and
-// the state it wrote. It refuses, with ErrAdvanceRefused and nothing
-// written, a legacy counter, a registration the primary has not
-// initialised, an exhausted sequence, and a to beyond the end of the
-// space.
-func (c *Client) Advance(ctx context.Context, name string, to, ceiling int64) (replaced, advanced state.State, err error) {
-	return c.revalidate(ctx, name, to, ceiling, true, func(st state.State) error {
-		return CheckAdvance(st, to)
-	})
+// A state it cannot trust (not validated in the current ZooKeeper epoch,
+// or whose marker is gone: ZooKeeper may have lost writes since) moves to
+// at least storedFloor too, the first ID above everything the store
+// covers, as the primary's revalidation would. A trusted state's marker
+// is checked in the same transaction.
+//
+// It returns the state its write replaced (to tell which IDs were
+// skipped) and the state it wrote. It refuses, with ErrAdvanceRefused and
+// nothing written, what CheckAdvance refuses.
+func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceiling int64) (replaced, advanced state.State, err error) {
+	if err := ValidateName(name); err != nil {
+		return state.State{}, state.State{}, err
+	}
+	nd := c.node(c.Path(name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	markerGone, wrote := false, false
+	for attempt := 0; ; attempt++ {
+		if retry, err := c.reload(ctx, name, nd, attempt); retry {
+			continue
+		} else if err != nil {
+			return replaced, state.State{}, err
+		}
+		old := nd.state
+		if !wrote {
+			if err := CheckAdvance(old, to); err != nil {
+				return replaced, state.State{}, err
+			}
+		}
+		epoch := c.Epoch()
+		if epoch == 0 {
+			epoch = c.probeEpoch(ctx)
+		}
+		trusted := old.Validated() && old.ZKEpoch == epoch && !markerGone
+		floor := to
+		if !trusted {
+			floor = max(to, storedFloor)
+		}
+		st := old
+		st.Next = clampNext(max(old.Next, floor), old.End)
+		st.Ceiling = max(old.Ceiling, st.Next-1, min(ceiling, old.End))
+		st.Recycled = nil
+		st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), st.Next
+		if err := st.Validate(); err != nil {
+			return replaced, state.State{}, err
+		}
+		var ops []zkclient.Op
+		if trusted {
+			ops = append(ops, zkclient.CheckOp(nd.path+"/"+old.Marker, 0))
+		}
+		set := len(ops)
+		ops = append(ops, zkclient.SetOp(nd.path, st.Encode(), nd.version), zkclient.CreateOp(nd.path+"/"+st.Marker, nil, 0))
+		for _, ch := range slices.Concat(nd.windows, nd.markers) {
+			ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
+		}
+		res, err := c.zk.Multi(sent(ctx), ops...)
+		c.stats.requests.Add(1)
+		nd.valid = false // the child watch fires (or the read was stale)
+		switch {
+		case err == nil:
+			if !wrote {
+				replaced, wrote = old, true
+			}
+			if c.observe(res[set].Stat) == st.ZKEpoch {
+				return replaced, st, nil
+			}
+			// ZooKeeper changed epochs under us: the state is not
+			// trusted any more; stamp it again in the epoch now known.
+		case trusted && zkclient.FailedOp(err) == 0 && errors.Is(err, zkclient.ErrNoNode):
+			markerGone = true // a state of another history or incarnation
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNodeExists),
+			errors.Is(err, zkclient.ErrNotEmpty):
+			// A take, a raise or a window landed first: read again.
+			c.stats.conflicts.Add(1)
+			nd.deleted = nil
+			if attempt >= 3 {
+				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
+					return replaced, state.State{}, err
+				}
+			}
+		case zkclient.IsTransient(err):
+			// The write may have landed: the next read tells (its
+			// replaced state is then this write's, which skips nothing
+			// more).
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return replaced, state.State{}, err
+			}
+		default:
+			return replaced, state.State{}, c.zkError(name, err)
+		}
+	}
 }
 
 // CheckAdvance returns why sequence state st cannot be advanced to to

@@ -134,8 +134,7 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
 func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	_, st, err := c.revalidate(ctx, name, floor, ceiling, false, nil)
-	return st, err
+	return c.revalidate(ctx, name, floor, ceiling, false)
 }
 
 // FastForward is Revalidate that always moves next up to floor and drops
@@ -143,36 +142,25 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 // The primary uses it for a znode whose creation zxid differs from the one
 // the store recorded: deleted and re-created, possibly with old data.
 func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	_, st, err := c.revalidate(ctx, name, floor, ceiling, true, nil)
-	return st, err
+	return c.revalidate(ctx, name, floor, ceiling, true)
 }
 
-// revalidate is Revalidate, or FastForward with force. check, when not
-// nil, is called with every state read before it is changed and stops
-// the operation with its error. It returns the state its first write
-// replaced (zero if nothing was written) and the state written last.
-func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, check func(state.State) error) (replaced, _ state.State, _ error) {
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool) (state.State, error) {
 	if err := ValidateName(name); err != nil {
-		return state.State{}, state.State{}, err
+		return state.State{}, err
 	}
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	wrote := false
 	for attempt := 0; ; attempt++ {
 		if retry, err := c.reload(ctx, name, nd, attempt); retry {
 			continue
 		} else if err != nil {
-			return replaced, state.State{}, err
+			return state.State{}, err
 		}
-		st, before := nd.state, nd.state
-		if check != nil {
-			if err := check(st); err != nil {
-				return replaced, state.State{}, err
-			}
-		}
+		st := nd.state
 		if st.Legacy {
-			return replaced, state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+			return state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
 		}
 		epoch := c.Epoch()
 		if epoch == 0 {
@@ -194,10 +182,10 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
-			return replaced, st, nil // already valid in this epoch and high enough
+			return st, nil // already valid in this epoch and high enough
 		}
 		if err := st.Validate(); err != nil {
-			return replaced, state.State{}, err
+			return state.State{}, err
 		}
 		var err error
 		var stat *zkclient.Stat
@@ -232,11 +220,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			if stamp {
 				nd.valid = false // the child watch fired
 			}
-			if !wrote {
-				replaced, wrote = before, true
-			}
 			if landed == st.ZKEpoch {
-				return replaced, st, nil
+				return st, nil
 			}
 			force = false // next is already past floor
 			// ZooKeeper changed epochs under us (or our guess was from
@@ -254,18 +239,18 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			}
 			if attempt >= 3 {
 				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
-					return replaced, state.State{}, err
+					return state.State{}, err
 				}
 			}
 		case errors.As(err, new(*unvalidatedError)):
-			return replaced, state.State{}, fmt.Errorf("sequence %q: %w", name, err)
+			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
 		case zkclient.IsTransient(err):
 			nd.valid = false
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return replaced, state.State{}, err
+				return state.State{}, err
 			}
 		default:
-			return replaced, state.State{}, c.zkError(name, err)
+			return state.State{}, c.zkError(name, err)
 		}
 	}
 }
