@@ -39,16 +39,25 @@ import (
 //     the recycled list must be refused with sequence.ErrBadPush; one that is
 //     accepted fails the test (when the test can prove that nothing else
 //     changed the sequence between its read and the push);
-//   - deletes: the tombstone's ceiling covers every ID the name handed out.
+//   - deletes: the tombstone's ceiling covers every ID the name handed out;
+//   - advances: no ID an advance skipped (between the old next and the new
+//     one) or dropped (recycled IDs) is ever handed out afterwards, a
+//     sequence never moves back, and an advance beyond the space is
+//     refused;
+//   - moves: an import of the root's own export into a wiped ZooKeeper and
+//     an empty store refuses nothing, a second import changes nothing, and
+//     every ID afterwards is checked against the whole run.
 //
 // The faults: primary handovers (graceful, killed session, expired session
 // with the deposed primary's delayed writes), ZooKeeper restarts (SIGTERM or
 // SIGKILL), full wipes of its data, snapshots and restores from any earlier
 // snapshot (so 0, 1 or more restarts lie between copy and restore), delayed
 // takes from a worker whose network is frozen while other faults happen,
-// deletes and re-creates, store objects deleted (the store lost data), and a
+// deletes and re-creates, store objects deleted (the store lost data), a
 // primary that dies in the middle of a compaction of the store's log (its
-// store stops after a random number of requests).
+// store stops after a random number of requests), operators' advances
+// beside busy workers, and moves of the whole root (export, lose ZooKeeper's
+// data and the store, import) as docs/cli.md tells an operator to do.
 //
 // Out of scope: the promise holds only while ZooKeeper and the store do not
 // both lose data, so no ZooKeeper data loss is injected while the store does

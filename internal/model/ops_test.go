@@ -44,6 +44,7 @@ var opTable = []opSpec{
 	{"delete", 12, (*env).opDelete},
 	{"recreate", 18, (*env).opRecreate},
 	{"delayed-take", 18, (*env).opDelayedTake},
+	{"advance", 12, (*env).opAdvance},
 
 	// Faults: about one operation in sixty.
 	{"handover", 2, (*env).opHandover},
@@ -55,6 +56,7 @@ var opTable = []opSpec{
 	{"zk-restore", 2, (*env).opRestore},
 	{"zk-wipe", 1, (*env).opWipe},
 	{"store-loss", 2, (*env).opStoreLoss},
+	{"move", 1, (*env).opMove},
 }
 
 func pickOp(r *rand.Rand) opSpec {

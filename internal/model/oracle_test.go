@@ -147,9 +147,12 @@ type ledger struct {
 	spec     seqSpec
 	issued   idSet
 	returned idSet
-	highest  int64 // the highest ID ever handed out, 0 before the first
-	handed   int64 // IDs handed out, counting re-issues of pushed IDs
-	events   []event
+	// skipped holds the IDs an advance made sure are never handed out:
+	// those it jumped over and the recycled IDs it dropped.
+	skipped idSet
+	highest int64 // the highest ID ever handed out, 0 before the first
+	handed  int64 // IDs handed out, counting re-issues of pushed IDs
+	events  []event
 }
 
 func newLedger(spec seqSpec) *ledger { return &ledger{spec: spec} }
@@ -163,6 +166,10 @@ func (l *ledger) take(op int, who string, got sequence.Ranges) []string {
 		if !l.spec.inSpace(r) {
 			problems = append(problems, fmt.Sprintf("sequence %q handed %s to %s at op #%d: outside its space %d:%d",
 				l.spec.name, r, who, op, l.spec.start(), l.spec.end()))
+		}
+		for _, p := range l.skipped.intersect(r) {
+			problems = append(problems, fmt.Sprintf("SKIPPED ID HANDED OUT: sequence %q handed %s to %s at op #%d: an advance made sure it would never be handed out:%s",
+				l.spec.name, p, who, op, l.history(p)))
 		}
 		for _, p := range l.issued.intersect(r) {
 			for _, d := range l.returned.missing(p) {
@@ -186,9 +193,14 @@ func (l *ledger) pushed(op int, who, what string, r sequence.Range) {
 // duplicate describes IDs d handed out again to who at op, naming every
 // earlier take and push of its first ID.
 func (l *ledger) duplicate(op int, who string, d sequence.Range) string {
+	return fmt.Sprintf("DUPLICATE: sequence %q handed out %s (%d IDs) again, now to %s at op #%d; never pushed back since handed out before to:%s",
+		l.spec.name, d, d.Len(), who, op, l.history(d))
+}
+
+// history lists the latest events (takes, pushes, advances) that touched
+// d, newest first.
+func (l *ledger) history(d sequence.Range) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "DUPLICATE: sequence %q handed out %s (%d IDs) again, now to %s at op #%d; never pushed back since handed out before to:",
-		l.spec.name, d, d.Len(), who, op)
 	n := 0
 	for i := len(l.events) - 1; i >= 0 && n < 8; i-- {
 		e := l.events[i]

@@ -86,3 +86,16 @@ func TestLedger(t *testing.T) {
 		t.Fatalf("ID outside the space not caught: %v", p)
 	}
 }
+
+// An ID an advance skipped is a failure whenever it is handed out.
+func TestLedgerSkipped(t *testing.T) {
+	l := newLedger(seqSpec{name: "s", kind: "plain"})
+	l.skipped.add(sequence.Range{Start: 10, End: 19})
+	if p := l.take(1, "w", sequence.Ranges{{Start: 1, End: 9}}); len(p) != 0 {
+		t.Fatalf("IDs below the skipped ones: %v", p)
+	}
+	p := l.take(2, "w", sequence.Ranges{{Start: 18, End: 25}})
+	if len(p) != 1 || !strings.Contains(p[0], "SKIPPED ID HANDED OUT") || !strings.Contains(p[0], "18:19") {
+		t.Fatalf("take over skipped IDs: %v", p)
+	}
+}
