@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 
@@ -157,6 +158,8 @@ func classify(err error) string {
 		return "uncertain"
 	case errors.Is(err, sequence.ErrBadPush):
 		return "bad-push"
+	case errors.Is(err, seqzk.ErrAdvanceRefused):
+		return "refused"
 	case errors.Is(err, persist.ErrFenced):
 		return "fenced"
 	case errors.Is(err, context.DeadlineExceeded):

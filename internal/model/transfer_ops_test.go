@@ -3,13 +3,11 @@ package model
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/primary"
-	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
@@ -58,9 +56,6 @@ func (e *env) opAdvance(r *rand.Rand) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	class := m.call("advance", err)
-	if errors.Is(err, seqzk.ErrAdvanceRefused) {
-		class = "refused"
-	}
 	line := fmt.Sprintf("advance %s --to %d (%s, next was %d) -> %s", name, to, kind, st.Next, class)
 	switch {
 	case refuse && err == nil:
