@@ -35,14 +35,7 @@ out by them: restart them to be sure.`,
 			if to < 1 {
 				return usagef("--to %d: IDs start at 1 or above", to)
 			}
-			if g.cfg.Store == "" {
-				return usagef("advance needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): it records the new ceiling there before ZooKeeper")
-			}
-			store, err := openStore(cmd.Context(), g.cfg, false)
-			if err != nil {
-				return fmt.Errorf("advance: open the store: %w; nothing was changed", err)
-			}
-			zc, seqs, err := g.connect(cmd.Context())
+			store, zc, seqs, err := g.connectWithStore(cmd.Context(), "advance", "it records the new ceiling there before ZooKeeper", false)
 			if err != nil {
 				return err
 			}

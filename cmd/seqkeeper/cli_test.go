@@ -260,7 +260,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"bad log level", []string{"--log-level", "loud", "list"}, 2, `log_level: "loud"`},
 		{"bad store", []string{"--store", "ftp://x", "list"}, 2, `store: "ftp://x": scheme "ftp"`},
 		{"delete without store", []string{"delete", "orders", "--yes"}, 2, "delete needs the store"},
-		{"delete with a missing store", []string{"delete", "orders", "--yes", "--store", "file:///nonexistent/seqkeeper-test"}, 1, "nothing was deleted"},
+		{"delete with a missing store", []string{"delete", "orders", "--yes", "--store", "file:///nonexistent/seqkeeper-test"}, 1, "delete: open the store"},
 		{"bench bad clients", []string{"bench", "orders", "--clients", "0"}, 2, "--clients 0"},
 		{"leader with args", []string{"leader", "x"}, 2, `unknown command "x"`},
 	}
@@ -505,7 +505,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	// A store that cannot be opened: nothing is deleted.
 	c.ok("create", "refused")
 	c.env["SEQKEEPER_STORE"] = "file://" + filepath.Join(dir, "missing")
-	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "nothing was deleted") {
+	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "open the store: file store") {
 		t.Fatalf("delete with a missing store: exit %d %q", code, errOut)
 	}
 	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/refused"); !ok {

@@ -25,14 +25,8 @@ typed unless --yes is given.`,
 		Args: nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if g.cfg.Store == "" {
-				return usagef("delete needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): the tombstone it leaves there keeps a re-created %q from reusing IDs", name)
-			}
-			store, err := openStore(cmd.Context(), g.cfg, false)
-			if err != nil {
-				return fmt.Errorf("delete: open the store: %w; nothing was deleted", err)
-			}
-			zc, seqs, err := g.connect(cmd.Context())
+			store, zc, seqs, err := g.connectWithStore(cmd.Context(), "delete",
+				fmt.Sprintf("the tombstone it leaves there keeps a re-created %q from reusing IDs", name), false)
 			if err != nil {
 				return err
 			}

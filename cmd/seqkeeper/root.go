@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/persist"
 
 	"github.com/mattn/go-isatty"
 	"github.com/rs/zerolog"
@@ -318,6 +319,25 @@ func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client,
 		return nil, nil, err
 	}
 	return zc, seqs, nil
+}
+
+// connectWithStore opens the store and then ZooKeeper, for the operator
+// commands that write the store first (delete, advance, export, import).
+// why completes "<command> needs the store ...: " when no store is
+// configured; nothing is read or written before both are open.
+func (g *globals) connectWithStore(ctx context.Context, command, why string, create bool) (*persist.Store, *zkclient.Client, *seqzk.Client, error) {
+	if g.cfg.Store == "" {
+		return nil, nil, nil, usagef("%s needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): %s", command, why)
+	}
+	store, err := openStore(ctx, g.cfg, create)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: open the store: %w; nothing was changed", command, err)
+	}
+	zc, seqs, err := g.connect(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return store, zc, seqs, nil
 }
 
 // jsonOutput reports whether structured output (-o json or -o yaml) was

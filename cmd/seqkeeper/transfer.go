@@ -27,14 +27,7 @@ are not covered by it.`,
 		Example: "  seqkeeper export > sequences.jsonl\n  seqkeeper export --file sequences.jsonl",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.cfg.Store == "" {
-				return usagef("export needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): tombstones and the ceilings it covers live there")
-			}
-			store, err := openStore(cmd.Context(), g.cfg, false)
-			if err != nil {
-				return fmt.Errorf("export: open the store: %w", err)
-			}
-			zc, seqs, err := g.connect(cmd.Context())
+			store, zc, seqs, err := g.connectWithStore(cmd.Context(), "export", "tombstones and the ceilings it covers live there", false)
 			if err != nil {
 				return err
 			}
@@ -82,9 +75,6 @@ Running import again changes nothing.`,
 		Example: "  seqkeeper import --file sequences.jsonl --dry-run\n  seqkeeper import < sequences.jsonl",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.cfg.Store == "" {
-				return usagef("import needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): ceilings and tombstones are written there first")
-			}
 			in := io.Reader(g.stdin)
 			if file != "" && file != "-" {
 				f, err := os.Open(file)
@@ -94,11 +84,7 @@ Running import again changes nothing.`,
 				defer f.Close()
 				in = f
 			}
-			store, err := openStore(cmd.Context(), g.cfg, true)
-			if err != nil {
-				return fmt.Errorf("import: open the store: %w; nothing was imported", err)
-			}
-			zc, seqs, err := g.connect(cmd.Context())
+			store, zc, seqs, err := g.connectWithStore(cmd.Context(), "import", "ceilings and tombstones are written there first", true)
 			if err != nil {
 				return err
 			}

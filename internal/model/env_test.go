@@ -386,6 +386,17 @@ func (e *env) live(name string) bool {
 	return !gone
 }
 
+// liveNames returns the names the model believes exist.
+func (e *env) liveNames() []string {
+	var live []string
+	for _, s := range e.specs {
+		if e.live(s.name) {
+			live = append(live, s.name)
+		}
+	}
+	return live
+}
+
 // pickName returns a sequence name, nearly always a live one. Bounded
 // sequences (and the one at the top of the space) are used up early, so
 // unbounded ones are picked three times as often.

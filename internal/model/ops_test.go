@@ -503,12 +503,7 @@ func (e *env) opPruneWindows(r *rand.Rand) (string, bool) {
 
 // opDelete deletes a live sequence (tombstone first).
 func (e *env) opDelete(r *rand.Rand) (string, bool) {
-	var live []string
-	for _, s := range e.specs {
-		if e.live(s.name) {
-			live = append(live, s.name)
-		}
-	}
+	live := e.liveNames()
 	if len(live) == 0 {
 		return "", false
 	}

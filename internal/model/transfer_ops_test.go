@@ -21,12 +21,7 @@ const operatorReserve = 50
 // The IDs it skips, and the recycled IDs it drops, must never be handed
 // out afterwards (the ledger's skipped set).
 func (e *env) opAdvance(r *rand.Rand) (string, bool) {
-	var live []string
-	for _, s := range e.specs {
-		if e.live(s.name) {
-			live = append(live, s.name)
-		}
-	}
+	live := e.liveNames()
 	if len(live) == 0 {
 		return "", false
 	}

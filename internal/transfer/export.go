@@ -36,13 +36,9 @@ type Exported struct {
 // cannot be read completely or a sequence cannot be parsed.
 func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.Writer) (Exported, error) {
 	var n Exported
-	recs, err := store.Load(ctx)
+	recs, stored, err := load(ctx, store)
 	if err != nil {
 		return n, fmt.Errorf("read the store: %w; an export without it could miss tombstones and ceilings", err)
-	}
-	stored := make(map[string]persist.Record, len(recs))
-	for _, r := range recs {
-		stored[r.Name] = r
 	}
 	names, err := seqs.Names(ctx)
 	if errors.Is(err, sequence.ErrUnknownSequence) {
@@ -97,6 +93,20 @@ func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.
 		}
 	}
 	return n, bw.Flush()
+}
+
+// load reads every record of store, as a list sorted by name and by name.
+// An incomplete read is an error: a missing record could be a tombstone.
+func load(ctx context.Context, store *persist.Store) ([]persist.Record, map[string]persist.Record, error) {
+	recs, err := store.Load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	return recs, byName, nil
 }
 
 // storeOnly is the entry of a sequence that only the store knows: the

@@ -76,13 +76,9 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	if err != nil {
 		return nil, err
 	}
-	recs, err := store.Load(ctx)
+	_, stored, err := load(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("read the target's store: %w; nothing was imported", err)
-	}
-	stored := make(map[string]persist.Record, len(recs))
-	for _, r := range recs {
-		stored[r.Name] = r
 	}
 	var (
 		puts    []persist.Record
