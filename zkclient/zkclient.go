@@ -174,9 +174,9 @@ func (c *Client) connect() error {
 	gen := c.gen.Add(1)
 	var self atomic.Pointer[zk.Conn]
 	w := &watches{m: make(map[watchKey][]chan Event)}
-	hosts := &hostProvider{skipped: func(server string, err error) {
+	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
 		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
-	}}
+	}))
 	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
 		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithHostProvider(hosts),
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -188,7 +188,7 @@ func (c *Client) connect() error {
 			}
 		}))
 	if err != nil {
-		// It fails only when no server name resolves (hostProvider).
+		// It fails only when no server name resolves (WithSkipUnresolvable).
 		return fmt.Errorf("zookeeper %s: %w: %w", strings.Join(c.servers, ","), errNoHosts, err)
 	}
 	self.Store(conn)

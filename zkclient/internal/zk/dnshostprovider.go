@@ -2,6 +2,7 @@ package zk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -32,6 +33,26 @@ func (o lookupTimeoutOption) apply(provider *DNSHostProvider) {
 	provider.lookupTimeout = o.timeout
 }
 
+// seqkeeper: skipUnresolvableOption, WithSkipUnresolvable and the
+// skipUnresolvable field are seqkeeper's addition (see README.md).
+type skipUnresolvableOption struct {
+	skipped func(server string, err error)
+}
+
+// WithSkipUnresolvable returns a DNSHostProviderOption that leaves out a
+// server name that does not resolve, telling skipped (which may be nil),
+// instead of failing Init; Init then fails only when no name resolves.
+// In Kubernetes a ZooKeeper pod being replaced has no DNS record for a
+// while, and without it every name would be refused.
+func WithSkipUnresolvable(skipped func(server string, err error)) DNSHostProviderOption {
+	return skipUnresolvableOption{skipped: skipped}
+}
+
+func (o skipUnresolvableOption) apply(provider *DNSHostProvider) {
+	provider.skipUnresolvable = true
+	provider.skipped = o.skipped
+}
+
 // DNSHostProvider is the default HostProvider. It currently matches
 // the Java StaticHostProvider, resolving hosts from DNS once during
 // the call to Init.  It could be easily extended to re-query DNS
@@ -43,6 +64,9 @@ type DNSHostProvider struct {
 	last          int
 	lookupTimeout time.Duration
 	lookupHost    lookupHostFn // Override of net.LookupHost, for testing.
+
+	skipUnresolvable bool // seqkeeper: see WithSkipUnresolvable
+	skipped          func(server string, err error)
 }
 
 // NewDNSHostProvider creates a new DNSHostProvider with the given options.
@@ -77,12 +101,20 @@ func (hp *DNSHostProvider) Init(servers []string) error {
 	defer cancel()
 
 	found := []string{}
+	var unresolved []error
 	for _, server := range servers {
 		host, port, err := net.SplitHostPort(server)
 		if err != nil {
 			return err
 		}
 		addrs, err := lookupHost(ctx, host)
+		if err != nil && hp.skipUnresolvable {
+			unresolved = append(unresolved, err)
+			if hp.skipped != nil {
+				hp.skipped(server, err)
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -91,6 +123,9 @@ func (hp *DNSHostProvider) Init(servers []string) error {
 		}
 	}
 
+	if len(found) == 0 && len(unresolved) > 0 {
+		return errors.Join(unresolved...)
+	}
 	if len(found) == 0 {
 		return fmt.Errorf("No hosts found for addresses %q", servers)
 	}
