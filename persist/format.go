@@ -79,17 +79,25 @@ func corruptf(format string, args ...any) error {
 // place that decides what a valid object is (tests rely on writing invalid
 // ones through here).
 func encodeBucket(o *bucketObject) ([]byte, error) {
+	return encodeObject(bucketMagic, bucketVersion,
+		fmt.Sprintf("bucket %d of %d epoch %d records %d", o.bucket, o.buckets, o.epoch, len(o.recs)), o.recs)
+}
+
+// encodeObject serialises an object of the bucket layout (buckets and log
+// segments): the line "<magic> v<version>", then a gzip stream of the
+// header line and one line per record.
+func encodeObject(magic string, version int, header string, recs []Record) ([]byte, error) {
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "%s v%d\n", bucketMagic, bucketVersion)
+	fmt.Fprintf(&buf, "%s v%d\n", magic, version)
 	enc := bucketEncoders.Get().(*bucketEncoder)
 	defer bucketEncoders.Put(enc)
 	zw, w := enc.zw, enc.w
 	zw.Reset(&buf)
 	w.Reset(zw)
-	fmt.Fprintf(w, "bucket %d of %d epoch %d records %d\n", o.bucket, o.buckets, o.epoch, len(o.recs))
+	fmt.Fprintf(w, "%s\n", header)
 	line := make([]byte, 0, 128)
-	for i := range o.recs {
-		line = appendRecord(line[:0], &o.recs[i])
+	for i := range recs {
+		line = appendRecord(line[:0], &recs[i])
 		if _, err := w.Write(line); err != nil {
 			return nil, err
 		}
@@ -182,30 +190,9 @@ func objectVersion(data []byte, magic string, current int) (int, error) {
 // it is the bucket its key names is the caller's check). Every error wraps
 // ErrCorrupt or ErrNewerFormat.
 func decodeBucket(data []byte) (*bucketObject, error) {
-	rest, err := splitHeader(data, bucketMagic, bucketVersion)
+	line, body, err := openObject(data, bucketMagic, bucketVersion, "bucket")
 	if err != nil {
 		return nil, err
-	}
-	src := bytes.NewReader(rest)
-	zr, err := gzip.NewReader(src)
-	if err != nil {
-		return nil, corruptf("compressed body: %v", err)
-	}
-	zr.Multistream(false)
-	body, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
-	if err != nil {
-		return nil, corruptf("compressed body: %v", err)
-	}
-	if len(body) > maxDecoded {
-		return nil, corruptf("decompresses to more than %d bytes", maxDecoded)
-	}
-	if src.Len() != 0 {
-		return nil, corruptf("%d bytes after the gzip stream", src.Len())
-	}
-
-	line, body, ok := bytes.Cut(body, []byte{'\n'})
-	if !ok {
-		return nil, corruptf("no bucket header")
 	}
 	o := &bucketObject{}
 	var count int
@@ -216,31 +203,73 @@ func decodeBucket(data []byte) (*bucketObject, error) {
 	if o.buckets < 1 || o.buckets > MaxBuckets || o.bucket < 0 || o.bucket >= o.buckets || o.epoch < 0 || count < 0 {
 		return nil, corruptf("bad bucket header %.80q", line)
 	}
+	if o.recs, err = parseRecords(body, count, o.epoch, "bucket"); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// openObject checks the header line of an object of the bucket layout,
+// decompresses the rest (bounded by maxDecoded) and returns the first line
+// of the decompressed text (the object's own header, which the caller
+// parses) and the record lines after it.
+func openObject(data []byte, magic string, version int, kind string) (header, body []byte, err error) {
+	rest, err := splitHeader(data, magic, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	src := bytes.NewReader(rest)
+	zr, err := gzip.NewReader(src)
+	if err != nil {
+		return nil, nil, corruptf("compressed body: %v", err)
+	}
+	zr.Multistream(false)
+	text, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return nil, nil, corruptf("compressed body: %v", err)
+	}
+	if len(text) > maxDecoded {
+		return nil, nil, corruptf("decompresses to more than %d bytes", maxDecoded)
+	}
+	if src.Len() != 0 {
+		return nil, nil, corruptf("%d bytes after the gzip stream", src.Len())
+	}
+	header, body, ok := bytes.Cut(text, []byte{'\n'})
+	if !ok {
+		return nil, nil, corruptf("no %s header", kind)
+	}
+	return header, body, nil
+}
+
+// parseRecords parses the record lines of an object whose header claims
+// count records written at epoch or below: sorted by name, each name once.
+func parseRecords(body []byte, count int, epoch int64, kind string) ([]Record, error) {
 	if count > len(body)/16+1 { // a record line is at least 16 bytes
 		return nil, corruptf("header claims %d records in %d bytes", count, len(body))
 	}
-	o.recs = make([]Record, 0, count)
+	recs := make([]Record, 0, count)
 	for len(body) > 0 {
-		line, body, ok = bytes.Cut(body, []byte{'\n'})
+		line, rest, ok := bytes.Cut(body, []byte{'\n'})
 		if !ok {
-			return nil, corruptf("record %d: unterminated line", len(o.recs)+1)
+			return nil, corruptf("record %d: unterminated line", len(recs)+1)
 		}
+		body = rest
 		r, err := parseRecord(line)
 		if err != nil {
-			return nil, corruptf("record %d: %v", len(o.recs)+1, err)
+			return nil, corruptf("record %d: %v", len(recs)+1, err)
 		}
-		if r.Epoch > o.epoch {
-			return nil, corruptf("record %q: epoch %d above the bucket's %d", r.Name, r.Epoch, o.epoch)
+		if r.Epoch > epoch {
+			return nil, corruptf("record %q: epoch %d above the %s's %d", r.Name, r.Epoch, kind, epoch)
 		}
-		if n := len(o.recs); n > 0 && o.recs[n-1].Name >= r.Name {
+		if n := len(recs); n > 0 && recs[n-1].Name >= r.Name {
 			return nil, corruptf("record %q: names out of order or repeated", r.Name)
 		}
-		o.recs = append(o.recs, r)
+		recs = append(recs, r)
 	}
-	if len(o.recs) != count {
-		return nil, corruptf("header says %d records, found %d", count, len(o.recs))
+	if len(recs) != count {
+		return nil, corruptf("header says %d records, found %d", count, len(recs))
 	}
-	return o, nil
+	return recs, nil
 }
 
 func parseRecord(line []byte) (Record, error) {

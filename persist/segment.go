@@ -1,12 +1,8 @@
 package persist
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"strconv"
-
-	"github.com/klauspost/compress/gzip"
 )
 
 // A log segment is what one store write adds: one object, created once at
@@ -39,57 +35,17 @@ func segmentKey(pos int64) string { return fmt.Sprintf("log/%016x", pos) }
 
 // encodeSegment serialises sg. Like encodeBucket it does not validate.
 func encodeSegment(sg *segment) ([]byte, error) {
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "%s v%d\n", logMagic, logVersion)
-	enc := bucketEncoders.Get().(*bucketEncoder)
-	defer bucketEncoders.Put(enc)
-	zw, w := enc.zw, enc.w
-	zw.Reset(&buf)
-	w.Reset(zw)
-	fmt.Fprintf(w, "segment %d epoch %d writer %016x records %d\n", sg.pos, sg.epoch, sg.writer, len(sg.recs))
-	line := make([]byte, 0, 128)
-	for i := range sg.recs {
-		line = appendRecord(line[:0], &sg.recs[i])
-		if _, err := w.Write(line); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return encodeObject(logMagic, logVersion,
+		fmt.Sprintf("segment %d epoch %d writer %016x records %d", sg.pos, sg.epoch, sg.writer, len(sg.recs)), sg.recs)
 }
 
 // decodeSegment parses and checks a log segment on its own terms (whether
 // it is the segment its key names is the caller's check). Every error wraps
 // ErrCorrupt or ErrNewerFormat.
 func decodeSegment(data []byte) (*segment, error) {
-	rest, err := splitHeader(data, logMagic, logVersion)
+	line, body, err := openObject(data, logMagic, logVersion, "segment")
 	if err != nil {
 		return nil, err
-	}
-	src := bytes.NewReader(rest)
-	zr, err := gzip.NewReader(src)
-	if err != nil {
-		return nil, corruptf("compressed body: %v", err)
-	}
-	zr.Multistream(false)
-	body, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
-	if err != nil {
-		return nil, corruptf("compressed body: %v", err)
-	}
-	if len(body) > maxDecoded {
-		return nil, corruptf("decompresses to more than %d bytes", maxDecoded)
-	}
-	if src.Len() != 0 {
-		return nil, corruptf("%d bytes after the gzip stream", src.Len())
-	}
-	line, body, ok := bytes.Cut(body, []byte{'\n'})
-	if !ok {
-		return nil, corruptf("no segment header")
 	}
 	sg := &segment{}
 	var writer string
@@ -101,29 +57,11 @@ func decodeSegment(data []byte) (*segment, error) {
 		string(line) != fmt.Sprintf("segment %d epoch %d writer %016x records %d", sg.pos, sg.epoch, sg.writer, count) {
 		return nil, corruptf("bad segment header %.80q", line)
 	}
-	if sg.pos < 1 || sg.epoch < 0 || count < 0 || count > len(body)/16+1 {
+	if sg.pos < 1 || sg.epoch < 0 || count < 0 {
 		return nil, corruptf("bad segment header %.80q", line)
 	}
-	sg.recs = make([]Record, 0, count)
-	for len(body) > 0 {
-		line, body, ok = bytes.Cut(body, []byte{'\n'})
-		if !ok {
-			return nil, corruptf("record %d: unterminated line", len(sg.recs)+1)
-		}
-		r, err := parseRecord(line)
-		if err != nil {
-			return nil, corruptf("record %d: %v", len(sg.recs)+1, err)
-		}
-		if r.Epoch > sg.epoch {
-			return nil, corruptf("record %q: epoch %d above the segment's %d", r.Name, r.Epoch, sg.epoch)
-		}
-		if n := len(sg.recs); n > 0 && sg.recs[n-1].Name >= r.Name {
-			return nil, corruptf("record %q: names out of order or repeated", r.Name)
-		}
-		sg.recs = append(sg.recs, r)
-	}
-	if len(sg.recs) != count {
-		return nil, corruptf("header says %d records, found %d", count, len(sg.recs))
+	if sg.recs, err = parseRecords(body, count, sg.epoch, "segment"); err != nil {
+		return nil, err
 	}
 	return sg, nil
 }
