@@ -39,7 +39,8 @@ func (c *Client) Push(ctx context.Context, name string, ids state.Ranges) error 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !nd.usable(c.zk.Connection()) {
+		fresh := !nd.usable(c.zk.Connection())
+		if fresh {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
 				if zkclient.IsTransient(err) {
 					// Nothing was written yet: safe to retry.
@@ -54,6 +55,13 @@ func (c *Client) Push(ctx context.Context, name string, ids state.Ranges) error 
 		}
 		st := nd.state
 		if err := st.Push(norm); err != nil {
+			if !fresh {
+				// The cache may be behind other clients' takes (it is
+				// kept across their writes): refuse only on what
+				// ZooKeeper holds now.
+				nd.valid = false
+				continue
+			}
 			return err
 		}
 		if err := c.checkWindows(ctx, name, nd, norm); err != nil {
@@ -166,7 +174,8 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 		if err := ctx.Err(); err != nil {
 			return fail(err)
 		}
-		if !nd.usable(c.zk.Connection()) {
+		fresh := !nd.usable(c.zk.Connection())
+		if fresh {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
 				if !zkclient.IsTransient(err) {
 					return fail(err)
@@ -196,6 +205,10 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 		already, err := st.PushOnce(norm, key)
 		if already {
 			return true, nil
+		}
+		if err != nil && !fresh {
+			nd.valid = false // refuse only on a fresh read (see Push)
+			continue
 		}
 		if err != nil {
 			return fail(err)

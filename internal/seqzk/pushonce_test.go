@@ -363,3 +363,34 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A push of IDs another client took after this one last read the sequence
+// is accepted: this client's cached state is behind (it is kept across
+// other clients' writes), so a refusal is decided on a fresh read only.
+// Found by the HTTP client's failover test: a replica refused to take back
+// IDs another replica had handed out ("never issued").
+func TestPushIsNotRefusedOnAStaleCache(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.client(seqzk.Options{})
+	e.create(c, "s", seqzk.Registration{}, 1000)
+	if _, err := c.Take(ctx, "s", 10); err != nil { // c caches next 11
+		t.Fatal(err)
+	}
+	other := e.client(seqzk.Options{})
+	got, err := other.Take(ctx, "s", 100)
+	if err != nil || got.String() != "11:110" {
+		t.Fatalf("other take = %s, %v", got, err)
+	}
+	if err := c.Push(ctx, "s", ranges([2]int64{50, 60})); err != nil {
+		t.Fatalf("push of IDs another client took: %v", err)
+	}
+	if already, err := c.PushOnce(ctx, "s", "k1", ranges([2]int64{70, 80})); err != nil || already {
+		t.Fatalf("keyed push of IDs another client took: %v, %v", already, err)
+	}
+	// A push of IDs nobody was handed out is still refused.
+	if err := c.Push(ctx, "s", ranges([2]int64{500, 510})); err == nil || !strings.Contains(err.Error(), "never issued") {
+		t.Fatalf("push of IDs never issued: %v", err)
+	}
+}
