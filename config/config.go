@@ -149,6 +149,12 @@ type Config struct {
 	// HTTPTokenFile names a file holding the bearer token (trailing newline
 	// ignored), so the token stays out of the process environment.
 	HTTPTokenFile string
+	// HTTPAdminToken, when set, is the bearer token of the admin routes
+	// (POST /v1/sequences, DELETE /v1/sequences/{name}); it also works on
+	// every other route. Unset, the admin routes answer 403.
+	HTTPAdminToken Secret
+	// HTTPAdminTokenFile names a file holding the admin token.
+	HTTPAdminTokenFile string
 	// HTTPTLSCertFile and HTTPTLSKeyFile, both or neither, make the HTTP
 	// API serve HTTPS with this PEM certificate (chain) and key.
 	HTTPTLSCertFile string
@@ -296,6 +302,12 @@ func (c *Config) Validate() error {
 	if t := c.HTTPToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
 		bad("http_token", "must not contain white space")
 	}
+	if c.HTTPAdminToken.Reveal() != "" && c.HTTPAdminTokenFile != "" {
+		bad("http_admin_token", "set either http_admin_token or http_admin_token_file, not both")
+	}
+	if t := c.HTTPAdminToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
+		bad("http_admin_token", "must not contain white space")
+	}
 	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
 		bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
 	}
@@ -420,19 +432,44 @@ func (c *Config) Level(def zerolog.Level) zerolog.Level {
 // BearerToken returns the HTTP bearer token: HTTPToken, or the contents of
 // HTTPTokenFile without surrounding white space; "" when neither is set.
 func (c *Config) BearerToken() (string, error) {
-	if c.HTTPTokenFile == "" {
-		return c.HTTPToken.Reveal(), nil
+	return readToken("http_token_file", c.HTTPToken.Reveal(), c.HTTPTokenFile)
+}
+
+// AdminToken returns the admin routes' bearer token: HTTPAdminToken, or
+// the contents of HTTPAdminTokenFile; "" when neither is set. It must
+// differ from the taker's token (BearerToken): one token for both would
+// let every worker create and delete sequences.
+func (c *Config) AdminToken() (string, error) {
+	admin, err := readToken("http_admin_token_file", c.HTTPAdminToken.Reveal(), c.HTTPAdminTokenFile)
+	if err != nil || admin == "" {
+		return admin, err
 	}
-	data, err := os.ReadFile(c.HTTPTokenFile)
+	taker, err := c.BearerToken()
 	if err != nil {
-		return "", fmt.Errorf("%w: http_token_file: %v", ErrInvalid, err)
+		return "", err
+	}
+	if admin == taker {
+		return "", fmt.Errorf("%w: http_admin_token is the same as http_token: give the admin routes a token of their own, or every worker that takes IDs could delete sequences", ErrInvalid)
+	}
+	return admin, nil
+}
+
+// readToken returns inline, or the contents of file (the setting key)
+// without surrounding white space.
+func readToken(key, inline, file string) (string, error) {
+	if file == "" {
+		return inline, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: %v", ErrInvalid, key, err)
 	}
 	t := strings.TrimSpace(string(data))
 	switch {
 	case t == "":
-		return "", fmt.Errorf("%w: http_token_file %s is empty: write the token into it", ErrInvalid, c.HTTPTokenFile)
+		return "", fmt.Errorf("%w: %s %s is empty: write the token into it", ErrInvalid, key, file)
 	case strings.ContainsFunc(t, unicode.IsSpace):
-		return "", fmt.Errorf("%w: http_token_file %s: want one token without white space inside", ErrInvalid, c.HTTPTokenFile)
+		return "", fmt.Errorf("%w: %s %s: want one token without white space inside", ErrInvalid, key, file)
 	}
 	return t, nil
 }

@@ -17,10 +17,12 @@ const (
 	CodeInvalidName      = "invalid_name"          // 400: not a valid sequence name
 	CodeBadPush          = "bad_push"              // 400: recycle refused: the IDs could be handed out twice
 	CodeUnauthorized     = "unauthorized"          // 401: missing or wrong bearer token
+	CodeForbidden        = "forbidden"             // 403: an admin route without the admin token, or with admin routes off
 	CodeUnknownSequence  = "unknown_sequence"      // 404: no such sequence
 	CodeNotFound         = "not_found"             // 404: no such route
 	CodeMethodNotAllowed = "method_not_allowed"    // 405
 	CodeExhausted        = "exhausted"             // 409: the sequence's ID space is used up
+	CodeExists           = "exists"                // 409: create of a name that exists with other settings
 	CodeUncertain        = "uncertain"             // 500: recycle outcome unknown; without a key treat the IDs as lost, with one retry with the same key
 	CodeCorrupt          = "corrupt_state"         // 500: the sequence's data is unreadable
 	CodeInternal         = "internal"              // 500

@@ -225,6 +225,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		opts.After = string(after)
 	}
 	page, next, err := ListPage(r.Context(), s.seqs, opts)
+	if errors.Is(err, sequence.ErrUnknownSequence) {
+		writeError(w, http.StatusNotFound, CodeUnknownSequence, "there are no sequences here yet (no root): create one with 'seqkeeper create NAME'")
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,10 +57,6 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 		}
 	}
 	return m, nil
-}
-
-func (m *metrics) observe(route string, code int, d time.Duration) {
-	m.requests.WithLabelValues(route, strconv.Itoa(code)).Observe(d.Seconds())
 }
 
 var (

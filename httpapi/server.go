@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,9 +44,9 @@ type Options struct {
 	// routes read through it.
 	ZooKeeper *zkclient.Client
 	// Status returns the body of GET /v1/status (this replica, the primary,
-	// epoch, session, store health, runway), marshalled as JSON. Nil: the
-	// allocators' state (Server.Allocators).
-	Status func(ctx context.Context) any
+	// epoch, session, store health, runway). Nil: the allocators' state
+	// only (Server.Allocators).
+	Status func(ctx context.Context) StatusView
 	// Ready reports whether this replica should receive traffic (ZooKeeper
 	// session up, store reachable); GET /readyz answers 503 with its error.
 	// Nil: always ready.
@@ -56,6 +55,13 @@ type Options struct {
 	// /metrics must carry (Authorization: Bearer <token>). /healthz and
 	// /readyz stay open for probes.
 	Token string
+	// AdminToken, when not empty, is the bearer token of the admin routes
+	// (POST /v1/sequences, DELETE /v1/sequences/{name}); it works on every
+	// other route too. It must differ from Token. Empty (or Admin nil):
+	// the admin routes answer 403.
+	AdminToken string
+	// Admin carries out the admin routes.
+	Admin AdminService
 	// Registry receives the API's metrics and is served on /metrics. Nil: a
 	// private registry with the Go and process collectors. The caller owns
 	// a registry it passes (and registers Go/process collectors itself).
@@ -82,15 +88,23 @@ type Options struct {
 type Server struct {
 	seqs     *sequence.Client
 	zk       *zkclient.Client
-	status   func(context.Context) any
+	status   func(context.Context) StatusView
 	ready    func(context.Context) error
 	token    [sha256.Size]byte
 	hasToken bool
-	maxCount int64
-	allocOpt sequence.AllocatorOptions
-	log      zerolog.Logger
-	mux      *http.ServeMux
-	metrics  *metrics
+	// adminToken is the admin routes' token (hasAdminToken: one is set).
+	adminToken    [sha256.Size]byte
+	hasAdminToken bool
+	admin         AdminService
+	maxCount      int64
+	allocOpt      sequence.AllocatorOptions
+	log           zerolog.Logger
+	mux           *http.ServeMux
+	// paths maps a path pattern, whatever the method, to the 405 answer
+	// listing its methods (see register).
+	paths       *http.ServeMux
+	promHandler http.Handler
+	metrics     *metrics
 
 	draining atomic.Bool // Drain was called: /readyz answers 503
 	topN     int
@@ -127,8 +141,13 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxCount < 1 {
 		return nil, fmt.Errorf("httpapi: MaxCount %d must be at least 1", opts.MaxCount)
 	}
-	if strings.ContainsFunc(opts.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return nil, errors.New("httpapi: the token must not contain white space or control characters")
+	for _, t := range []string{opts.Token, opts.AdminToken} {
+		if strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return nil, errors.New("httpapi: the tokens must not contain white space or control characters")
+		}
+	}
+	if opts.AdminToken != "" && opts.AdminToken == opts.Token {
+		return nil, errors.New("httpapi: the admin token must differ from the token that takes IDs")
 	}
 	// Check the allocator options now rather than on the first request.
 	probe, err := sequence.NewAllocator(opts.Sequences, "check", opts.Allocator)
@@ -142,18 +161,23 @@ func New(opts Options) (*Server, error) {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Server{
-		seqs:     opts.Sequences,
-		zk:       opts.ZooKeeper,
-		status:   opts.Status,
-		ready:    opts.Ready,
-		hasToken: opts.Token != "",
-		token:    sha256.Sum256([]byte(opts.Token)),
-		maxCount: opts.MaxCount,
-		allocOpt: opts.Allocator,
-		log:      opts.Logger.With().Str("component", "httpapi").Logger(),
-		mux:      http.NewServeMux(),
-		allocs:   make(map[string]*allocEntry),
-		topN:     opts.TopSequences,
+		seqs:          opts.Sequences,
+		zk:            opts.ZooKeeper,
+		status:        opts.Status,
+		ready:         opts.Ready,
+		hasToken:      opts.Token != "",
+		token:         sha256.Sum256([]byte(opts.Token)),
+		hasAdminToken: opts.AdminToken != "",
+		adminToken:    sha256.Sum256([]byte(opts.AdminToken)),
+		admin:         opts.Admin,
+		paths:         http.NewServeMux(),
+		promHandler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
+		maxCount:      opts.MaxCount,
+		allocOpt:      opts.Allocator,
+		log:           opts.Logger.With().Str("component", "httpapi").Logger(),
+		mux:           http.NewServeMux(),
+		allocs:        make(map[string]*allocEntry),
+		topN:          opts.TopSequences,
 	}
 	m, err := newMetrics(reg, s)
 	if err != nil {
@@ -161,50 +185,14 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics = m
 
-	s.mux.Handle("POST /v1/sequences/{name}/ids", s.auth(http.HandlerFunc(s.handleIDs)))
-	s.mux.Handle("POST /v1/sequences/{name}/recycle", s.auth(http.HandlerFunc(s.handleRecycle)))
-	s.mux.Handle("GET /v1/sequences", s.auth(http.HandlerFunc(s.handleList)))
-	s.mux.Handle("GET /v1/sequences/{name}", s.auth(http.HandlerFunc(s.handleDescribe)))
-	s.mux.Handle("GET /v1/status", s.auth(http.HandlerFunc(s.handleStatus)))
-	s.mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
-	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
-	// the store) makes it fail, so an outage never restarts replicas.
-	live := func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}
-	s.mux.HandleFunc("GET /livez", live)
-	s.mux.HandleFunc("GET /healthz", live) // the name before /livez
-
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	s.register()
 	return s, nil
 }
 
-// ServeHTTP routes the request, answers unknown routes and methods with
-// JSON errors, and records the request's latency by route and status.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
-	route := "unmatched"
-	if h, pattern := s.mux.Handler(r); pattern == "" {
-		// Not found or method not allowed: let the mux decide which (and
-		// set Allow), but answer in JSON.
-		probe := &probeWriter{header: http.Header{}}
-		h.ServeHTTP(probe, r)
-		if allow := probe.header.Get("Allow"); allow != "" {
-			sw.Header().Set("Allow", allow)
-		}
-		switch probe.code {
-		case http.StatusMethodNotAllowed:
-			writeError(sw, probe.code, CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, probe.header.Get("Allow")))
-		default:
-			writeError(sw, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s; see docs/http-api.md", r.Method, r.URL.Path))
-		}
-	} else {
-		route = pattern
-		s.mux.ServeHTTP(sw, r)
-	}
-	s.metrics.observe(route, sw.code, time.Since(start))
-}
+// ServeHTTP routes the request. Every route, and the catch-all that
+// answers unknown routes and methods in JSON, records its latency by route
+// and status (see register).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // statusWriter remembers the status written.
 type statusWriter struct {
@@ -220,41 +208,18 @@ func (w *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// probeWriter captures the status and headers of the mux's own 404/405.
-type probeWriter struct {
-	header http.Header
-	code   int
-}
-
-func (p *probeWriter) Header() http.Header         { return p.header }
-func (p *probeWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (p *probeWriter) WriteHeader(code int)        { p.code = code }
-
-// auth requires the bearer token when one is configured. Comparing
-// SHA-256 digests keeps the comparison constant-time whatever the lengths.
-func (s *Server) auth(h http.Handler) http.Handler {
-	if !s.hasToken {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="seqkeeper"`)
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the replica was started with (http_token)")
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
-}
-
 // fail writes err as an API error and logs server-side failures.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	s.failNamed(w, r, r.PathValue("name"), err)
+}
+
+// failNamed is fail for a sequence named elsewhere than in the path.
+func (s *Server) failNamed(w http.ResponseWriter, r *http.Request, name string, err error) {
 	status, code := classify(err)
 	if status >= 500 {
-		s.log.Warn().Err(err).Str("sequence", r.PathValue("name")).Str("code", code).Str("route", r.Pattern).Msg("request failed")
+		s.log.Warn().Err(err).Str("sequence", name).Str("code", code).Str("route", r.Pattern).Msg("request failed")
 	}
-	writeError(w, status, code, publicMessage(code, r.PathValue("name"), err))
+	writeError(w, status, code, publicMessage(code, name, err))
 }
 
 // publicMessage is what a caller is told of err: the error itself where it

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -90,6 +91,8 @@ type replica struct {
 	srv *httpapi.Server
 	ts  *httptest.Server
 	reg *prometheus.Registry
+	// client validates every round trip against the OpenAPI document.
+	client *http.Client
 }
 
 func (e *env) replica(opts httpapi.Options, seqOpts sequence.Options) *replica {
@@ -109,7 +112,7 @@ func (e *env) replica(opts httpapi.Options, seqOpts sequence.Options) *replica {
 		ts.Close()
 		_ = srv.Close(context.Background())
 	})
-	return &replica{e: e, srv: srv, ts: ts, reg: opts.Registry}
+	return &replica{e: e, srv: srv, ts: ts, reg: opts.Registry, client: apitest.Client(e.t, ts.Client())}
 }
 
 // call makes a request and returns the status, headers and body.
@@ -133,7 +136,7 @@ func (r *replica) callWith(method, path string, h http.Header, body string) (int
 	for k, vs := range h {
 		req.Header[k] = vs
 	}
-	resp, err := r.ts.Client().Do(req)
+	resp, err := r.client.Do(req)
 	if err != nil {
 		r.e.t.Fatal(err)
 	}
@@ -218,7 +221,8 @@ func TestIDsErrors(t *testing.T) {
 		{"GET", "/v1/sequences/b@d", 400, httpapi.CodeInvalidName},
 		{"POST", "/v1/sequences/nosuch/recycle", 400, httpapi.CodeBadRequest}, // empty body
 		{"GET", "/v1/sequences/orders/ids", 405, httpapi.CodeMethodNotAllowed},
-		{"DELETE", "/v1/sequences/orders", 405, httpapi.CodeMethodNotAllowed},
+		{"PUT", "/v1/sequences/orders", 405, httpapi.CodeMethodNotAllowed},
+		{"DELETE", "/v1/sequences/orders", 403, httpapi.CodeForbidden}, // no admin token: admin routes are off
 		{"GET", "/v2/nothing", 404, httpapi.CodeNotFound},
 	}
 	for _, tt := range tests {
@@ -359,7 +363,7 @@ func TestToken(t *testing.T) {
 	for auth, want := range map[string]int{"bearer s3cret-token": 200, "Basic s3cret-token": 401, "s3cret-token": 401} {
 		req, _ := http.NewRequest("GET", r.ts.URL+"/v1/sequences", nil)
 		req.Header.Set("Authorization", auth)
-		resp, err := r.ts.Client().Do(req)
+		resp, err := r.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -393,7 +397,9 @@ func TestListDescribeStatusReady(t *testing.T) {
 	ready := errors.New("store unreachable")
 	var mu sync.Mutex
 	r := e.replica(httpapi.Options{
-		Status: func(context.Context) any { return map[string]string{"primary": "replica-1"} },
+		Status: func(context.Context) httpapi.StatusView {
+			return httpapi.StatusView{Replica: httpapi.ReplicaView{ID: "replica-1"}, ZooKeeperState: "has_session", Allocators: []httpapi.AllocatorStatus{}}
+		},
 		Ready: func(context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -439,7 +445,7 @@ func TestListDescribeStatusReady(t *testing.T) {
 	code, _, body = r.call("GET", "/v1/sequences/broken", "", "")
 	wantError(t, "describe corrupt", code, body, 500, httpapi.CodeCorrupt)
 
-	if code, _, body := r.call("GET", "/v1/status", "", ""); code != 200 || strings.TrimSpace(string(body)) != `{"primary":"replica-1"}` {
+	if code, _, body := r.call("GET", "/v1/status", "", ""); code != 200 || !strings.Contains(string(body), `"replica":{"id":"replica-1"}`) {
 		t.Fatalf("status: %d %s", code, body)
 	}
 	code, _, body = r.call("GET", "/readyz", "", "")

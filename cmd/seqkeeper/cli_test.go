@@ -751,7 +751,7 @@ func TestIdempotentCreateAndDelete(t *testing.T) {
 		t.Fatalf("create --if-not-exists -o json: %v %v", js, err)
 	}
 	_, errOut, code := c.run("", "create", "idem", "--start", "6", "--windows", "2", "--if-not-exists")
-	if code != 1 || !strings.Contains(errOut, `sequence "idem" exists with other settings: --start 5 (asked 6)`) {
+	if code != 1 || !strings.Contains(errOut, `sequence "idem" already exists with other settings: start 5 (asked 6)`) {
 		t.Fatalf("create --if-not-exists with other settings: exit %d, %q", code, errOut)
 	}
 	_, errOut, code = c.run("", "create", "idem", "--start", "5", "--windows", "2")

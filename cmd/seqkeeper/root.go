@@ -32,7 +32,7 @@ var globalSettings = []string{"zk", "root", "store", "log_level"}
 // process list.
 var serveSettings = []string{
 	"log_format", "zk_session_timeout", "zk_connect_timeout", "election_path", "marker_path",
-	"http", "http_token", "http_token_file", "ceiling_wait", "runway", "min_reserve",
+	"http", "http_token", "http_token_file", "http_admin_token", "http_admin_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
 	"create_bucket", "http_tls_cert_file", "http_tls_key_file", "http_tls_client_ca_file", "shutdown_delay",
 	"metrics_top_sequences",

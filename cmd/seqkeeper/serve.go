@@ -17,6 +17,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -74,6 +75,10 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return &usageError{err}
 	}
+	adminToken, err := cfg.AdminToken()
+	if err != nil {
+		return &usageError{err}
+	}
 	tlsConfig, err := cfg.TLSConfig()
 	if err != nil {
 		return err
@@ -122,7 +127,8 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	r.api, err = httpapi.New(httpapi.Options{
 		Sequences: workers, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
-		Token: token, Registry: reg, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
+		Token: token, AdminToken: adminToken, Registry: reg,
+		Admin: &admin.Service{ZooKeeper: r.zk, Sequences: seqs, Store: r.store}, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
 	})
 	if err != nil {
 		return err
@@ -293,7 +299,7 @@ func (r *replica) keepStoreHealthKnown(ctx context.Context, every time.Duration)
 
 // status is the body of GET /v1/status (httpapi.StatusView: the JSON
 // contract lives with the API).
-func (r *replica) status(ctx context.Context) any {
+func (r *replica) status(ctx context.Context) httpapi.StatusView {
 	s := httpapi.StatusView{
 		Replica:          httpapi.ReplicaViewOf(r.identity),
 		Leading:          r.election.IsLeader(),

@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/seqkeeper/seqkeeper/internal/admin"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// AdminService carries out the admin routes; serve passes an
+// admin.Service, which the `seqkeeper create` and `seqkeeper delete`
+// commands share.
+type AdminService interface {
+	// Create registers sequence name; created is false when it exists with
+	// these settings. Other settings: an error matching
+	// admin.ErrOtherSettings.
+	Create(ctx context.Context, name string, r seqzk.Registration) (created bool, err error)
+	// Delete tombstones sequence name in the store, removes it from
+	// ZooKeeper, and returns the tombstone's ceiling.
+	Delete(ctx context.Context, name string) (tombstoneCeiling int64, err error)
+}
+
+// CreateRequest is the body of POST /v1/sequences. Zero fields take the
+// defaults: start 1, max 2^63-1, no windows.
+type CreateRequest struct {
+	Name    string `json:"name"`
+	Start   int64  `json:"start,omitempty"`
+	Max     int64  `json:"max,omitempty"`
+	Windows int    `json:"windows,omitempty"`
+}
+
+// CreateResponse is the answer of POST /v1/sequences (201 when created,
+// 200 when it existed with these settings) and the JSON output of
+// `seqkeeper create`.
+type CreateResponse struct {
+	Sequence string `json:"sequence"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+	Windows  int    `json:"windows"`
+	Created  bool   `json:"created"`
+}
+
+// DeleteResponse is the answer of DELETE /v1/sequences/{name} and the
+// JSON output of `seqkeeper delete`.
+type DeleteResponse struct {
+	Sequence string `json:"sequence"`
+	Deleted  bool   `json:"deleted"`
+	// TombstoneCeiling is the highest ID the deleted sequence may have
+	// handed out: a sequence created later under its name starts above.
+	TombstoneCeiling int64 `json:"tombstone_ceiling"`
+}
+
+// handleCreate serves POST /v1/sequences.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	var req CreateRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		badRequest(w, `body: want {"name":"orders","start":1,"max":1000000,"windows":0} (only name is required): %v`, err)
+		return
+	}
+	if dec.More() {
+		badRequest(w, "body: one JSON object expected, found more")
+		return
+	}
+	if err := sequence.ValidateName(req.Name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reg := seqzk.Registration{Start: req.Start, End: req.Max, Windows: req.Windows}
+	if err := admin.Check(reg, func(f string) string { return f }); err != nil {
+		badRequest(w, "%v", err)
+		return
+	}
+	created, err := s.admin.Create(r.Context(), req.Name, reg)
+	if errors.Is(err, admin.ErrOtherSettings) {
+		writeError(w, http.StatusConflict, CodeExists, err.Error()+"; delete it first, or use another name")
+		return
+	}
+	if err != nil {
+		s.failNamed(w, r, req.Name, err)
+		return
+	}
+	got := admin.Resolved(reg)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/v1/sequences/"+req.Name)
+	}
+	s.log.Info().Str("sequence", req.Name).Bool("created", created).Str("remote", r.RemoteAddr).Msg("create over HTTP")
+	writeJSON(w, status, CreateResponse{Sequence: req.Name, Start: got.Start, End: got.End, Windows: got.Windows, Created: created})
+}
+
+// handleDelete serves DELETE /v1/sequences/{name}.
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := sequence.ValidateName(name); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ceiling, err := s.admin.Delete(r.Context(), name)
+	if errors.Is(err, primary.ErrDeleteContended) {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.mu.Lock()
+	e := s.allocs[name]
+	s.mu.Unlock()
+	if e != nil {
+		s.drop(e) // its IDs lie below the tombstone: never handed out again
+	}
+	s.log.Info().Str("sequence", name).Int64("tombstone_ceiling", ceiling).Str("remote", r.RemoteAddr).Msg("delete over HTTP")
+	writeJSON(w, http.StatusOK, DeleteResponse{Sequence: name, Deleted: true, TombstoneCeiling: ceiling})
+}

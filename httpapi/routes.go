@@ -1,0 +1,180 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Access says which bearer token a route needs.
+type Access int
+
+const (
+	// Open routes need no token: the probes and the OpenAPI document,
+	// which reveal nothing.
+	Open Access = iota
+	// Taker routes need the API token (http_token) when one is set; the
+	// admin token works on them too.
+	Taker
+	// Admin routes need the admin token (http_admin_token). Without one
+	// configured they answer 403: creating and deleting sequences over
+	// HTTP is off.
+	Admin
+)
+
+func (a Access) String() string {
+	switch a {
+	case Open:
+		return "open"
+	case Taker:
+		return "token"
+	case Admin:
+		return "admin token"
+	}
+	return "Access(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Route is one route of the API: its method, its path pattern (net/http's
+// form: /v1/sequences/{name}) and the token it needs. Routes lists them
+// all; the OpenAPI document (openapi.json) and docs/http-api.md describe
+// exactly these, which the package's tests check both ways.
+type Route struct {
+	Method string
+	Path   string
+	Access Access
+}
+
+// route is a Route with its handler.
+type route struct {
+	Route
+	handle func(s *Server, w http.ResponseWriter, r *http.Request)
+}
+
+// routeTable is every route the Server serves.
+var routeTable = []route{
+	{Route{"POST", "/v1/sequences/{name}/ids", Taker}, (*Server).handleIDs},
+	{Route{"POST", "/v1/sequences/{name}/recycle", Taker}, (*Server).handleRecycle},
+	{Route{"GET", "/v1/sequences", Taker}, (*Server).handleList},
+	{Route{"POST", "/v1/sequences", Admin}, (*Server).handleCreate},
+	{Route{"GET", "/v1/sequences/{name}", Taker}, (*Server).handleDescribe},
+	{Route{"DELETE", "/v1/sequences/{name}", Admin}, (*Server).handleDelete},
+	{Route{"GET", "/v1/status", Taker}, (*Server).handleStatus},
+	{Route{"GET", "/v1/openapi.json", Open}, (*Server).handleOpenAPI},
+	{Route{"GET", "/metrics", Taker}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
+	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
+	// the store) makes it fail, so an outage never restarts replicas.
+	{Route{"GET", "/livez", Open}, (*Server).handleLive},
+	{Route{"GET", "/healthz", Open}, (*Server).handleLive}, // the name before /livez
+	{Route{"GET", "/readyz", Open}, (*Server).handleReady},
+}
+
+// Routes returns every route of the API, in a fixed order.
+func Routes() []Route {
+	out := make([]Route, len(routeTable))
+	for i, rt := range routeTable {
+		out[i] = rt.Route
+	}
+	return out
+}
+
+// OpenAPI is the API's OpenAPI 3.1 document, as GET /v1/openapi.json
+// serves it.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// routeUnmatched is the route label of requests no route matches.
+const routeUnmatched = "unmatched"
+
+// register puts every route of the table on the mux, each wrapped in its
+// token check and its latency metric, and a catch-all that answers
+// unknown routes and methods in JSON.
+func (s *Server) register() {
+	allowed := map[string][]string{} // path pattern -> methods
+	for _, rt := range routeTable {
+		s.mux.Handle(rt.Method+" "+rt.Path, s.instrument(rt.Method+" "+rt.Path, s.guard(rt)))
+		allowed[rt.Path] = append(allowed[rt.Path], rt.Method)
+	}
+	for path, methods := range allowed {
+		allow := strings.Join(methods, ", ")
+		s.paths.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow))
+		})
+	}
+	s.mux.Handle("/", s.instrument(routeUnmatched, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := s.paths.Handler(r); pattern != "" {
+			s.paths.ServeHTTP(w, r)
+			return
+		}
+		writeError(w, http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route %s %s; see docs/http-api.md", r.Method, r.URL.Path))
+	})))
+}
+
+// instrument records the latency of h's requests by route and status.
+// The series of a 200 is looked up once, not on every request.
+func (s *Server) instrument(route string, h http.Handler) http.Handler {
+	ok := s.metrics.requests.WithLabelValues(route, "200")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		var o prometheus.Observer = ok
+		if sw.code != http.StatusOK {
+			o = s.metrics.requests.WithLabelValues(route, strconv.Itoa(sw.code))
+		}
+		o.Observe(time.Since(start).Seconds())
+	})
+}
+
+// guard checks the token rt needs before calling its handler. Comparing
+// SHA-256 digests keeps the comparisons constant-time whatever the
+// lengths.
+func (s *Server) guard(rt route) http.Handler {
+	serve := func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }
+	switch {
+	case rt.Access == Open, rt.Access == Taker && !s.hasToken && !s.hasAdminToken:
+		return http.HandlerFunc(serve)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+		bearer := strings.EqualFold(scheme, "Bearer")
+		admin := bearer && s.hasAdminToken && subtle.ConstantTimeCompare(sum[:], s.adminToken[:]) == 1
+		taker := bearer && s.hasToken && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+		switch {
+		case rt.Access == Admin && (!s.hasAdminToken || s.admin == nil):
+			writeError(w, http.StatusForbidden, CodeForbidden, "creating and deleting sequences over HTTP is off on this replica: start it with http_admin_token_file (a token other than http_token), or use 'seqkeeper create' and 'seqkeeper delete'")
+		case admin, rt.Access == Taker && (taker || !s.hasToken):
+			serve(w, r)
+		case rt.Access == Admin && taker:
+			writeError(w, http.StatusForbidden, CodeForbidden, "this token takes IDs; creating and deleting sequences needs the admin token (http_admin_token)")
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="seqkeeper"`)
+			name := "http_token"
+			if rt.Access == Admin {
+				name = "http_admin_token"
+			}
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the replica was started with (%s)", name))
+		}
+	})
+}
+
+// handleOpenAPI serves GET /v1/openapi.json.
+func (s *Server) handleOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(OpenAPI)))
+	_, _ = w.Write(OpenAPI)
+}
+
+// handleLive serves GET /livez and GET /healthz.
+func (s *Server) handleLive(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

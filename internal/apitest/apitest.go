@@ -1,0 +1,207 @@
+// Package apitest holds the HTTP API to its OpenAPI document in tests: a
+// RoundTripper that validates every request a test makes, and every answer
+// it gets, against httpapi.OpenAPI (with kin-openapi's openapi3filter).
+// Validation runs in tests only, never in the serving path.
+//
+// The rules, checked on every round trip:
+//
+//   - a request the document accepts must get an answer the document
+//     describes: a documented status, headers and a body of the documented
+//     schema (a route or field missing from the document fails the test);
+//   - a request the document refuses (an unknown route, a bad parameter or
+//     body, a name that is not a name) must be refused: a 4xx with the
+//     document's Error body. A server that accepts what the document
+//     refuses fails the test as well.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/seqkeeper/seqkeeper/httpapi"
+)
+
+// Document loads and validates httpapi.OpenAPI.
+func Document() (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(httpapi.OpenAPI)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi/openapi.json: %w", err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		return nil, fmt.Errorf("httpapi/openapi.json is not a valid OpenAPI document: %w", err)
+	}
+	return doc, nil
+}
+
+var shared struct {
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+// router returns the document's router, built once per test binary.
+func router() (*openapi3.T, routers.Router, error) {
+	shared.once.Do(func() {
+		shared.doc, shared.err = Document()
+		if shared.err == nil {
+			shared.router, shared.err = legacy.NewRouter(shared.doc)
+		}
+	})
+	return shared.doc, shared.router, shared.err
+}
+
+// Transport is an http.RoundTripper that validates every round trip
+// against the OpenAPI document and reports violations with t.Errorf.
+type Transport struct {
+	t      testing.TB
+	base   http.RoundTripper
+	router routers.Router
+}
+
+// NewTransport returns a Transport over base (http.DefaultTransport when
+// nil). It fails t at once when the document does not load.
+func NewTransport(t testing.TB, base http.RoundTripper) *Transport {
+	t.Helper()
+	_, r, err := router()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &Transport{t: t, base: base, router: r}
+}
+
+// Client returns a copy of c (a new client when nil) whose transport
+// validates every round trip.
+func Client(t testing.TB, c *http.Client) *http.Client {
+	t.Helper()
+	out := &http.Client{}
+	if c != nil {
+		*out = *c
+	}
+	out.Transport = NewTransport(t, out.Transport)
+	return out
+}
+
+// RoundTrip sends req through the base transport and checks both sides.
+func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	input, refused := v.checkRequest(req, body)
+
+	resp, err := v.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	answer, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
+	if err != nil {
+		// The connection broke mid-answer (a replica killed by the test):
+		// there is nothing to validate.
+		return resp, nil
+	}
+	what := fmt.Sprintf("%s %s -> %d %s", req.Method, req.URL.RequestURI(), resp.StatusCode, bytes.TrimSpace(answer))
+	if refused != nil {
+		if err := checkRefusal(resp, answer); err != nil {
+			v.t.Errorf("OpenAPI contract: %s: the document refuses the request (%v) but the server %v", what, refused, err)
+		}
+		return resp, nil
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: input,
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(answer)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	if err := openapi3filter.ValidateResponse(req.Context(), out); err != nil {
+		v.t.Errorf("OpenAPI contract: %s: the answer is not what httpapi/openapi.json describes: %v", what, err)
+	}
+	return resp, nil
+}
+
+// checkRequest validates req; refused is why the document refuses it (nil:
+// it accepts it). The server reads a body as JSON whatever its
+// Content-Type (curl -d sends a form type), so the check does too.
+func (v *Transport) checkRequest(req *http.Request, body []byte) (*openapi3filter.RequestValidationInput, error) {
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		return nil, fmt.Errorf("no such route in the document: %w", err)
+	}
+	probe := req.Clone(context.Background())
+	if body != nil {
+		probe.Body = io.NopCloser(bytes.NewReader(body))
+		if ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); ct != "application/json" {
+			probe.Header.Set("Content-Type", "application/json")
+		}
+	}
+	input := &openapi3filter.RequestValidationInput{
+		Request:    probe,
+		PathParams: params,
+		Route:      route,
+		Options:    &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, MultiError: true},
+	}
+	if err := openapi3filter.ValidateRequest(context.Background(), input); err != nil {
+		return input, err
+	}
+	return input, nil
+}
+
+// checkRefusal says what is wrong with the answer to a request the
+// document refuses: it must be a 4xx with an Error body of a known code.
+func checkRefusal(resp *http.Response, answer []byte) error {
+	if resp.StatusCode < 400 || resp.StatusCode > 499 {
+		return fmt.Errorf("answered %d instead of refusing it (4xx)", resp.StatusCode)
+	}
+	var e httpapi.ErrorBody
+	dec := json.NewDecoder(bytes.NewReader(answer))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return fmt.Errorf("refused it without the Error body: %v", err)
+	}
+	if !slices.Contains(Codes(), e.Error.Code) || e.Error.Message == "" {
+		return fmt.Errorf("refused it with code %q, which the document does not list, or no message", e.Error.Code)
+	}
+	return nil
+}
+
+// Codes returns the error codes the document's Error schema lists.
+func Codes() []string {
+	doc, _, err := router()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	code := doc.Components.Schemas["Error"].Value.Properties["error"].Value.Properties["code"].Value
+	for _, c := range code.Enum {
+		if s, ok := c.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
