@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -21,7 +23,12 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain holds every request to a replica's API, and every answer, to
+// the OpenAPI document (internal/apitest).
+func TestMain(m *testing.M) {
+	apitest.InstallDefault()
+	os.Exit(max(testenv.Run(m), apitest.Check()))
+}
 
 // cluster is a sequences root on the shared real ZooKeeper, with a primary
 // (file store) keeping its ceilings raised unless started without one.

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 )
@@ -28,7 +29,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
-	os.Exit(m.Run())
+	// Every request to a replica's API, and every answer, is held to the
+	// OpenAPI document.
+	apitest.InstallDefault()
+	code := m.Run()
+	os.Exit(max(code, apitest.Check()))
 }
 
 // TestSmoke checks that the harness and the images do what the other suites

@@ -25,13 +25,19 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// TestMain holds every request to a replica's API, and every answer, to
+// the OpenAPI document (internal/apitest).
+func TestMain(m *testing.M) {
+	apitest.InstallDefault()
+	os.Exit(max(testenv.Run(m), apitest.Check()))
+}
 
 // cli runs the seqkeeper command line in-process against the shared real
 // ZooKeeper, with a root of the test's own.

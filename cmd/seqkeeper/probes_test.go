@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
@@ -215,7 +216,7 @@ func TestServeTLSWithClientCertificates(t *testing.T) {
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}
-		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+		return &http.Client{Timeout: 5 * time.Second, Transport: apitest.NewTransport(t, &http.Transport{TLSClientConfig: tc})}
 	}
 	get := func(hc *http.Client, url string) (int, error) {
 		resp, err := hc.Get(url)

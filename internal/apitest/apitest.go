@@ -22,7 +22,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -66,11 +68,68 @@ func router() (*openapi3.T, routers.Router, error) {
 }
 
 // Transport is an http.RoundTripper that validates every round trip
-// against the OpenAPI document and reports violations with t.Errorf.
+// against the OpenAPI document and reports violations with t.Errorf, or,
+// installed for a whole test binary (InstallDefault), to Check.
 type Transport struct {
-	t      testing.TB
+	t      testing.TB // nil: report to violations
 	base   http.RoundTripper
 	router routers.Router
+}
+
+// violations are the reports of Transports without a test.
+var violations struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (v *Transport) errorf(format string, args ...any) {
+	if v.t != nil {
+		v.t.Errorf(format, args...)
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintln(os.Stderr, msg)
+	violations.mu.Lock()
+	violations.list = append(violations.list, msg)
+	violations.mu.Unlock()
+}
+
+// InstallDefault makes http.DefaultTransport validate every round trip,
+// so that http.Get, http.Post and every client without a Transport of its
+// own are held to the document in a test binary; Wrap does it for a
+// transport of the test's own. Call it from TestMain, and Check after the
+// tests. It panics when the document does not load.
+func InstallDefault() {
+	http.DefaultTransport = Wrap(http.DefaultTransport)
+}
+
+// Wrap returns a Transport over base that reports to Check.
+func Wrap(base http.RoundTripper) *Transport {
+	_, r, err := router()
+	if err != nil {
+		panic(err)
+	}
+	return &Transport{base: base, router: r}
+}
+
+// Check returns 1, having printed them, when Transports without a test
+// reported violations, and 0 otherwise: the exit code for TestMain.
+//
+//	func TestMain(m *testing.M) {
+//		apitest.InstallDefault()
+//		os.Exit(max(testenv.Run(m), apitest.Check()))
+//	}
+func Check() int {
+	violations.mu.Lock()
+	defer violations.mu.Unlock()
+	if len(violations.list) == 0 {
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "FAIL: %d HTTP round trips broke the OpenAPI contract (httpapi/openapi.json):\n", len(violations.list))
+	for _, v := range violations.list {
+		fmt.Fprintln(os.Stderr, "  "+v)
+	}
+	return 1
 }
 
 // NewTransport returns a Transport over base (http.DefaultTransport when
@@ -99,8 +158,22 @@ func Client(t testing.TB, c *http.Client) *http.Client {
 	return out
 }
 
+// ours says whether a request that a Transport without a test sees is
+// for the API: a test binary's default transport also carries requests to
+// the other servers of the test (MinIO's health checks, say).
+func ours(path string) bool {
+	switch path {
+	case "/metrics", "/livez", "/healthz", "/readyz", "/v1":
+		return true
+	}
+	return strings.HasPrefix(path, "/v1/")
+}
+
 // RoundTrip sends req through the base transport and checks both sides.
 func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if v.t == nil && !ours(req.URL.Path) {
+		return v.base.RoundTrip(req)
+	}
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		var err error
@@ -125,10 +198,15 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// there is nothing to validate.
 		return resp, nil
 	}
+	if resp.StatusCode == http.StatusBadRequest && bytes.HasPrefix(answer, []byte("Client sent an HTTP request to an HTTPS server")) {
+		// net/http's own answer to plain HTTP on a TLS listener: no route
+		// ever saw the request.
+		return resp, nil
+	}
 	what := fmt.Sprintf("%s %s -> %d %s", req.Method, req.URL.RequestURI(), resp.StatusCode, bytes.TrimSpace(answer))
 	if refused != nil {
 		if err := checkRefusal(resp, answer); err != nil {
-			v.t.Errorf("OpenAPI contract: %s: the document refuses the request (%v) but the server %v", what, refused, err)
+			v.errorf("OpenAPI contract: %s: the document refuses the request (%v) but the server %v", what, refused, err)
 		}
 		return resp, nil
 	}
@@ -140,7 +218,7 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	}
 	if err := openapi3filter.ValidateResponse(req.Context(), out); err != nil {
-		v.t.Errorf("OpenAPI contract: %s: the answer is not what httpapi/openapi.json describes: %v", what, err)
+		v.errorf("OpenAPI contract: %s: the answer is not what httpapi/openapi.json describes: %v", what, err)
 	}
 	return resp, nil
 }

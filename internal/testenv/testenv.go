@@ -49,7 +49,11 @@ func register(p *process) {
 // Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run runs the tests as Main does and returns the exit code, for a
+// TestMain that checks more after the tests.
+func Run(m *testing.M) int {
 	code := m.Run()
 	registry.mu.Lock()
 	procs := registry.procs
@@ -58,7 +62,7 @@ func Main(m *testing.M) {
 	for _, p := range procs {
 		p.kill()
 	}
-	os.Exit(code)
+	return code
 }
 
 // Server ports come from below Linux's ephemeral range (32768-60999), so
