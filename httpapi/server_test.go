@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -738,4 +739,76 @@ func BenchmarkHTTPIDs(b *testing.B) {
 			b.ReportMetric(float64(all[min(len(all)-1, len(all)*99/100)].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// BenchmarkIDRouteVsBare runs the same load generator (8 callers on
+// keep-alive connections, single-ID requests) against the ID route and
+// against a bare net/http handler that returns a counter in the same JSON,
+// alternating rounds of 5,000 requests, and reports the route's requests
+// per second as a fraction of the bare handler's (ratio; 1 = as fast):
+//
+//	go test -run '^$' -bench BenchmarkIDRouteVsBare -benchtime 10x ./httpapi/
+func BenchmarkIDRouteVsBare(b *testing.B) {
+	e := newEnv(b)
+	e.create("bench", seqzk.Registration{}, 1<<60)
+	r := e.replica(httpapi.Options{Allocator: sequence.AllocatorOptions{InitialBatch: 100_000, MaxBatch: 1_000_000}}, sequence.Options{})
+	var n atomic.Int64
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := n.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, "{\"sequence\":\"bench\",\"ranges\":[[%d,%d]]}\n", id, id)
+	}))
+	defer bare.Close()
+	const callers, perRound = 8, 5_000
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+	round := func(url string) float64 {
+		var left atomic.Int64
+		left.Store(perRound)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for left.Add(-1) >= 0 {
+					resp, err := client.Post(url, "", nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Errorf("%s: status %d", url, resp.StatusCode)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return perRound / time.Since(start).Seconds()
+	}
+	route, flat := r.ts.URL+"/v1/sequences/bench/ids", bare.URL+"/v1/sequences/bench/ids"
+	round(route) // warm up both: connections, the first batch
+	round(flat)
+	var ratios []float64
+	var routeRate, bareRate float64
+	b.ResetTimer()
+	for i := range b.N {
+		var rr, br float64
+		if i%2 == 0 { // alternate which goes first
+			rr, br = round(route), round(flat)
+		} else {
+			br, rr = round(flat), round(route)
+		}
+		ratios = append(ratios, rr/br)
+		routeRate += rr
+		bareRate += br
+	}
+	b.StopTimer()
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "ratio-median")
+	b.ReportMetric(ratios[0], "ratio-min")
+	b.ReportMetric(routeRate/float64(b.N), "route-req/s")
+	b.ReportMetric(bareRate/float64(b.N), "bare-req/s")
 }

@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"net/http/httptest"
 	"reflect"
 	"regexp"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // setNonZero gives v a value other than its zero value. A field of a kind
@@ -124,5 +127,21 @@ func TestStatusViewJSON(t *testing.T) {
 	}
 	if _, ok := doc["store"].(map[string]any)["healthy"]; !ok {
 		t.Errorf("store omits healthy: %s", b)
+	}
+}
+
+// The ID route writes its answer by hand; it must be what encoding/json
+// makes of IDsResponse.
+func TestIDAnswerIsJSON(t *testing.T) {
+	for _, rs := range []sequence.Ranges{nil, {{Start: 1, End: 1}}, {{Start: 5, End: 9}, {Start: 1 << 62, End: 1<<63 - 1}}} {
+		rec := httptest.NewRecorder()
+		httpapi.WriteIDs(rec, "a.b_c-1", rs)
+		var want bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(httpapi.IDsResponse{Sequence: "a.b_c-1", Ranges: httpapi.IDRanges(rs)}); err != nil {
+			t.Fatal(err)
+		}
+		if rec.Body.String() != want.String() || rec.Header().Get("Content-Type") != "application/json" || rec.Code != 200 {
+			t.Errorf("%v: wrote %d %q %q, encoding/json %q", rs, rec.Code, rec.Header().Get("Content-Type"), rec.Body, want.String())
+		}
 	}
 }

@@ -86,10 +86,34 @@ func (r *Report) Unsafe() int {
 
 // Compare reads every sequence in ZooKeeper and every record in the store
 // and classifies each name. It changes nothing.
+//
+// It reads ZooKeeper first and the store after, so that it can run beside
+// a primary: a ceiling reaches the store before ZooKeeper and the store's
+// ceilings never fall, so a store read after ZooKeeper covers every
+// ceiling ZooKeeper showed. (Read the other way round, a raise landing
+// between the two reads looked like a ZooKeeper ceiling above the stored
+// one: unsafe, exit 1 from verify, on a healthy system.)
 func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Report, error) {
 	epoch, err := seqs.CurrentEpoch(ctx)
 	if err != nil {
 		return nil, err
+	}
+	names, _, err := seqs.ZK().Children(ctx, seqs.Root())
+	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
+		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
+	}
+	type read struct {
+		name string
+		st   state.State
+		err  error
+	}
+	reads := make([]read, 0, len(names))
+	for _, name := range names {
+		st, _, err := seqs.Describe(ctx, name)
+		if errors.Is(err, sequence.ErrUnknownSequence) {
+			continue // deleted meanwhile
+		}
+		reads = append(reads, read{name, st, err})
 	}
 	recs, err := store.Load(ctx)
 	if err != nil {
@@ -99,20 +123,14 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 	for _, r := range recs {
 		byName[r.Name] = r
 	}
-	names, _, err := seqs.ZK().Children(ctx, seqs.Root())
-	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
-		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
-	}
 	inZK := make(map[string]bool, len(names))
-	var out []Finding
 	for _, name := range names {
 		inZK[name] = true
-		st, _, err := seqs.Describe(ctx, name)
-		if errors.Is(err, sequence.ErrUnknownSequence) {
-			continue // deleted meanwhile
-		}
-		rec, stored := byName[name]
-		f, err := check(name, st, err, rec, stored, epoch)
+	}
+	var out []Finding
+	for _, rd := range reads {
+		rec, stored := byName[rd.name]
+		f, err := check(rd.name, rd.st, rd.err, rec, stored, epoch)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,4 @@
+package httpapi
+
+// WriteIDs is writeIDs, for TestIDAnswerIsJSON.
+var WriteIDs = writeIDs
