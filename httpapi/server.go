@@ -96,6 +96,8 @@ type Server struct {
 	topN     int
 	// served and recycled count IDs over all sequences (for /metrics).
 	served, recycled atomic.Int64
+	// history samples the rate and runway for GET /v1/history.
+	history *history
 
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
@@ -154,6 +156,7 @@ func New(opts Options) (*Server, error) {
 		mux:      http.NewServeMux(),
 		allocs:   make(map[string]*allocEntry),
 		topN:     opts.TopSequences,
+		history:  newHistory(),
 	}
 	m, err := newMetrics(reg, s)
 	if err != nil {
@@ -176,6 +179,11 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /healthz", live) // the name before /livez
 
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
+
+	// The status console (console.go) and the history it draws.
+	s.mux.Handle("GET /v1/history", s.auth(http.HandlerFunc(s.handleHistory)))
+	s.mux.Handle("GET /ui/", consoleHandler())
+	s.mux.HandleFunc("GET /ui", redirectToConsole)
 	return s, nil
 }
 
@@ -183,6 +191,7 @@ func New(opts Options) (*Server, error) {
 // JSON errors, and records the request's latency by route and status.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	s.history.start(s)
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 	route := "unmatched"
 	if h, pattern := s.mux.Handler(r); pattern == "" {
@@ -316,8 +325,10 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // pushes every allocator's unused IDs back to ZooKeeper, bounded by ctx.
 // Call it after http.Server.Shutdown has waited for the requests in
 // flight. IDs whose push fails are lost, never reused; Close returns the
-// errors joined. Calling Close again does nothing.
+// errors joined. It also stops the history sampling. Calling Close again
+// does nothing.
 func (s *Server) Close(ctx context.Context) error {
+	s.history.close()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
