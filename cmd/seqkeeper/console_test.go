@@ -125,7 +125,7 @@ func (p *consolePage) listen(ev any) {
 // eval evaluates a JavaScript expression whose value is a string.
 func (p *consolePage) eval(js string) string {
 	p.t.Helper()
-	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`String((() => ` + js + `)() ?? '')`))
+	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`String((() => `+js+`)() ?? '')`))
 	if err != nil {
 		p.t.Fatalf("evaluate %s: %v", js, err)
 	}
