@@ -125,7 +125,7 @@ func (p *consolePage) listen(ev any) {
 // eval evaluates a JavaScript expression whose value is a string.
 func (p *consolePage) eval(js string) string {
 	p.t.Helper()
-	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`String((() => `+js+`)() ?? '')`))
+	out, err := chromedp.Run(p.ctx, chromedp.Evaluate[string](`String((() => (`+js+`))() ?? '')`))
 	if err != nil {
 		p.t.Fatalf("evaluate %s: %v", js, err)
 	}
@@ -238,7 +238,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	browser := newBrowser(t)
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
-	a, b := c.serve("a"), c.serve("b")
+	// A runway as in production (the default is a minute), rather than
+	// the other tests' 2 s: the screenshot shows what operators see.
+	a, b := c.serveWith("a", "--runway", "30s"), c.serveWith("b", "--runway", "30s")
 	for _, r := range []*replicaProc{a, b} {
 		eventually(t, "replica "+r.id+" ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
 	}
@@ -283,8 +285,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	if h := p.eval(cell("coupons", "health")); h != "exhausted" {
 		t.Errorf("coupons shows health %q, want exhausted", h)
 	}
-	if w := p.eval(cell("invoices", "windows")); !strings.HasSuffix(w, " / 2") {
-		t.Errorf("invoices shows windows %q, want n / 2", w)
+	if w := p.eval(cell("invoices", "windows")); !strings.HasPrefix(w, "2 · ") || !strings.HasSuffix(w, " open") {
+		t.Errorf("invoices shows windows %q, want 2 · n open", w)
+	}
+	if r := p.eval(cell("coupons", "runway")); r != "—" {
+		t.Errorf("the exhausted coupons shows a runway of %q, want —", r)
 	}
 	if h := p.eval(`document.querySelector('#handovers li')?.textContent`); !strings.Contains(h, leader.id) {
 		t.Errorf("handovers %q do not name the primary %s", h, leader.id)

@@ -125,6 +125,20 @@
     return (s / 3600).toFixed(1) + ' h';
   }
 
+  // fmtAxisSeconds labels a chart axis: round values, no needless decimals.
+  function fmtAxisSeconds(s) {
+    if (s === 0) return '0';
+    if (s < 120) return (Math.round(s * 10) / 10) + ' s';
+    if (s < 7200) return (Math.round(s / 6) / 10) + ' min';
+    return (Math.round(s / 360) / 10) + ' h';
+  }
+
+  function fmtAxisRate(v) {
+    if (v === 0) return '0';
+    if (v >= 10000) return (Math.round(v / 100) / 10) + 'k';
+    return String(Math.round(v * 10) / 10);
+  }
+
   function fmtClock(t) {
     const d = t instanceof Date ? t : new Date(t);
     return d.toLocaleTimeString('en-GB', { hour12: false });
@@ -167,7 +181,7 @@
       ['version', p && p.version],
       ['this replica', p && me ? (p.id === me.id ? 'is the primary' : 'is a standby') : null],
       ['fencing epoch', reserve ? String(reserve.epoch) : null],
-      ['zk epoch', reserve ? String(reserve.zookeeper_epoch) : null],
+      ['ZooKeeper epoch', reserve ? String(reserve.zookeeper_epoch) : null],
       ['last sweep', reserve ? fmtAgo(reserve.last_sweep) : null],
     ]);
 
@@ -295,9 +309,9 @@
     const rate = samples.map((s) => ({ t: Date.parse(s.at), v: s.ids_per_second }));
     const runway = samples.map((s) => ({ t: Date.parse(s.at), v: s.min_runway_seconds }));
     const collecting = 'collecting: one sample every ' + (h.interval_seconds || 5) + ' s';
-    drawChart($('chart-rate'), rate, fmtRate, collecting);
+    drawChart($('chart-rate'), rate, fmtAxisRate, collecting);
     const anyLeading = samples.some((s) => s.leading);
-    drawChart($('chart-runway'), runway, fmtSeconds,
+    drawChart($('chart-runway'), runway, fmtAxisSeconds,
       samples.length === 0 ? collecting : anyLeading ? 'no sequences' : 'the primary keeps the runway; this replica is a standby');
   }
 
@@ -324,7 +338,8 @@
       const r = byName.get(s.name);
       const estimate = rateFromNext(s, now);
       const row = { s: s, r: r, rate: r ? r.rate_per_second : estimate, approx: !r };
-      if (r) row.runway = r.runway_seconds;
+      if (s.health === 'exhausted') row.runway = undefined; // nothing left to last
+      else if (r) row.runway = r.runway_seconds;
       else if (row.rate > 0 && typeof s.available === 'number') row.runway = Math.min(DAY, s.available / row.rate);
       else if (row.rate === 0) row.runway = DAY;
       row.rank = HEALTH_RANK[s.health] === undefined ? -1 : HEALTH_RANK[s.health];
@@ -353,7 +368,9 @@
         el('td', { class: 'num available', text: fmtInt(s.available) }),
         runwayCell,
         el('td', { class: 'num rate', title: tip }, (approx && rate !== null ? '~' : '') + fmtRate(rate)),
-        el('td', { class: 'num windows', text: s.windows ? s.open_windows + ' / ' + s.windows : '—' })));
+        el('td', { class: 'num windows', title: s.windows ? 'configured; open windows now' : null },
+          s.windows ? String(s.windows) : '—',
+          s.windows ? el('span', { class: 'approx', text: ' · ' + s.open_windows + ' open' }) : null)));
     }
     if (!rows.length) {
       body.append(el('tr', {}, el('td', { class: 'empty', colspan: 8,
