@@ -67,6 +67,11 @@ var routeTable = []route{
 	{Route{"DELETE", "/v1/sequences/{name}", Admin}, (*Server).handleDelete},
 	{Route{"GET", "/v1/status", Taker}, (*Server).handleStatus},
 	{Route{"GET", "/v1/openapi.json", Open}, (*Server).handleOpenAPI},
+	{Route{"GET", "/v1/history", Taker}, (*Server).handleHistory},
+	// The status console (console.go): open files, which read the /v1
+	// routes with the token.
+	{Route{"GET", "/ui/{file...}", Open}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},
+	{Route{"GET", "/ui", Open}, func(_ *Server, w http.ResponseWriter, r *http.Request) { redirectToConsole(w, r) }},
 	{Route{"GET", "/metrics", Taker}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
 	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
 	// the store) makes it fail, so an outage never restarts replicas.

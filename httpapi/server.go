@@ -104,12 +104,15 @@ type Server struct {
 	// listing its methods (see register).
 	paths       *http.ServeMux
 	promHandler http.Handler
+	console     http.Handler // the status console's files
 	metrics     *metrics
 
 	draining atomic.Bool // Drain was called: /readyz answers 503
 	topN     int
 	// served and recycled count IDs over all sequences (for /metrics).
 	served, recycled atomic.Int64
+	// history samples the rate and runway for GET /v1/history.
+	history *history
 
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
@@ -178,6 +181,8 @@ func New(opts Options) (*Server, error) {
 		mux:           http.NewServeMux(),
 		allocs:        make(map[string]*allocEntry),
 		topN:          opts.TopSequences,
+		history:       newHistory(),
+		console:       consoleHandler(),
 	}
 	m, err := newMetrics(reg, s)
 	if err != nil {
@@ -192,7 +197,11 @@ func New(opts Options) (*Server, error) {
 // ServeHTTP routes the request. Every route, and the catch-all that
 // answers unknown routes and methods in JSON, records its latency by route
 // and status (see register).
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// The first request starts the history sampling (history.start).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.history.start(s)
+	s.mux.ServeHTTP(w, r)
+}
 
 // statusWriter remembers the status written.
 type statusWriter struct {
@@ -281,8 +290,10 @@ func (s *Server) Drain() { s.draining.Store(true) }
 // pushes every allocator's unused IDs back to ZooKeeper, bounded by ctx.
 // Call it after http.Server.Shutdown has waited for the requests in
 // flight. IDs whose push fails are lost, never reused; Close returns the
-// errors joined. Calling Close again does nothing.
+// errors joined. It also stops the history sampling. Calling Close again
+// does nothing.
 func (s *Server) Close(ctx context.Context) error {
+	s.history.close()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

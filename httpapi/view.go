@@ -357,6 +357,16 @@ type StatusView struct {
 	Election ElectionView `json:"election"`
 	// Allocators is the state of this replica's allocators.
 	Allocators []AllocatorStatus `json:"allocators"`
+	// Handovers are the last changes of primary this replica observed,
+	// newest first (a few; the first is what it saw when it started).
+	Handovers []HandoverView `json:"handovers"`
+}
+
+// HandoverView is one change of primary a replica observed.
+type HandoverView struct {
+	At time.Time `json:"at"`
+	// Primary is the new primary; null when there was none.
+	Primary *ReplicaView `json:"primary"`
 }
 
 // ReplicaView identifies a replica.

@@ -60,6 +60,8 @@ type replica struct {
 	primary  *primary.Primary
 	api      *httpapi.Server
 	identity election.Identity
+	// handovers are the last changes of primary this replica observed.
+	handovers handovers
 	// readyGrace is how long /readyz stays 200 without a ZooKeeper
 	// session: the session timeout.
 	readyGrace time.Duration
@@ -160,6 +162,7 @@ func (g *globals) serve(ctx context.Context) error {
 		log.Info().Msg("the HTTP API listens on loopback only: other hosts, containers and Kubernetes probes cannot reach it; set --http 0.0.0.0:7070 (with http_token_file or client certificates) to serve them")
 	}
 	go r.keepStoreHealthKnown(ctx, storeHealthEvery)
+	go r.handovers.watch(ctx, r.election)
 
 	elected := make(chan error, 1)
 	go func() { elected <- r.election.Run(ctx, r.lead(log)) }()
@@ -308,6 +311,7 @@ func (r *replica) status(ctx context.Context) httpapi.StatusView {
 		Store:            r.storeStatus(),
 		Election:         httpapi.ElectionViewOf(r.election.Stats()),
 		Allocators:       r.api.Allocators(),
+		Handovers:        r.handovers.list(),
 	}
 	if id, err := r.election.Leader(ctx); err == nil {
 		p := httpapi.ReplicaViewOf(id)

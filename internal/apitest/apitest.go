@@ -59,6 +59,11 @@ var shared struct {
 // router returns the document's router, built once per test binary.
 func router() (*openapi3.T, routers.Router, error) {
 	shared.once.Do(func() {
+		// The status console's files are text the document describes as
+		// strings.
+		for _, ct := range []string{"text/html", "text/css", "text/javascript", "image/svg+xml"} {
+			openapi3filter.RegisterBodyDecoder(ct, openapi3filter.PlainBodyDecoder)
+		}
 		shared.doc, shared.err = Document()
 		if shared.err == nil {
 			shared.router, shared.err = legacy.NewRouter(shared.doc)
@@ -163,10 +168,10 @@ func Client(t testing.TB, c *http.Client) *http.Client {
 // the other servers of the test (MinIO's health checks, say).
 func ours(path string) bool {
 	switch path {
-	case "/metrics", "/livez", "/healthz", "/readyz", "/v1":
+	case "/metrics", "/livez", "/healthz", "/readyz", "/v1", "/ui":
 		return true
 	}
-	return strings.HasPrefix(path, "/v1/")
+	return strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/ui/")
 }
 
 // RoundTrip sends req through the base transport and checks both sides.

@@ -442,6 +442,42 @@ type Error struct {
 // ErrorErrorCode Stable code; clients branch on it.
 type ErrorErrorCode string
 
+// Handover defines model for Handover.
+type Handover struct {
+	// At When this replica saw it.
+	At time.Time `json:"at"`
+
+	// Primary The new primary; null for a moment without one.
+	Primary *Replica `json:"primary"`
+}
+
+// History defines model for History.
+type History struct {
+	// IntervalSeconds Seconds between samples.
+	IntervalSeconds float32 `json:"interval_seconds"`
+
+	// Samples Oldest first; at most 180.
+	Samples []HistorySample `json:"samples"`
+}
+
+// HistorySample defines model for HistorySample.
+type HistorySample struct {
+	// At When it was taken.
+	At time.Time `json:"at"`
+
+	// IdsPerSecond IDs this replica's API handed out since the previous sample, per second.
+	IdsPerSecond float32 `json:"ids_per_second"`
+
+	// Leading This replica was the primary.
+	Leading bool `json:"leading"`
+
+	// MinRunwaySeconds On the primary, the shortest runway of any sequence; null on a standby or without sequences.
+	MinRunwaySeconds *float32 `json:"min_runway_seconds"`
+
+	// MinRunwaySequence The sequence with that runway.
+	MinRunwaySequence *string `json:"min_runway_sequence,omitempty"`
+}
+
 // IDs defines model for IDs.
 type IDs struct {
 	// Ranges Inclusive [start,end] pairs, ascending and coalesced; a single ID is [id,id].
@@ -556,6 +592,9 @@ type SequenceReserve struct {
 type Status struct {
 	Allocators []Allocator `json:"allocators"`
 	Election   *Election   `json:"election,omitempty"`
+
+	// Handovers The last changes of primary this replica observed, newest first; the last is what it saw when it started.
+	Handovers *[]Handover `json:"handovers,omitempty"`
 
 	// Leading This replica is the primary.
 	Leading *bool `json:"leading,omitempty"`
@@ -802,6 +841,34 @@ type ClientInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ConsoleRedirect The status console
+	//
+	// Redirects to /ui/.
+	//
+	// Corresponds with GET /ui (the `ConsoleRedirect` operationId).
+	ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Console The status console
+	//
+	// The console's page. It reads /v1/status, /v1/sequences and /v1/history with the token.
+	//
+	// Corresponds with GET /ui/ (the `Console` operationId).
+	Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ConsoleFile A file of the status console
+	//
+	// The console's scripts, styles and images, embedded in the binary.
+	//
+	// Corresponds with GET /ui/{file} (the `ConsoleFile` operationId).
+	ConsoleFile(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// History This replica's recent history
+	//
+	// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws.
+	//
+	// Corresponds with GET /v1/history (the `History` operationId).
+	History(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Openapi This document
 	//
 	// The OpenAPI document of the API. Needs no token.
@@ -939,6 +1006,74 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConsoleRedirect The status console
+//
+// Redirects to /ui/.
+//
+// Corresponds with GET /ui (the `ConsoleRedirect` operationId).
+func (c *Client) ConsoleRedirect(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRedirectRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Console The status console
+//
+// The console's page. It reads /v1/status, /v1/sequences and /v1/history with the token.
+//
+// Corresponds with GET /ui/ (the `Console` operationId).
+func (c *Client) Console(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ConsoleFile A file of the status console
+//
+// The console's scripts, styles and images, embedded in the binary.
+//
+// Corresponds with GET /ui/{file} (the `ConsoleFile` operationId).
+func (c *Client) ConsoleFile(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConsoleFileRequest(c.Server, file)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// History This replica's recent history
+//
+// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws.
+//
+// Corresponds with GET /v1/history (the `History` operationId).
+func (c *Client) History(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHistoryRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -1218,6 +1353,121 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/readyz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleRedirectRequest constructs an http.Request for the ConsoleRedirect method
+func NewConsoleRedirectRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleRequest constructs an http.Request for the Console method
+func NewConsoleRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui/")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewConsoleFileRequest constructs an http.Request for the ConsoleFile method
+func NewConsoleFileRequest(server string, file string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "file", file, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/ui/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHistoryRequest constructs an http.Request for the History method
+func NewHistoryRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/history")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1690,6 +1940,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// ConsoleRedirectWithResponse The status console
+	//
+	// Redirects to /ui/.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui (the `ConsoleRedirect` operationId).
+	ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error)
+
+	// ConsoleWithResponse The status console
+	//
+	// The console's page. It reads /v1/status, /v1/sequences and /v1/history with the token.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui/ (the `Console` operationId).
+	ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error)
+
+	// ConsoleFileWithResponse A file of the status console
+	//
+	// The console's scripts, styles and images, embedded in the binary.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /ui/{file} (the `ConsoleFile` operationId).
+	ConsoleFileWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*ConsoleFileResponse, error)
+
+	// HistoryWithResponse This replica's recent history
+	//
+	// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/history (the `History` operationId).
+	HistoryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HistoryResponse, error)
+
 	// OpenapiWithResponse This document
 	//
 	// The OpenAPI document of the API. Needs no token.
@@ -1967,6 +2253,198 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConsoleRedirectResponse301Headers the declared response headers of an HTTP 301 response for ConsoleRedirect
+type ConsoleRedirectResponse301Headers struct {
+	Location *string
+}
+
+type ConsoleRedirectResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers301 the parsed response headers for an HTTP 301 response
+	Headers301 *ConsoleRedirectResponse301Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleRedirectResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleRedirectResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleRedirectResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleRedirectResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ConsoleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ConsoleFileResponse301Headers the declared response headers of an HTTP 301 response for ConsoleFile
+type ConsoleFileResponse301Headers struct {
+	Location *string
+}
+
+type ConsoleFileResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// Headers301 the parsed response headers for an HTTP 301 response
+	Headers301 *ConsoleFileResponse301Headers
+}
+
+// GetBody returns the raw response body bytes
+func (r ConsoleFileResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConsoleFileResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConsoleFileResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConsoleFileResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HistoryResponse401Headers the declared response headers of an HTTP 401 response for History
+type HistoryResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// HistoryResponse503Headers the declared response headers of an HTTP 503 response for History
+type HistoryResponse503Headers struct {
+	RetryAfter *string
+}
+
+type HistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *History
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *HistoryResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HistoryResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HistoryResponse) GetJSON200() *History {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r HistoryResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r HistoryResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HistoryResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r HistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -2732,6 +3210,66 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// ConsoleRedirectWithResponse The status console
+//
+// Redirects to /ui/.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui (the `ConsoleRedirect` operationId).
+func (c *ClientWithResponses) ConsoleRedirectWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleRedirectResponse, error) {
+	rsp, err := c.ConsoleRedirect(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleRedirectResponse(rsp)
+}
+
+// ConsoleWithResponse The status console
+//
+// The console's page. It reads /v1/status, /v1/sequences and /v1/history with the token.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui/ (the `Console` operationId).
+func (c *ClientWithResponses) ConsoleWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ConsoleResponse, error) {
+	rsp, err := c.Console(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleResponse(rsp)
+}
+
+// ConsoleFileWithResponse A file of the status console
+//
+// The console's scripts, styles and images, embedded in the binary.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /ui/{file} (the `ConsoleFile` operationId).
+func (c *ClientWithResponses) ConsoleFileWithResponse(ctx context.Context, file string, reqEditors ...RequestEditorFn) (*ConsoleFileResponse, error) {
+	rsp, err := c.ConsoleFile(ctx, file, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConsoleFileResponse(rsp)
+}
+
+// HistoryWithResponse This replica's recent history
+//
+// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/history (the `History` operationId).
+func (c *ClientWithResponses) HistoryWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HistoryResponse, error) {
+	rsp, err := c.History(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHistoryResponse(rsp)
+}
+
 // OpenapiWithResponse This document
 //
 // The OpenAPI document of the API. Needs no token.
@@ -3013,6 +3551,150 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleRedirectResponse parses an HTTP response from a ConsoleRedirectWithResponse call
+func ParseConsoleRedirectResponse(rsp *http.Response) (*ConsoleRedirectResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleRedirectResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 301:
+		var headers ConsoleRedirectResponse301Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers301 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseConsoleResponse parses an HTTP response from a ConsoleWithResponse call
+func ParseConsoleResponse(rsp *http.Response) (*ConsoleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseConsoleFileResponse parses an HTTP response from a ConsoleFileWithResponse call
+func ParseConsoleFileResponse(rsp *http.Response) (*ConsoleFileResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConsoleFileResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 301:
+		var headers ConsoleFileResponse301Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers301 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseHistoryResponse parses an HTTP response from a HistoryWithResponse call
+func ParseHistoryResponse(rsp *http.Response) (*HistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest History
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers HistoryResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers HistoryResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
