@@ -311,7 +311,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	if os.Getenv(screenshotEnv) == "1" {
 		// A minute of traffic fills the charts (a sample every 5 s).
-		p.waitFor("a minute of history", `String(document.querySelectorAll('#chart-rate polyline').length && document.querySelectorAll('#chart-runway polyline').length)`, equals("1"))
+		p.waitFor("a minute of history", `String(document.querySelectorAll('#chart-rate polyline').length > 0 && document.querySelectorAll('#chart-runway polyline').length > 0)`, equals("true"))
 		time.Sleep(time.Until(began.Add(80 * time.Second)))
 		p.eval(`window.scrollTo(0, 0), ''`)
 		png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
