@@ -86,6 +86,7 @@ func TestStatusViewJSON(t *testing.T) {
 		}(),
 		Election:   httpapi.ElectionViewOf(election.Stats{Terms: 1}),
 		Allocators: []httpapi.AllocatorStatus{{Sequence: "orders"}},
+		Handovers:  []httpapi.HandoverView{{At: last, Primary: &primaryID}, {At: last}},
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -127,6 +128,10 @@ func TestStatusViewJSON(t *testing.T) {
 	}
 	if _, ok := doc["store"].(map[string]any)["healthy"]; !ok {
 		t.Errorf("store omits healthy: %s", b)
+	}
+	// A moment without a primary is null, not an omitted key.
+	if p, ok := doc["handovers"].([]any)[1].(map[string]any)["primary"]; !ok || p != nil {
+		t.Errorf("handovers[1] without a primary: %s", b)
 	}
 }
 

@@ -311,7 +311,7 @@ func TestConsoleInABrowser(t *testing.T) {
 
 	if os.Getenv(screenshotEnv) == "1" {
 		// A minute of traffic fills the charts (a sample every 5 s).
-		p.waitFor("a minute of history", `String(document.querySelectorAll('#chart-rate polyline').length && document.querySelectorAll('#chart-runway polyline').length)`, equals("1"))
+		p.waitFor("a minute of history", `String(document.querySelectorAll('#chart-rate polyline').length > 0 && document.querySelectorAll('#chart-runway polyline').length > 0)`, equals("true"))
 		time.Sleep(time.Until(began.Add(80 * time.Second)))
 		p.eval(`window.scrollTo(0, 0), ''`)
 		png, err := chromedp.Run(p.ctx, chromedp.FullScreenshot(100))
@@ -330,6 +330,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	q.waitFor("the standby's role", text("#role"), equals("STANDBY"))
 	q.waitFor("the primary, from the standby", text("#primary"), equals(leader.id))
 	q.waitFor("the standby's rows", cell("orders", "name"), equals("orders"))
+	// A standby keeps no reserve: it estimates the rate itself (~).
+	q.waitFor("the standby's estimate of orders' rate", cell("orders", "rate"), func(v string) bool {
+		f, err := strconv.ParseFloat(strings.NewReplacer(",", "", "~", "").Replace(v), 64)
+		return strings.HasPrefix(v, "~") && err == nil && f > 0
+	})
 	if err := chromedp.Do(q.ctx, chromedp.SendKeys(chromedp.CSS("#prefix"), "inv")); err != nil {
 		t.Fatal(err)
 	}

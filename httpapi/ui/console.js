@@ -26,6 +26,7 @@
     timer: 0,
     inflight: false,
     again: false,
+    lastOK: null,
     lastHistory: 0,
     history: null,
     seen: new Map(), // name -> [[ms, next], ...] for standby rate estimates
@@ -48,7 +49,12 @@
     const headers = { Accept: 'application/json' };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = 'Bearer ' + token;
-    const resp = await fetch(path, { headers: headers, cache: 'no-store', credentials: 'omit' });
+    let resp;
+    try {
+      resp = await fetch(path, { headers: headers, cache: 'no-store', credentials: 'omit' });
+    } catch (e) {
+      throw new Error('cannot reach this replica (stopped, or the network is down)');
+    }
     if (resp.status === 401) {
       throw new AuthError(token ? 'wrong' : 'missing');
     }
@@ -317,17 +323,28 @@
 
   // ---- sequences ----
 
-  // rateFromNext estimates a sequence's rate on a standby from how far its
-  // next moved over the last minute (every replica's takes, in batches).
-  function rateFromNext(s, now) {
-    if (typeof s.next !== 'number') return null;
+  // issued counts the IDs a sequence handed to clients, up to a constant:
+  // next, less what open windows and the recycled list still hold (a
+  // window opened moves next and fills the window alike).
+  function issued(s) {
+    if (typeof s.next !== 'number' || typeof s.available !== 'number') return null;
+    if (s.kind !== 'sequence') return s.next;
+    const fresh = s.ceiling >= s.next ? s.ceiling - s.next + 1 : 0;
+    return s.next - (s.available - fresh);
+  }
+
+  // estimateRate estimates a sequence's rate on a standby from how many IDs
+  // it handed out over the last minute (every replica's takes, in batches).
+  function estimateRate(s, now) {
+    const n = issued(s);
+    if (n === null || !isFinite(n)) return null;
     const hist = view.seen.get(s.name) || [];
-    hist.push([now, s.next]);
+    hist.push([now, n]);
     while (hist.length > 2 && now - hist[0][0] > RATE_WINDOW_MS) hist.shift();
     view.seen.set(s.name, hist);
     const [t0, n0] = hist[0];
-    if (now - t0 < 1500 || s.next < n0) return null;
-    return (s.next - n0) / ((now - t0) / 1000);
+    if (now - t0 < 1500 || n < n0) return null;
+    return (n - n0) / ((now - t0) / 1000);
   }
 
   function renderSequences(page, reserve) {
@@ -336,7 +353,7 @@
     for (const r of (reserve && reserve.sequences) || []) byName.set(r.name, r);
     const rows = (page.sequences || []).map((s) => {
       const r = byName.get(s.name);
-      const estimate = rateFromNext(s, now);
+      const estimate = r ? null : estimateRate(s, now);
       const row = { s: s, r: r, rate: r ? r.rate_per_second : estimate, approx: !r };
       if (s.health === 'exhausted') row.runway = undefined; // nothing left to last
       else if (r) row.runway = r.runway_seconds;
@@ -359,7 +376,7 @@
       const problem = s.error || (r && !r.healthy ? r.problem : null);
       if (problem) name.append(el('span', { class: 'problem', text: problem }));
       const runwayCell = el('td', { class: 'num runway' + (runway !== undefined && runway < 10 ? ' low' : ''), title: tip },
-        (approx && runway !== undefined ? '~' : '') + fmtSeconds(runway));
+        (approx && runway !== undefined && runway < DAY ? '~' : '') + fmtSeconds(runway));
       body.append(el('tr', { 'data-name': s.name, class: rank < HEALTH_RANK.ok ? 'unhealthy' : null },
         name,
         el('td', { class: 'health' }, badge(s.health.replace('_', ' '), HEALTH_CLASS[s.health])),
@@ -382,7 +399,7 @@
     $('next').disabled = !page.next_cursor;
     $('page').textContent = 'page ' + (view.page + 1);
     $('seq-note').textContent = reserve ? 'rates and runway: this primary\'s view'
-      : 'rates estimated from next (~); the primary\'s console has its view';
+      : 'rates and runway estimated here (~); the primary\'s console has its view';
   }
 
   function listPath() {
@@ -402,6 +419,7 @@
 
   function lock(reason) {
     view.locked = true;
+    sessionStorage.removeItem(TOKEN_KEY); // a refused token is not kept
     clearTimeout(view.timer);
     document.body.classList.add('locked');
     $('auth').hidden = false;
@@ -441,7 +459,8 @@
         lock(auth.reason.message);
         return;
       }
-      const errors = results.filter((r) => r.status === 'rejected').map((r) => r.reason.message || String(r.reason));
+      const failed = results.filter((r) => r.status === 'rejected');
+      const errors = [...new Set(failed.map((r) => r.reason.message || String(r.reason)))];
       let reserve = null;
       if (status.status === 'fulfilled' && status.value) {
         renderStatus(status.value);
@@ -454,7 +473,16 @@
       }
       renderHistory();
       showError(errors);
-      $('updated').textContent = (errors.length ? 'partly updated ' : 'updated ') + fmtClock(new Date());
+      const stale = failed.length === (wantHistory ? 3 : 2); // every request failed
+      document.body.classList.toggle('stale', stale);
+      if (stale) {
+        $('role').textContent = 'unreachable';
+        $('role').className = 'badge bad';
+        $('updated').textContent = view.lastOK ? 'not updated since ' + fmtClock(view.lastOK) : 'not loaded yet';
+      } else {
+        view.lastOK = new Date();
+        $('updated').textContent = (errors.length ? 'partly updated ' : 'updated ') + fmtClock(view.lastOK);
+      }
     } catch (e) {
       showError([e.message || String(e)]);
     } finally {
