@@ -31,7 +31,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
 )
@@ -66,7 +66,7 @@ func router() (*openapi3.T, routers.Router, error) {
 		}
 		shared.doc, shared.err = Document()
 		if shared.err == nil {
-			shared.router, shared.err = legacy.NewRouter(shared.doc)
+			shared.router, shared.err = gorillamux.NewRouter(shared.doc)
 		}
 	})
 	return shared.doc, shared.router, shared.err
