@@ -44,19 +44,21 @@ func TestFailoverAgainstServeProcesses(t *testing.T) {
 	)
 	z := testenv.ZooKeeper(t)
 	c := testenv.StartCluster(t, z, testenv.ClusterOptions{Env: map[string]string{
-		// A killed replica's session expires in 2 s, and the reserve
-		// outlasts the time without a primary (a killed primary, then
-		// perhaps a killed successor in line, each until its session
-		// expires): the takers keep taking through the failovers.
+		// A killed replica's session expires in 2 s. The reserve (2 s of
+		// takes, at least 100,000 IDs) bridges most of the time without a
+		// primary (a killed primary, perhaps then a killed successor in
+		// line, each until its session expires), not all of it: some takes
+		// meet the ceiling (503 ceiling_reached) and, after RetryFor (2 s),
+		// fail with ErrUnavailable.
 		"SEQKEEPER_ZK_SESSION_TIMEOUT": "2s",
-		"SEQKEEPER_RUNWAY":             "10s",
-		"SEQKEEPER_MIN_RESERVE":        "2000000",
+		"SEQKEEPER_RUNWAY":             "2s",
+		"SEQKEEPER_MIN_RESERVE":        "100000",
 	}})
 	if out, err := c.Run("create", "orders"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	rec := &answers{byKind: map[string]int{}}
-	cl, err := client.New(client.Options{Endpoints: c.Endpoints(), RequestTimeout: 2 * time.Second, RetryFor: 5 * time.Second,
+	cl, err := client.New(client.Options{Endpoints: c.Endpoints(), RequestTimeout: 2 * time.Second, RetryFor: 2 * time.Second,
 		HTTPClient: &http.Client{Transport: rec}})
 	if err != nil {
 		t.Fatal(err)
