@@ -7,38 +7,21 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // Black-box tests: the built seqkeeper binary, run as a process against the
 // real test ZooKeeper.
 
-var built struct {
-	once sync.Once
-	path string
-	err  error
-	out  []byte
-}
-
+// seqkeeperBinary is the built seqkeeper command, one build per test
+// binary (testenv.SeqkeeperBinary).
 func seqkeeperBinary(t *testing.T) string {
 	t.Helper()
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "seqkeeper-bin-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.path = filepath.Join(dir, "seqkeeper")
-		cmd := exec.Command("go", "build", "-o", built.path, ".")
-		built.out, built.err = cmd.CombinedOutput()
-	})
-	if built.err != nil {
-		t.Fatalf("go build: %v\n%s", built.err, built.out)
-	}
-	return built.path
+	return testenv.SeqkeeperBinary(t)
 }
 
 // exe runs the binary with the cli's environment and returns stdout,

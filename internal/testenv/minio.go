@@ -187,7 +187,7 @@ func (m *MinIO) Start() error {
 }
 
 // Stop stops the server gracefully.
-func (m *MinIO) Stop() { m.proc.stop(syscall.SIGTERM) }
+func (m *MinIO) Stop() { _ = m.proc.stop(syscall.SIGTERM) }
 
 // S3 describes the server, without a bucket.
 func (m *MinIO) S3() *S3 {

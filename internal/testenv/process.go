@@ -19,17 +19,27 @@ type process struct {
 	env     []string
 	dir     string
 	logPath string
+	// cleanEnv: the process gets env alone, not the test's environment
+	// with env added (so a developer's SEQKEEPER_* settings stay out).
+	cleanEnv bool
+	// grace is how long stop waits before escalating to SIGKILL; 0: 10 s.
+	grace time.Duration
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error // how the last incarnation exited; read after done
 }
 
 func (p *process) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return nil
+		select {
+		case <-p.done: // it exited by itself: start it again
+		default:
+			return nil
+		}
 	}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -38,6 +48,11 @@ func (p *process) start() error {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Dir = p.dir
 	cmd.Env = append(os.Environ(), p.env...)
+	if p.cleanEnv {
+		cmd.Env = append([]string(nil), p.env...)
+	}
+	// Each incarnation's output follows a line that says when it began.
+	fmt.Fprintf(logf, "=== %s: %s started\n", time.Now().Format(time.RFC3339Nano), p.name)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	// The kernel kills the server if the test binary dies without running
@@ -49,8 +64,12 @@ func (p *process) start() error {
 	}
 	done := make(chan struct{})
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		fmt.Fprintf(logf, "=== %s: %s exited: %v\n", time.Now().Format(time.RFC3339Nano), p.name, exitText(err))
 		logf.Close()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
 		close(done)
 	}()
 	p.cmd, p.done = cmd, done
@@ -58,25 +77,42 @@ func (p *process) start() error {
 }
 
 // stop sends sig and waits for the process to exit, escalating to SIGKILL
-// after a grace period.
-func (p *process) stop(sig syscall.Signal) {
+// after the grace period. It returns how the process exited (nil: exit
+// status 0), or nil if it was not running.
+func (p *process) stop(sig syscall.Signal) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.cmd, p.done = nil, nil
+	grace := p.grace
 	p.mu.Unlock()
 	if cmd == nil {
-		return
+		return nil
+	}
+	if grace == 0 {
+		grace = 10 * time.Second
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(grace):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+		return fmt.Errorf("%s did not exit within %s of %s: killed", p.name, grace, sig)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waitErr
 }
 
-func (p *process) kill() { p.stop(syscall.SIGKILL) }
+// exitText describes how a process exited.
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+func (p *process) kill() { _ = p.stop(syscall.SIGKILL) }
 
 // running reports whether the process is alive.
 func (p *process) running() bool {
@@ -128,12 +164,18 @@ func (p *process) waitFor(timeout time.Duration, ready func(context.Context) err
 
 // tail returns the end of a log file as an error, for failure messages.
 func tail(path string) error {
+	return tailN(path, 2000)
+}
+
+// tailN returns the last n bytes of a log file as an error, or nil when
+// it cannot be read.
+func tailN(path string, n int) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return fmt.Errorf("log tail:\n%s", b)
 }

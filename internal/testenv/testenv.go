@@ -33,10 +33,12 @@ import (
 	"testing"
 )
 
-// registry tracks every process this package started, so Main can stop them.
+// registry tracks every process this package started, so Main can stop
+// them, and what Main removes after (built binaries).
 var registry struct {
-	mu    sync.Mutex
-	procs []*process
+	mu     sync.Mutex
+	procs  []*process
+	atExit []func()
 }
 
 func register(p *process) {
@@ -45,8 +47,15 @@ func register(p *process) {
 	registry.procs = append(registry.procs, p)
 }
 
-// Main runs the tests and then stops every server this package started.
-// Call it from TestMain:
+// atExit runs f in Main after the tests and the servers stopped.
+func atExit(f func()) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	registry.atExit = append(registry.atExit, f)
+}
+
+// Main runs the tests, then stops every server this package started and
+// removes what it built (SeqkeeperBinary). Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) { os.Exit(Run(m)) }
@@ -56,11 +65,14 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 func Run(m *testing.M) int {
 	code := m.Run()
 	registry.mu.Lock()
-	procs := registry.procs
-	registry.procs = nil
+	procs, after := registry.procs, registry.atExit
+	registry.procs, registry.atExit = nil, nil
 	registry.mu.Unlock()
 	for _, p := range procs {
 		p.kill()
+	}
+	for _, f := range after {
+		f()
 	}
 	return code
 }

@@ -255,10 +255,10 @@ func (e *Ensemble) running() int {
 }
 
 // Stop stops server i gracefully (SIGTERM) and waits for it to exit.
-func (e *Ensemble) Stop(i int) { e.servers[i].proc.stop(syscall.SIGTERM) }
+func (e *Ensemble) Stop(i int) { _ = e.servers[i].proc.stop(syscall.SIGTERM) }
 
 // Kill kills server i (SIGKILL): a crash, no clean shutdown.
-func (e *Ensemble) Kill(i int) { e.servers[i].proc.stop(syscall.SIGKILL) }
+func (e *Ensemble) Kill(i int) { _ = e.servers[i].proc.stop(syscall.SIGKILL) }
 
 // StopAll stops every server.
 func (e *Ensemble) StopAll() {
