@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -60,27 +59,32 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		p.records[r.Name] = r
 		written = append(written, pl)
 	}
-	plans = written
+	// The plain raises go out in the background, after the previous
+	// batch's (pipeline.go); the rest one by one, now.
+	var raises []plan
+	plans = written[:0:0]
+	for _, pl := range written {
+		if p.pipelined(pl) {
+			raises = append(raises, pl)
+		} else {
+			plans = append(plans, pl)
+		}
+	}
+	landErr := p.land()
+	p.launch(ctx, raises)
 	var mu sync.Mutex
-	var errs []error
+	errs := []error{landErr}
 	type result struct {
 		st    sequence.State
 		moved int64
 		czxid int64 // of a rotated sequence's new znode
 	}
 	done := make(map[string]result, len(plans))
-	// Plain raises go out together, many per ZooKeeper write; the rest,
-	// and the raises whose znode moved since the watcher read it, one by
-	// one below.
-	batched := p.raiseAll(ctx, plans)
-	for name, st := range batched {
-		done[name] = result{st: st}
-	}
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, pl := range plans {
-		if _, ok := batched[pl.name]; ok || pl.kind == planLegacyMark {
-			continue // raised already; a mark lives only in the store
+		if pl.kind == planLegacyMark {
+			continue // a mark lives only in the store
 		}
 		sem <- struct{}{}
 		wg.Add(1)
@@ -141,34 +145,6 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	return errors.Join(errs...)
 }
 
-// raiseAll carries out the plain raises among plans (of validated
-// sequences without windows) in ZooKeeper transactions of many raises each
-// (seqzk.Client.RaiseAll), and returns
-// the new state of each one it raised. A raise it could not make this way
-// is left for carryOut.
-func (p *Primary) raiseAll(ctx context.Context, plans []plan) map[string]sequence.State {
-	var reqs []seqzk.RaiseReq
-	for _, pl := range plans {
-		t := p.seqs[pl.name]
-		if pl.kind != planRaise || t == nil || t.corrupt != nil || t.state.Windows > 0 || !t.state.Validated() {
-			continue
-		}
-		reqs = append(reqs, seqzk.RaiseReq{Name: pl.name, Ceiling: pl.ceiling})
-	}
-	if len(reqs) < 2 {
-		return nil // one raise gains nothing from a transaction
-	}
-	octx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	raised, _ := p.seq.RaiseAll(octx, reqs)
-	out := make(map[string]sequence.State, len(raised))
-	for i, st := range raised {
-		out[reqs[i].Name] = st
-	}
-	p.count(func(s *Stats) { s.Raises += int64(len(out)) })
-	return out
-}
-
 // carryOut makes one plan's ZooKeeper change, after the store holds its
 // ceiling.
 // It also returns how far the primary itself moved next (a fast-forward,
@@ -181,18 +157,8 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 	)
 	switch pl.kind {
 	case planRaise:
-		st, err = p.seq.Raise(ctx, pl.name, pl.ceiling)
+		st, err = p.raiseOne(ctx, p.log, pl)
 		p.count(func(s *Stats) { s.Raises++ })
-		if errors.Is(err, sequence.ErrMarkerGone) {
-			// The znode's state names a marker it does not have: written
-			// in another history, or re-created with old data. Stamp it
-			// again above everything stored.
-			p.log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
-			// Only up to the ceiling the store just accepted: the next
-			// raise follows from the next decision.
-			st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
-			p.count(func(s *Stats) { s.Revalidated++ })
-		}
 	case planLegacyForward:
 		st, err = p.seq.ForwardLegacy(ctx, pl.name, pl.floor)
 		p.count(func(s *Stats) { s.Revalidated++ })

@@ -49,7 +49,7 @@ func (p *Primary) heldDue() (bool, time.Duration) {
 func (p *Primary) releaseHeld() []plan {
 	var plans []plan
 	for name := range p.held {
-		if t := p.seqs[name]; t != nil {
+		if t := p.seqs[name]; t != nil && !p.inFlight(name) {
 			if pl, ok := p.decide(name, t); ok {
 				plans = append(plans, pl)
 			}

@@ -81,9 +81,16 @@ type Primary struct {
 	seqs   map[string]*tracked
 	// held are the sequences whose routine raise waits to share a store
 	// write, with when it began to wait (batch.go).
-	held  map[string]time.Time
-	names []string // the keys of seqs in order, kept by sortedNames
-	watch *watcher.Watcher
+	held map[string]time.Time
+	// flight is the batch of raises on its way to ZooKeeper, and recheck
+	// the sequences whose decision waits for it to land (pipeline.go).
+	flight  *flight
+	recheck map[string]struct{}
+	// landGate, set by tests before Run, holds every flight after its
+	// raises are in ZooKeeper and before it lands, until it is closed.
+	landGate <-chan struct{}
+	names    []string // the keys of seqs in order, kept by sortedNames
+	watch    *watcher.Watcher
 
 	mu     sync.Mutex
 	status Status
@@ -164,6 +171,7 @@ func (p *Primary) Run(ctx context.Context) error {
 	cctx, stopCompactor := context.WithCancel(ctx)
 	comp := p.startCompactor(cctx)
 	defer func() { stopCompactor(); <-comp.done }()
+	defer func() { _ = p.land() }()
 
 	sweep := time.NewTicker(p.cfg.SweepInterval)
 	defer sweep.Stop()
@@ -178,9 +186,17 @@ func (p *Primary) Run(ctx context.Context) error {
 		} else {
 			batchTimer.Stop()
 		}
+		var recheck <-chan struct{}
+		if p.hasDue() {
+			recheck = ready
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-p.flightDone():
+			err = p.land()
+		case <-recheck:
+			err = p.apply(ctx, p.plan(p.due()))
 		case <-batchTimer.C:
 			err = p.apply(ctx, p.releaseHeld())
 		case <-fence.C:
@@ -232,6 +248,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	}
 	p.seqs = make(map[string]*tracked)
 	p.held = make(map[string]time.Time)
+	p.recheck = make(map[string]struct{})
 	if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
@@ -290,13 +307,26 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 	if everything {
 		return p.sweep(ctx)
 	}
-	// One decision per sequence, from its latest state: a busy sequence
-	// has many events in a batch, and one plan each would run several
-	// operations on it at once.
+	plans := p.plan(changed)
+	if err := p.apply(ctx, plans); err != nil {
+		return err
+	}
+	if missing {
+		return errors.Join(p.land(), p.restore(ctx))
+	}
+	return nil
+}
+
+// plan decides what the named sequences need: one decision per sequence,
+// from its latest state (a busy sequence has many events in a batch, and
+// one plan each would run several operations on it at once). Routine
+// raises are held back to share a later store write; anything else goes
+// now, and takes the held-back raises with it.
+func (p *Primary) plan(names []string) []plan {
 	var plans []plan
-	for _, name := range changed {
+	for _, name := range names {
 		t := p.seqs[name]
-		if t == nil {
+		if t == nil || p.inFlight(name) {
 			continue
 		}
 		pl, ok := p.decide(name, t)
@@ -313,13 +343,7 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 	if due, _ := p.heldDue(); due || len(plans) > 0 {
 		plans = append(plans, p.releaseHeld()...)
 	}
-	if err := p.apply(ctx, plans); err != nil {
-		return err
-	}
-	if missing {
-		return p.restore(ctx)
-	}
-	return nil
+	return plans
 }
 
 // newEpoch probes ZooKeeper's epoch and reports whether it changed; the
@@ -342,6 +366,10 @@ func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
 // sweep re-checks every sequence: the epoch, the reserves (rates change
 // with time even without events), windows, and anything missing.
 func (p *Primary) sweep(ctx context.Context) error {
+	// Every sequence is decided below: nothing may be in the air, and
+	// nothing waits for a flight.
+	landErr := p.land()
+	clear(p.recheck)
 	if _, err := p.newEpoch(ctx); err != nil {
 		return err
 	}
@@ -358,10 +386,10 @@ func (p *Primary) sweep(ctx context.Context) error {
 	}
 	clear(p.held) // decided above
 	if err := p.apply(ctx, plans); err != nil {
-		return err
+		return errors.Join(landErr, err)
 	}
 	p.mu.Lock()
 	p.status.LastSweep = time.Now()
 	p.mu.Unlock()
-	return p.restore(ctx)
+	return errors.Join(landErr, p.restore(ctx))
 }

@@ -22,6 +22,7 @@ type Stats struct {
 	Compactions   int64 // store log compactions that folded something
 	CompactErrors int64 // store log compactions that failed
 	Compacted     int64 // log segments folded into the store's buckets
+	Deferred      int64 // decisions put off while the sequence's raise was in flight
 }
 
 // SequenceStatus describes one sequence as the primary sees it.

@@ -1,0 +1,214 @@
+package primary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// The store write of one batch overlaps the ZooKeeper raises of the one
+// before it. Once the store holds a batch's ceilings, its plain raises
+// (validated sequences without windows, the bulk of the work at scale) go
+// out to ZooKeeper in the background, a flight, while the loop goes on to
+// decide and persist the next batch. At most one flight is in the air: a
+// batch waits for the previous flight to land before it sends its own, so
+// ZooKeeper sees the raises in the order the store accepted them.
+//
+// The rules hold as before: a flight carries only ceilings the store
+// accepted (invariant 2), and a sequence in flight is not decided again
+// until its flight lands (its tracked state is about to change); the
+// events it had meanwhile are decided then (recheck). Everything that
+// reads or rewrites many sequences at once (a sweep, a restore, an audit)
+// lands the flight first. A flight touches none of the loop's state: it
+// reports what it raised, and the loop merges it when it lands.
+
+// flight is a batch of plain raises on its way to ZooKeeper.
+type flight struct {
+	names  map[string]struct{}
+	done   chan struct{}
+	raised map[string]sequence.State // set before done is closed
+	err    error
+}
+
+// pipelined reports whether pl can go out in a flight: a plain raise of a
+// validated sequence without windows, whose result needs nothing of the
+// loop's but its new state.
+func (p *Primary) pipelined(pl plan) bool {
+	t := p.seqs[pl.name]
+	return pl.kind == planRaise && t != nil && t.corrupt == nil && t.state.Windows == 0 && t.state.Validated()
+}
+
+// inFlight reports whether name's raise is in the air; if so, the caller's
+// decision about it is put off until the flight lands.
+func (p *Primary) inFlight(name string) bool {
+	if p.flight == nil {
+		return false
+	}
+	if _, ok := p.flight.names[name]; !ok {
+		return false
+	}
+	p.recheck[name] = struct{}{}
+	p.count(func(s *Stats) { s.Deferred++ })
+	return true
+}
+
+// launch sends plans (all pipelined, their ceilings in the store) to
+// ZooKeeper in the background, after the previous flight landed.
+func (p *Primary) launch(ctx context.Context, plans []plan) {
+	if len(plans) == 0 {
+		return
+	}
+	f := &flight{names: make(map[string]struct{}, len(plans)), done: make(chan struct{})}
+	for _, pl := range plans {
+		f.names[pl.name] = struct{}{}
+	}
+	p.flight = f
+	log := p.log // the loop may replace p.log meanwhile
+	go func() {
+		defer close(f.done)
+		f.raised, f.err = p.raise(ctx, log, plans)
+		if p.landGate != nil {
+			<-p.landGate
+		}
+	}()
+}
+
+// raise makes the raises in ZooKeeper: many per transaction, and one by
+// one those a transaction could not take (seqzk.Client.RaiseAll). It
+// returns the new state of each sequence it raised.
+func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (map[string]sequence.State, error) {
+	raised := make(map[string]sequence.State, len(plans))
+	rest := make([]int, 0, len(plans))
+	if len(plans) > 1 {
+		reqs := make([]seqzk.RaiseReq, len(plans))
+		for i, pl := range plans {
+			reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.ceiling}
+		}
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		done, left := p.seq.RaiseAll(octx, reqs)
+		cancel()
+		for i, st := range done {
+			raised[reqs[i].Name] = st
+		}
+		rest = left
+	} else {
+		rest = append(rest, 0)
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, p.cfg.Parallelism)
+	for _, i := range rest {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			// Safe to abandon (the store holds the ceiling); retried at
+			// the sequence's next event or sweep.
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			st, err := p.raiseOne(octx, log, plans[i])
+			cancel()
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, sequence.ErrUnknownSequence):
+				// deleted meanwhile; the watcher reports it
+			case err != nil:
+				errs = append(errs, err)
+			default:
+				raised[plans[i].name] = st
+			}
+		})
+	}
+	wg.Wait()
+	p.count(func(s *Stats) { s.Raises += int64(len(raised)) })
+	return raised, errors.Join(errs...)
+}
+
+// raiseOne raises one sequence's ceiling in ZooKeeper, after the store
+// holds it.
+func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (sequence.State, error) {
+	st, err := p.seq.Raise(ctx, pl.name, pl.ceiling)
+	if errors.Is(err, sequence.ErrMarkerGone) {
+		// The znode's state names a marker it does not have: written in
+		// another history, or re-created with old data. Stamp it again,
+		// only up to the ceiling the store just accepted: the next raise
+		// follows from the next decision.
+		log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
+		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+		p.count(func(s *Stats) { s.Revalidated++ })
+	}
+	return st, err
+}
+
+// flightDone is closed when the flight in the air lands; nil (never ready)
+// when there is none.
+func (p *Primary) flightDone() <-chan struct{} {
+	if p.flight == nil {
+		return nil
+	}
+	return p.flight.done
+}
+
+// land waits for the flight in the air, if any, and takes what it raised
+// as the sequences' state. It returns the flight's error.
+func (p *Primary) land() error {
+	f := p.flight
+	if f == nil {
+		return nil
+	}
+	<-f.done
+	p.flight = nil
+	for name, st := range f.raised {
+		// An event the loop saw meanwhile may be newer than what the
+		// raise wrote (a take after it): ceilings only rise, so the
+		// higher one is the later state.
+		if t := p.seqs[name]; t != nil && st.Ceiling > t.state.Ceiling {
+			t.state = st
+		}
+	}
+	if f.err != nil {
+		return fmt.Errorf("raise ceilings: %w", f.err)
+	}
+	return nil
+}
+
+// due takes the put-off decisions that can be made now: those of
+// sequences no longer in the air.
+func (p *Primary) due() []string {
+	var names []string
+	for name := range p.recheck {
+		if p.flight != nil {
+			if _, ok := p.flight.names[name]; ok {
+				continue
+			}
+		}
+		names = append(names, name)
+		delete(p.recheck, name)
+	}
+	return names
+}
+
+// hasDue reports whether due would return anything.
+func (p *Primary) hasDue() bool {
+	for name := range p.recheck {
+		if p.flight == nil {
+			return true
+		}
+		if _, ok := p.flight.names[name]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// ready is a channel that is always ready, for a select case that must
+// fire at once.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

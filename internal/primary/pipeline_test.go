@@ -1,0 +1,111 @@
+package primary_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// TestPipelinedRaises: while one batch's raises are on their way to
+// ZooKeeper, the next batch's ceilings go to the store, but not to
+// ZooKeeper before the first batch landed; and a sequence that moved while
+// its raise was in the air is decided again when it lands (with no sweep
+// to catch it, a taker that emptied the raised reserve would wait for
+// ever).
+func TestPipelinedRaises(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	store := fileStore(t, t.TempDir())
+	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
+	cfg := config.DefaultPrimary()
+	cfg.MarkerPath = z.Root + "/cluster"
+	cfg.MinReserve, cfg.MaxReserve = 1000, 1000
+	cfg.StoreBatchDelay = 0       // every raise goes at once
+	cfg.SweepInterval = time.Hour // only events move the primary
+	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(z.Servers, 4*time.Second), Store: store, Holder: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	p.HoldLandings(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+	})
+
+	c := r.client(z.Servers, 10*time.Second)
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	for _, name := range []string{"a", "b"} {
+		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "initialised", func() bool { return p.Stats().Initialised >= 2 })
+	describe := func(name string) sequence.State {
+		t.Helper()
+		st, _, err := c.Describe(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	stored := func(name string) int64 {
+		rec, err := store.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Ceiling
+	}
+	take := func(name string, n int64) {
+		t.Helper()
+		if _, err := c.Take(ctx, name, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// a's reserve falls below the low-water mark: its raise goes to the
+	// store, then to ZooKeeper, and is held before it lands.
+	a0 := describe("a")
+	take("a", a0.Ceiling-a0.Next+1-500)
+	waitFor(t, "a raised in ZooKeeper", func() bool { return describe("a").Ceiling > a0.Ceiling })
+	a1 := describe("a")
+
+	// a is emptied up to its new ceiling while its flight is in the air:
+	// that event's decision waits for the landing.
+	deferred := p.Stats().Deferred
+	take("a", a1.Ceiling-a1.Next+1)
+	waitFor(t, "a's decision put off", func() bool { return p.Stats().Deferred > deferred })
+
+	// b's raise is decided and stored meanwhile, and waits for a's flight
+	// to land before it goes to ZooKeeper.
+	b0 := describe("b")
+	take("b", b0.Ceiling-b0.Next+1-500)
+	waitFor(t, "b's ceiling in the store", func() bool { return stored("b") > b0.Ceiling })
+	time.Sleep(200 * time.Millisecond)
+	if got := describe("b"); got.Ceiling != b0.Ceiling {
+		t.Fatalf("b raised in ZooKeeper to %d before the flight ahead of it landed", got.Ceiling)
+	}
+
+	close(release)
+	released = true
+	waitFor(t, "b raised in ZooKeeper", func() bool { return describe("b").Ceiling > b0.Ceiling })
+	waitFor(t, "a raised again after its flight landed", func() bool { return describe("a").Ceiling > a1.Ceiling })
+	for _, name := range []string{"a", "b"} {
+		if st := describe(name); st.Ceiling > stored(name) {
+			t.Errorf("%s: ZooKeeper ceiling %d above the stored %d", name, st.Ceiling, stored(name))
+		}
+	}
+}
