@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -68,12 +69,13 @@ func TestHistory(t *testing.T) {
 	e := newEnv(t)
 	e.create("h", seqzk.Registration{}, 1_000_000)
 	var standby atomic.Bool
-	status := func(context.Context) httpapi.StatusView {
+	status := func(_ context.Context, q httpapi.StatusQuery) httpapi.StatusView {
 		v := httpapi.StatusView{Leading: !standby.Load()}
 		if v.Leading {
-			v.Reserve = &httpapi.ReserveView{Leading: true, Sequences: []httpapi.SequenceReserveView{
-				{Name: "slow", RunwaySeconds: 86400}, {Name: "h", RunwaySeconds: 4.5}, {Name: "z", RunwaySeconds: 60},
-			}}
+			rv := httpapi.ReserveViewOf(primary.Status{Leading: true, Sequences: []primary.SequenceStatus{
+				{Name: "h", RunwaySeconds: 4.5}, {Name: "slow", RunwaySeconds: 86400}, {Name: "z", RunwaySeconds: 60},
+			}}, q)
+			v.Reserve = &rv
 		}
 		return v
 	}

@@ -301,11 +301,16 @@ func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 
 // handleStatus serves GET /v1/status.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	q, err := statusQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
+		return
+	}
 	if s.status == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"allocators": s.Allocators()})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.status(r.Context()))
+	writeJSON(w, http.StatusOK, s.status(r.Context(), q))
 }
 
 // handleReady serves GET /readyz.

@@ -152,17 +152,12 @@ func (s *Server) sampleHistory(now time.Time) {
 	}
 	if s.status != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), historyStatusTimeout)
-		st := s.status(ctx)
+		st := s.status(ctx, StatusQuery{Sequences: SequencesNone})
 		cancel()
 		sm.Leading = st.Leading
-		reserve := st.Reserve
-		if reserve != nil && reserve.Leading {
-			for _, q := range reserve.Sequences {
-				if sm.MinRunwaySeconds == nil || q.RunwaySeconds < *sm.MinRunwaySeconds {
-					r := q.RunwaySeconds
-					sm.MinRunwaySeconds, sm.MinRunwaySequence = &r, q.Name
-				}
-			}
+		if reserve := st.Reserve; reserve != nil && reserve.Leading && reserve.Summary.MinRunwaySeconds != nil {
+			r := *reserve.Summary.MinRunwaySeconds
+			sm.MinRunwaySeconds, sm.MinRunwaySequence = &r, reserve.Summary.MinRunwaySequence
 		}
 	}
 	h.add(sm)

@@ -44,9 +44,10 @@ type Options struct {
 	// routes read through it.
 	ZooKeeper *zkclient.Client
 	// Status returns the body of GET /v1/status (this replica, the primary,
-	// epoch, session, store health, runway). Nil: the allocators' state
-	// only (Server.Allocators).
-	Status func(ctx context.Context) StatusView
+	// epoch, session, store health, runway), with the primary's sequences
+	// that q asks for (ReserveViewOf does the choosing). Nil: the
+	// allocators' state only (Server.Allocators).
+	Status func(ctx context.Context, q StatusQuery) StatusView
 	// Ready reports whether this replica should receive traffic (ZooKeeper
 	// session up, store reachable); GET /readyz answers 503 with its error.
 	// Nil: always ready.
@@ -88,7 +89,7 @@ type Options struct {
 type Server struct {
 	seqs     *sequence.Client
 	zk       *zkclient.Client
-	status   func(context.Context) StatusView
+	status   func(context.Context, StatusQuery) StatusView
 	ready    func(context.Context) error
 	token    [sha256.Size]byte
 	hasToken bool

@@ -398,7 +398,7 @@ func TestListDescribeStatusReady(t *testing.T) {
 	ready := errors.New("store unreachable")
 	var mu sync.Mutex
 	r := e.replica(httpapi.Options{
-		Status: func(context.Context) httpapi.StatusView {
+		Status: func(context.Context, httpapi.StatusQuery) httpapi.StatusView {
 			return httpapi.StatusView{Replica: httpapi.ReplicaView{ID: "replica-1"}, ZooKeeperState: "has_session", Allocators: []httpapi.AllocatorStatus{}}
 		},
 		Ready: func(context.Context) error {
@@ -449,6 +449,16 @@ func TestListDescribeStatusReady(t *testing.T) {
 	if code, _, body := r.call("GET", "/v1/status", "", ""); code != 200 || !strings.Contains(string(body), `"replica":{"id":"replica-1"}`) {
 		t.Fatalf("status: %d %s", code, body)
 	}
+	// Which sequences the reserve lists: a value it does not know, or too
+	// many names, is refused.
+	code, _, body = r.call("GET", "/v1/status?sequences=some", "", "")
+	wantError(t, "GET /v1/status?sequences=some", code, body, 400, httpapi.CodeBadRequest)
+	code, _, body = r.call("GET", "/v1/status?sequences=unhealthy&name=plain", "", "")
+	if code != 200 {
+		t.Fatalf("GET /v1/status?sequences=unhealthy&name=plain: %d %s", code, body)
+	}
+	code, _, body = r.call("GET", "/v1/status?name="+strings.Repeat("a&name=", 1000)+"a", "", "")
+	wantError(t, "GET /v1/status with 1,001 names", code, body, 400, httpapi.CodeBadRequest)
 	code, _, body = r.call("GET", "/readyz", "", "")
 	wantError(t, "readyz", code, body, 503, httpapi.CodeNotReady)
 	mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -395,10 +396,25 @@ type ReserveView struct {
 	Leading bool `json:"leading"`
 	// Epoch is the primary's fencing epoch; ZooKeeperEpoch the ZooKeeper
 	// leader epoch it last validated against.
-	Epoch          int64                 `json:"epoch"`
-	ZooKeeperEpoch int64                 `json:"zookeeper_epoch"`
-	LastSweep      time.Time             `json:"last_sweep"`
-	Sequences      []SequenceReserveView `json:"sequences"`
+	Epoch          int64     `json:"epoch"`
+	ZooKeeperEpoch int64     `json:"zookeeper_epoch"`
+	LastSweep      time.Time `json:"last_sweep"`
+	// Summary covers every sequence the primary maintains, whichever
+	// ones Sequences lists.
+	Summary ReserveSummaryView `json:"summary"`
+	// Sequences are the ones the request asked for (StatusQuery), in
+	// name order.
+	Sequences []SequenceReserveView `json:"sequences"`
+}
+
+// ReserveSummaryView sums up the primary's view of every sequence.
+type ReserveSummaryView struct {
+	Sequences int `json:"sequences"`
+	Unhealthy int `json:"unhealthy"`
+	// MinRunwaySeconds is the shortest runway and MinRunwaySequence its
+	// sequence; null and empty without sequences.
+	MinRunwaySeconds  *float64 `json:"min_runway_seconds"`
+	MinRunwaySequence string   `json:"min_runway_sequence"`
 }
 
 // SequenceReserveView is one sequence's reserve as the primary sees it.
@@ -438,13 +454,67 @@ func ElectionViewOf(st election.Stats) ElectionView {
 }
 
 // ReserveViewOf is the view of st.
-func ReserveViewOf(st primary.Status) ReserveView {
+func ReserveViewOf(st primary.Status, q StatusQuery) ReserveView {
 	v := ReserveView{Leading: st.Leading, Epoch: st.Epoch, ZooKeeperEpoch: st.ZKEpoch, LastSweep: st.LastSweep,
-		Sequences: make([]SequenceReserveView, len(st.Sequences))}
-	for i, s := range st.Sequences {
-		v.Sequences[i] = SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,
+		Sequences: []SequenceReserveView{}}
+	named := make(map[string]bool, len(q.Names))
+	for _, n := range q.Names {
+		named[n] = true
+	}
+	sum := &v.Summary
+	sum.Sequences = len(st.Sequences)
+	for i := range st.Sequences {
+		s := &st.Sequences[i]
+		if !s.Healthy {
+			sum.Unhealthy++
+		}
+		if sum.MinRunwaySeconds == nil || s.RunwaySeconds < *sum.MinRunwaySeconds {
+			r := s.RunwaySeconds
+			sum.MinRunwaySeconds, sum.MinRunwaySequence = &r, s.Name
+		}
+		if !named[s.Name] && q.Sequences != SequencesAll && (q.Sequences != SequencesUnhealthy || s.Healthy) {
+			continue
+		}
+		v.Sequences = append(v.Sequences, SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,
 			StoredCeiling: s.StoredCeiling, RatePerSecond: s.Rate, RunwaySeconds: s.RunwaySeconds,
-			Healthy: s.Healthy, Problem: s.Problem, LegacyMargin: s.LegacyMargin}
+			Healthy: s.Healthy, Problem: s.Problem, LegacyMargin: s.LegacyMargin})
 	}
 	return v
+}
+
+// Which of the primary's sequences GET /v1/status lists (its sequences
+// parameter).
+const (
+	SequencesAll       = "all"       // every one (the default)
+	SequencesUnhealthy = "unhealthy" // the unhealthy ones
+	SequencesNone      = "none"      // none: the summary only
+)
+
+// maxStatusNames bounds the name parameters of one GET /v1/status.
+const maxStatusNames = 1000
+
+// StatusQuery is what a GET /v1/status asks for: which of the primary's
+// sequences to list in reserve.sequences (Sequences), and these by name
+// as well (Names). At 100,000 sequences the whole list is megabytes; the
+// console asks for the unhealthy ones and those on its page.
+type StatusQuery struct {
+	Sequences string
+	Names     []string
+}
+
+// statusQuery reads a StatusQuery from GET /v1/status's parameters.
+func statusQuery(v url.Values) (StatusQuery, error) {
+	q := StatusQuery{Sequences: SequencesAll, Names: v["name"]}
+	if s := v.Get("sequences"); s != "" {
+		switch s {
+		case SequencesAll, SequencesUnhealthy, SequencesNone:
+			q.Sequences = s
+		default:
+			return q, fmt.Errorf("sequences must be all, unhealthy or none, not %q", s)
+		}
+	}
+	if len(q.Names) > maxStatusNames {
+		return q, fmt.Errorf("at most %d name parameters, not %d", maxStatusNames, len(q.Names))
+	}
+	return q, nil
 }

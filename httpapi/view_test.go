@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,10 +66,50 @@ func everyFieldShows[T any](t *testing.T, view func(T) any) {
 func TestStatusViewsKeepEveryField(t *testing.T) {
 	everyFieldShows(t, func(id election.Identity) any { return httpapi.ReplicaViewOf(id) })
 	everyFieldShows(t, func(st election.Stats) any { return httpapi.ElectionViewOf(st) })
-	everyFieldShows(t, func(st primary.Status) any { return httpapi.ReserveViewOf(st) })
+	all := httpapi.StatusQuery{Sequences: httpapi.SequencesAll}
+	everyFieldShows(t, func(st primary.Status) any { return httpapi.ReserveViewOf(st, all) })
 	everyFieldShows(t, func(s primary.SequenceStatus) any {
-		return httpapi.ReserveViewOf(primary.Status{Sequences: []primary.SequenceStatus{s}})
+		return httpapi.ReserveViewOf(primary.Status{Sequences: []primary.SequenceStatus{s}}, all)
 	})
+}
+
+// ReserveViewOf lists the sequences a GET /v1/status asks for, and sums
+// up all of them whatever it lists.
+func TestReserveViewChoosesSequences(t *testing.T) {
+	st := primary.Status{Leading: true, Sequences: []primary.SequenceStatus{
+		{Name: "a", Healthy: true, RunwaySeconds: 600},
+		{Name: "b", Healthy: false, RunwaySeconds: 30, Problem: "p"},
+		{Name: "c", Healthy: true, RunwaySeconds: 5},
+		{Name: "d", Healthy: false, RunwaySeconds: 900, Problem: "q"},
+	}}
+	cases := []struct {
+		q    httpapi.StatusQuery
+		want []string
+	}{
+		{httpapi.StatusQuery{Sequences: httpapi.SequencesAll}, []string{"a", "b", "c", "d"}},
+		{httpapi.StatusQuery{Sequences: httpapi.SequencesUnhealthy}, []string{"b", "d"}},
+		{httpapi.StatusQuery{Sequences: httpapi.SequencesNone}, []string{}},
+		{httpapi.StatusQuery{Sequences: httpapi.SequencesNone, Names: []string{"c", "zz"}}, []string{"c"}},
+		{httpapi.StatusQuery{Sequences: httpapi.SequencesUnhealthy, Names: []string{"a", "b"}}, []string{"a", "b", "d"}},
+	}
+	for _, c := range cases {
+		v := httpapi.ReserveViewOf(st, c.q)
+		got := []string{}
+		for _, s := range v.Sequences {
+			got = append(got, s.Name)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%+v: sequences %v, want %v", c.q, got, c.want)
+		}
+		sum := v.Summary
+		if sum.Sequences != 4 || sum.Unhealthy != 2 || sum.MinRunwaySeconds == nil || *sum.MinRunwaySeconds != 5 || sum.MinRunwaySequence != "c" {
+			t.Errorf("%+v: summary %+v, want 4 sequences, 2 unhealthy, shortest runway 5 s (c)", c.q, sum)
+		}
+	}
+	empty := httpapi.ReserveViewOf(primary.Status{}, httpapi.StatusQuery{Sequences: httpapi.SequencesAll})
+	if empty.Summary.MinRunwaySeconds != nil || empty.Sequences == nil {
+		t.Errorf("no sequences: %+v; want no shortest runway and an empty list", empty)
+	}
 }
 
 // The full view: every key snake_case, no omitted booleans.
@@ -81,7 +122,8 @@ func TestStatusViewJSON(t *testing.T) {
 		Store: httpapi.StoreView{URL: "s3://b/p", Error: "timeout", LastRequest: &last},
 		Reserve: func() *httpapi.ReserveView {
 			r := httpapi.ReserveViewOf(primary.Status{Epoch: 3, ZKEpoch: 2, LastSweep: last,
-				Sequences: []primary.SequenceStatus{{Name: "orders", Problem: "p", LegacyMargin: -1}}})
+				Sequences: []primary.SequenceStatus{{Name: "orders", Problem: "p", LegacyMargin: -1}}},
+				httpapi.StatusQuery{Sequences: httpapi.SequencesAll})
 			return &r
 		}(),
 		Election:   httpapi.ElectionViewOf(election.Stats{Terms: 1}),

@@ -297,8 +297,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	// It follows the traffic without a reload.
 	first := p.eval(cell("orders", "next"))
 	p.waitFor("orders' next to move", cell("orders", "next"), func(v string) bool { return v != first && v != "" })
+	// The primary's own rate (no ~ of an estimate): the page asked for the
+	// reserve of its rows by name.
 	p.waitFor("orders' IDs per second", cell("orders", "rate"), func(v string) bool {
-		f, err := strconv.ParseFloat(strings.NewReplacer(",", "", "~", "").Replace(v), 64)
+		f, err := strconv.ParseFloat(strings.ReplaceAll(v, ",", ""), 64)
 		return err == nil && f > 0
 	})
 	p.waitFor("orders' runway", cell("orders", "runway"), func(v string) bool { return strings.HasSuffix(v, " s") || strings.HasSuffix(v, "min") })
@@ -306,6 +308,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	for _, r := range p.requestsTo("/v1/") {
 		if r.auth != "" {
 			t.Errorf("%s carried an Authorization header without a token configured", r.url)
+		}
+		// Never the primary's whole list of sequences.
+		if strings.Contains(r.url, "/v1/status") && !strings.Contains(r.url, "sequences=unhealthy") {
+			t.Errorf("the page asked for %s: the whole reserve, megabytes at 100,000 sequences", r.url)
 		}
 	}
 

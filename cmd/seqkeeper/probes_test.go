@@ -326,6 +326,31 @@ func TestStatusJSON(t *testing.T) {
 	if _, ok := st.Reserve.Sequences[0]["legacy"]; !ok {
 		t.Errorf("reserve.sequences[0] omits legacy: %v", st.Reserve.Sequences[0])
 	}
+
+	// The summary covers every sequence; the list holds what was asked.
+	c.ok("create", "other")
+	var chosen struct {
+		Reserve struct {
+			Summary struct {
+				Sequences         int     `json:"sequences"`
+				MinRunwaySeconds  float64 `json:"min_runway_seconds"`
+				MinRunwaySequence string  `json:"min_runway_sequence"`
+			} `json:"summary"`
+			Sequences []struct {
+				Name string `json:"name"`
+			} `json:"sequences"`
+		} `json:"reserve"`
+	}
+	eventually(t, "two sequences in the summary", func() bool {
+		return r.get(t, "/v1/status?sequences=none", &chosen) == http.StatusOK && chosen.Reserve.Summary.Sequences == 2
+	})
+	if len(chosen.Reserve.Sequences) != 0 || chosen.Reserve.Summary.MinRunwaySequence == "" {
+		t.Errorf("?sequences=none: %+v; want no sequences listed and the shortest runway named", chosen.Reserve)
+	}
+	if code := r.get(t, "/v1/status?sequences=unhealthy&name=other", &chosen); code != http.StatusOK ||
+		len(chosen.Reserve.Sequences) != 1 || chosen.Reserve.Sequences[0].Name != "other" {
+		t.Errorf("?sequences=unhealthy&name=other: %d %+v; want other alone", code, chosen.Reserve)
+	}
 }
 
 // storeRequests sums seqkeeper_store_requests_total on r's /metrics: the

@@ -302,7 +302,7 @@ func (r *replica) keepStoreHealthKnown(ctx context.Context, every time.Duration)
 
 // status is the body of GET /v1/status (httpapi.StatusView: the JSON
 // contract lives with the API).
-func (r *replica) status(ctx context.Context) httpapi.StatusView {
+func (r *replica) status(ctx context.Context, q httpapi.StatusQuery) httpapi.StatusView {
 	s := httpapi.StatusView{
 		Replica:          httpapi.ReplicaViewOf(r.identity),
 		Leading:          r.election.IsLeader(),
@@ -318,7 +318,7 @@ func (r *replica) status(ctx context.Context) httpapi.StatusView {
 		s.Primary = &p
 	}
 	if s.Leading {
-		v := httpapi.ReserveViewOf(r.primary.Status())
+		v := httpapi.ReserveViewOf(r.primary.Status(), q)
 		s.Reserve = &v
 	}
 	return s

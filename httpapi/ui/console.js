@@ -402,6 +402,12 @@
       : 'rates and runway estimated here (~); the primary\'s console has its view';
   }
 
+  function statusPath(names) {
+    const q = new URLSearchParams({ sequences: 'unhealthy' });
+    for (const n of names) q.append('name', n);
+    return '/v1/status?' + q.toString();
+  }
+
   function listPath() {
     const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (view.prefix) q.set('prefix', view.prefix);
@@ -448,11 +454,15 @@
     view.again = false;
     const wantHistory = Date.now() - view.lastHistory >= HISTORY_MS;
     try {
-      const [status, page, history] = await Promise.allSettled([
-        api('/v1/status'),
+      const [page, history] = await Promise.allSettled([
         api(listPath()),
         wantHistory ? api('/v1/history') : Promise.resolve(null),
       ]);
+      // Then the status, with the primary's reserve of the unhealthy
+      // sequences and of this page's: never the whole list, which is
+      // megabytes at 100,000 sequences.
+      const names = page.status === 'fulfilled' && page.value ? (page.value.sequences || []).map((s) => s.name) : [];
+      const [status] = await Promise.allSettled([api(statusPath(names))]);
       const results = [status, page, history];
       const auth = results.find((r) => r.status === 'rejected' && r.reason instanceof AuthError);
       if (auth) {

@@ -311,6 +311,27 @@ func (e ListSequencesParamsHealth) Valid() bool {
 	}
 }
 
+// Defines values for StatusParamsSequences.
+const (
+	All       StatusParamsSequences = "all"
+	None      StatusParamsSequences = "none"
+	Unhealthy StatusParamsSequences = "unhealthy"
+)
+
+// Valid indicates whether the value is a known member of the StatusParamsSequences enum.
+func (e StatusParamsSequences) Valid() bool {
+	switch e {
+	case All:
+		return true
+	case None:
+		return true
+	case Unhealthy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Allocator defines model for Allocator.
 type Allocator struct {
 	// BatchSize The current adaptive batch size.
@@ -553,11 +574,27 @@ type Reserve struct {
 	LastSweep time.Time `json:"last_sweep"`
 
 	// Leading The reservation loop runs.
-	Leading   bool              `json:"leading"`
+	Leading bool `json:"leading"`
+
+	// Sequences The sequences the request asked for, in name order.
 	Sequences []SequenceReserve `json:"sequences"`
+
+	// Summary Every sequence the primary maintains, summed up.
+	Summary ReserveSummary `json:"summary"`
 
 	// ZookeeperEpoch ZooKeeper's epoch the sequences were validated in.
 	ZookeeperEpoch int64 `json:"zookeeper_epoch"`
+}
+
+// ReserveSummary Every sequence the primary maintains, summed up.
+type ReserveSummary struct {
+	// MinRunwaySeconds The shortest runway; null without sequences.
+	MinRunwaySeconds *float32 `json:"min_runway_seconds"`
+
+	// MinRunwaySequence The sequence with the shortest runway; empty without sequences.
+	MinRunwaySequence string `json:"min_runway_sequence"`
+	Sequences         int    `json:"sequences"`
+	Unhealthy         int    `json:"unhealthy"`
 }
 
 // SequenceReserve defines model for SequenceReserve.
@@ -732,6 +769,18 @@ type RecycleIDsParams struct {
 	// IdempotencyKey Names one logical recycle; the same on every retry of it.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
+
+// StatusParams defines parameters for Status.
+type StatusParams struct {
+	// Sequences Which of the primary's sequences reserve.sequences lists: all, the unhealthy ones, or none (the summary only).
+	Sequences *StatusParamsSequences `form:"sequences,omitempty" json:"sequences,omitempty"`
+
+	// Name List this sequence too, whatever sequences says (repeat for more, at most 1,000).
+	Name *[]string `form:"name,omitempty" json:"name,omitempty"`
+}
+
+// StatusParamsSequences defines parameters for Status.
+type StatusParamsSequences string
 
 // CreateSequenceJSONRequestBody defines body for CreateSequence for application/json ContentType.
 type CreateSequenceJSONRequestBody = CreateRequest
@@ -942,10 +991,10 @@ type ClientInterface interface {
 
 	// Status This replica's status
 	//
-	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators.
+	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes).
 	//
 	// Corresponds with GET /v1/status (the `Status` operationId).
-	Status(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Status(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // Healthz Liveness (the older name)
@@ -1247,11 +1296,11 @@ func (c *Client) RecycleIDs(ctx context.Context, name Name, params *RecycleIDsPa
 
 // Status This replica's status
 //
-// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators.
+// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes).
 //
 // Corresponds with GET /v1/status (the `Status` operationId).
-func (c *Client) Status(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewStatusRequest(c.Server)
+func (c *Client) Status(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatusRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1834,7 +1883,7 @@ func NewRecycleIDsRequestWithBody(server string, name Name, params *RecycleIDsPa
 }
 
 // NewStatusRequest constructs an http.Request for the Status method
-func NewStatusRequest(server string) (*http.Request, error) {
+func NewStatusRequest(server string, params *StatusParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -1850,6 +1899,45 @@ func NewStatusRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Sequences != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sequences", *params.Sequences, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2059,12 +2147,12 @@ type ClientWithResponsesInterface interface {
 
 	// StatusWithResponse This replica's status
 	//
-	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators.
+	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/status (the `Status` operationId).
-	StatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*StatusResponse, error)
+	StatusWithResponse(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*StatusResponse, error)
 }
 
 type HealthzResponse struct {
@@ -3089,6 +3177,8 @@ type StatusResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Status
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3104,6 +3194,11 @@ type StatusResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r StatusResponse) GetJSON200() *Status {
 	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StatusResponse) GetJSON400() *BadRequest {
+	return r.JSON400
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -3407,13 +3502,13 @@ func (c *ClientWithResponses) RecycleIDsWithResponse(ctx context.Context, name N
 
 // StatusWithResponse This replica's status
 //
-// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators.
+// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes).
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/status (the `Status` operationId).
-func (c *ClientWithResponses) StatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*StatusResponse, error) {
-	rsp, err := c.Status(ctx, reqEditors...)
+func (c *ClientWithResponses) StatusWithResponse(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*StatusResponse, error) {
+	rsp, err := c.Status(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -4303,6 +4398,13 @@ func ParseStatusResponse(rsp *http.Response) (*StatusResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
