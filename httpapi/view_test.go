@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"reflect"
 	"regexp"
@@ -190,5 +191,44 @@ func TestIDAnswerIsJSON(t *testing.T) {
 		if rec.Body.String() != want.String() || rec.Header().Get("Content-Type") != "application/json" || rec.Code != 200 {
 			t.Errorf("%v: wrote %d %q %q, encoding/json %q", rs, rec.Code, rec.Header().Get("Content-Type"), rec.Body, want.String())
 		}
+	}
+}
+
+// BenchmarkStatusBody is what one GET /v1/status of the console costs the
+// primary at 100,000 sequences: the view chosen and encoded, for the whole
+// list (the default) and for the console's question (the unhealthy ones
+// and a page of 50 names); body-bytes is the answer's size.
+//
+//	go test -run '^$' -bench StatusBody ./httpapi/
+func BenchmarkStatusBody(b *testing.B) {
+	const n = 100_000
+	st := primary.Status{Leading: true, Sequences: make([]primary.SequenceStatus, n)}
+	for i := range st.Sequences {
+		st.Sequences[i] = primary.SequenceStatus{Name: fmt.Sprintf("seq-%06d", i), Next: 1_000_000 + int64(i),
+			Ceiling: 1_060_000 + int64(i), StoredCeiling: 1_060_000 + int64(i), Rate: 1000, RunwaySeconds: 60, Healthy: i%1000 != 0}
+	}
+	page := make([]string, 50)
+	for i := range page {
+		page[i] = fmt.Sprintf("seq-%06d", 5000+i)
+	}
+	for _, c := range []struct {
+		name string
+		q    httpapi.StatusQuery
+	}{
+		{"all", httpapi.StatusQuery{Sequences: httpapi.SequencesAll}},
+		{"console", httpapi.StatusQuery{Sequences: httpapi.SequencesUnhealthy, Names: page}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var size int
+			for b.Loop() {
+				v := httpapi.ReserveViewOf(st, c.q)
+				body, err := json.Marshal(httpapi.StatusView{Reserve: &v})
+				if err != nil {
+					b.Fatal(err)
+				}
+				size = len(body)
+			}
+			b.ReportMetric(float64(size), "body-bytes")
+		})
 	}
 }
