@@ -155,9 +155,8 @@ func (s *Server) sampleHistory(now time.Time) {
 		st := s.status(ctx, StatusQuery{Sequences: SequencesNone})
 		cancel()
 		sm.Leading = st.Leading
-		if reserve := st.Reserve; reserve != nil && reserve.Leading && reserve.Summary.MinRunwaySeconds != nil {
-			r := *reserve.Summary.MinRunwaySeconds
-			sm.MinRunwaySeconds, sm.MinRunwaySequence = &r, reserve.Summary.MinRunwaySequence
+		if reserve := st.Reserve; reserve != nil && reserve.Leading {
+			sm.MinRunwaySeconds, sm.MinRunwaySequence = reserve.Summary.MinRunwaySeconds, reserve.Summary.MinRunwaySequence
 		}
 	}
 	h.add(sm)

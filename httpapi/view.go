@@ -472,7 +472,8 @@ func ReserveViewOf(st primary.Status, q StatusQuery) ReserveView {
 			r := s.RunwaySeconds
 			sum.MinRunwaySeconds, sum.MinRunwaySequence = &r, s.Name
 		}
-		if !named[s.Name] && q.Sequences != SequencesAll && (q.Sequences != SequencesUnhealthy || s.Healthy) {
+		listed := q.Sequences == SequencesAll || (q.Sequences == SequencesUnhealthy && !s.Healthy) || named[s.Name]
+		if !listed {
 			continue
 		}
 		v.Sequences = append(v.Sequences, SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,

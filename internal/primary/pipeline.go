@@ -44,13 +44,19 @@ func (p *Primary) pipelined(pl plan) bool {
 	return pl.kind == planRaise && t != nil && t.corrupt == nil && t.state.Windows == 0 && t.state.Validated()
 }
 
-// inFlight reports whether name's raise is in the air; if so, the caller's
-// decision about it is put off until the flight lands.
-func (p *Primary) inFlight(name string) bool {
+// flying reports whether name's raise is in the air.
+func (p *Primary) flying(name string) bool {
 	if p.flight == nil {
 		return false
 	}
-	if _, ok := p.flight.names[name]; !ok {
+	_, ok := p.flight.names[name]
+	return ok
+}
+
+// inFlight reports whether name's raise is in the air; if so, the caller's
+// decision about it is put off until the flight lands.
+func (p *Primary) inFlight(name string) bool {
+	if !p.flying(name) {
 		return false
 	}
 	p.recheck[name] = struct{}{}
@@ -84,7 +90,7 @@ func (p *Primary) launch(ctx context.Context, plans []plan) {
 // returns the new state of each sequence it raised.
 func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (map[string]sequence.State, error) {
 	raised := make(map[string]sequence.State, len(plans))
-	rest := make([]int, 0, len(plans))
+	rest := []int{0} // one raise gains nothing from a transaction
 	if len(plans) > 1 {
 		reqs := make([]seqzk.RaiseReq, len(plans))
 		for i, pl := range plans {
@@ -97,8 +103,6 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 			raised[reqs[i].Name] = st
 		}
 		rest = left
-	} else {
-		rest = append(rest, 0)
 	}
 	var (
 		mu   sync.Mutex
@@ -185,10 +189,8 @@ func (p *Primary) land() error {
 func (p *Primary) due() []string {
 	var names []string
 	for name := range p.recheck {
-		if p.flight != nil {
-			if _, ok := p.flight.names[name]; ok {
-				continue
-			}
+		if p.flying(name) {
+			continue
 		}
 		names = append(names, name)
 		delete(p.recheck, name)
@@ -199,10 +201,7 @@ func (p *Primary) due() []string {
 // hasDue reports whether due would return anything.
 func (p *Primary) hasDue() bool {
 	for name := range p.recheck {
-		if p.flight == nil {
-			return true
-		}
-		if _, ok := p.flight.names[name]; !ok {
+		if !p.flying(name) {
 			return true
 		}
 	}
