@@ -455,16 +455,20 @@ func ElectionViewOf(st election.Stats) ElectionView {
 
 // ReserveViewOf is the view of st.
 func ReserveViewOf(st primary.Status, q StatusQuery) ReserveView {
-	v := ReserveView{Leading: st.Leading, Epoch: st.Epoch, ZooKeeperEpoch: st.ZKEpoch, LastSweep: st.LastSweep,
-		Sequences: []SequenceReserveView{}}
+	return ReserveViewFrom(st.Filter, q)
+}
+
+// ReserveViewFrom is the view of what statusOf (primary.Primary.StatusOf)
+// returns, asking it to list only the sequences q asks for: the summary
+// covers every sequence without a list of them all.
+func ReserveViewFrom(statusOf func(keep func(*primary.SequenceStatus) bool) primary.Status, q StatusQuery) ReserveView {
 	named := make(map[string]bool, len(q.Names))
 	for _, n := range q.Names {
 		named[n] = true
 	}
-	sum := &v.Summary
-	sum.Sequences = len(st.Sequences)
-	for i := range st.Sequences {
-		s := &st.Sequences[i]
+	var sum ReserveSummaryView
+	st := statusOf(func(s *primary.SequenceStatus) bool {
+		sum.Sequences++
 		if !s.Healthy {
 			sum.Unhealthy++
 		}
@@ -472,10 +476,12 @@ func ReserveViewOf(st primary.Status, q StatusQuery) ReserveView {
 			r := s.RunwaySeconds
 			sum.MinRunwaySeconds, sum.MinRunwaySequence = &r, s.Name
 		}
-		listed := q.Sequences == SequencesAll || (q.Sequences == SequencesUnhealthy && !s.Healthy) || named[s.Name]
-		if !listed {
-			continue
-		}
+		return q.Sequences == SequencesAll || (q.Sequences == SequencesUnhealthy && !s.Healthy) || named[s.Name]
+	})
+	v := ReserveView{Leading: st.Leading, Epoch: st.Epoch, ZooKeeperEpoch: st.ZKEpoch, LastSweep: st.LastSweep,
+		Summary: sum, Sequences: make([]SequenceReserveView, 0, len(st.Sequences))}
+	for i := range st.Sequences {
+		s := &st.Sequences[i]
 		v.Sequences = append(v.Sequences, SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,
 			StoredCeiling: s.StoredCeiling, RatePerSecond: s.Rate, RunwaySeconds: s.RunwaySeconds,
 			Healthy: s.Healthy, Problem: s.Problem, LegacyMargin: s.LegacyMargin})

@@ -282,6 +282,9 @@ func parseRecord(line []byte) (Record, error) {
 	if r.Name, err = strconv.Unquote(q); err != nil || r.Name == "" {
 		return Record{}, fmt.Errorf("bad name %.80s", q)
 	}
+	// Unquote may return a piece of s: a name kept (the primary keys its
+	// map with it) would keep the whole line.
+	r.Name = strings.Clone(r.Name)
 	rest, ok := strings.CutPrefix(s[len(q):], " ")
 	var f [10]string
 	for i := range f {

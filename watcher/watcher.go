@@ -100,12 +100,6 @@ type Watcher struct {
 	resync chan struct{}
 
 	known map[string]meta // the last state reported per sequence
-	// armed holds the sequences whose data watch is set and has not fired
-	// on the current session. A resync reads them without setting the
-	// watch again: go-zookeeper keeps a channel per watching read until
-	// the watch fires, so re-setting the watches of idle sequences at
-	// every sweep would grow memory without bound.
-	armed map[string]bool
 }
 
 // meta identifies what was last reported of a sequence. The version and
@@ -114,9 +108,32 @@ type Watcher struct {
 // modification zxid and a hash of the data take part too.
 type meta struct {
 	version int32
-	czxid   int64
-	mzxid   int64
-	data    uint64
+	// armed: the sequence's data watch is set and has not fired on the
+	// current session. A resync reads it without setting the watch again
+	// (a watch stays set until it fires; go-zookeeper once kept a channel
+	// for every watching read, which grew without bound at every sweep).
+	// Kept here rather than in a map of its own: a map entry per sequence
+	// cost about 40 bytes at 100,000. Not part of what was reported
+	// (same).
+	armed bool
+	czxid int64
+	mzxid int64
+	data  uint64
+}
+
+// same reports whether m and o describe the same state.
+func (m meta) same(o meta) bool {
+	m.armed = o.armed
+	return m == o
+}
+
+// disarm records that name's data watch is not set (it fired, or a read
+// failed).
+func (w *Watcher) disarm(name string) {
+	if m, ok := w.known[name]; ok && m.armed {
+		m.armed = false
+		w.known[name] = m
+	}
 }
 
 // dataSeed keys the hashes of meta.data; any seed works.
@@ -137,7 +154,7 @@ func New(c *zkclient.Client, root string, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watcher: Parallelism %d must be positive", opts.Parallelism)
 	}
 	w := &Watcher{zk: c, root: root, opts: opts, log: zerolog.Nop(),
-		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}, armed: map[string]bool{}}
+		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}}
 	if opts.Logger != nil {
 		w.log = *opts.Logger
 	}
@@ -175,7 +192,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			return err
 		}
 		if rearm {
-			clear(w.armed)
+			for name := range w.known {
+				w.disarm(name)
+			}
 			rearm = false
 		}
 		if needSync && w.zk.HasSession() {
@@ -239,7 +258,7 @@ func (w *Watcher) handle(ctx context.Context, evs []zkclient.Event) error {
 			if !ok || strings.Contains(name, "/") {
 				continue // a window or something deeper: not ours
 			}
-			delete(w.armed, name) // the watch fired: the re-read sets it again
+			w.disarm(name) // the watch fired: the re-read sets it again
 			reread[name] = true
 		}
 	}
@@ -272,7 +291,6 @@ func (w *Watcher) fullSync(ctx context.Context) error {
 				return err
 			}
 			delete(w.known, name)
-			delete(w.armed, name)
 		}
 	}
 	if err := w.readAll(ctx, names); err != nil {
@@ -306,7 +324,6 @@ func (w *Watcher) syncChildren(ctx context.Context) error {
 				return err
 			}
 			delete(w.known, name)
-			delete(w.armed, name)
 		}
 	}
 	return w.readAll(ctx, added)
@@ -344,9 +361,25 @@ func (w *Watcher) listChildren(ctx context.Context) ([]string, bool, error) {
 	return names, true, nil
 }
 
+// readChunk is how many sequences readAll reads before it reports them: a
+// full sync of 100,000 sequences holding every one's data at once kept 80
+// bytes a sequence alive until the last was reported.
+const readChunk = 1024
+
 // readAll reads names with bounded parallelism, setting their data watches
 // (notified through the event queue), and reports them in order of names.
 func (w *Watcher) readAll(ctx context.Context, names []string) error {
+	for len(names) > readChunk {
+		if err := w.readSome(ctx, names[:readChunk]); err != nil {
+			return err
+		}
+		names = names[readChunk:]
+	}
+	return w.readSome(ctx, names)
+}
+
+// readSome is readAll for at most readChunk names.
+func (w *Watcher) readSome(ctx context.Context, names []string) error {
 	type result struct {
 		data []byte
 		stat *zkclient.Stat
@@ -355,7 +388,7 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	results := make([]result, len(names))
 	watch := make([]bool, len(names))
 	for i, name := range names {
-		watch[i] = !w.armed[name]
+		watch[i] = !w.known[name].armed
 	}
 	s := w.zk.Session()
 	sem := make(chan struct{}, w.opts.Parallelism)
@@ -376,20 +409,17 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	wg.Wait()
 	for i, name := range names {
 		r := results[i]
-		switch {
-		case r.err != nil:
-			delete(w.armed, name)
-		case watch[i]:
-			w.armed[name] = true
-		}
-		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
+		armed := r.err == nil && (watch[i] || w.known[name].armed)
+		if err := w.report(ctx, name, r.data, r.stat, r.err, armed); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zkclient.Stat, err error) error {
+// report emits what a read of name found, if it differs from what was
+// reported before; armed tells whether the sequence's data watch is set.
+func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zkclient.Stat, err error, armed bool) error {
 	if errors.Is(err, zkclient.ErrNoNode) {
 		if _, ok := w.known[name]; !ok {
 			return nil
@@ -398,14 +428,15 @@ func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk
 		return w.emit(ctx, Event{Kind: Removed, Name: name})
 	}
 	if err != nil {
+		w.disarm(name)
 		return fmt.Errorf("read %s/%s: %w", w.root, name, err)
 	}
-	m := meta{version: stat.Version, czxid: stat.Czxid, mzxid: stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
+	m := meta{version: stat.Version, armed: armed, czxid: stat.Czxid, mzxid: stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
 	old, ok := w.known[name]
-	if ok && old == m {
+	w.known[name] = m
+	if ok && old.same(m) {
 		return nil
 	}
-	w.known[name] = m
 	kind := Changed
 	if !ok {
 		kind = Added

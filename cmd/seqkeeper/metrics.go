@@ -137,22 +137,21 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descCompacted, ps.Compacted)
 	counter(descRevalidated, ps.Revalidated)
 	counter(descRestored, ps.Restored)
-	collectSequences(ch, r.primary.Status(), c.topN)
+	collectSequences(ch, r.primary.StatusOf, c.topN)
 }
 
-// collectSequences exports the primary's view of its sequences: counts, a
-// runway histogram and minima, and series of their own for the topN with
-// the shortest runway.
-func collectSequences(ch chan<- prometheus.Metric, st primary.Status, topN int) {
-	var seqs []primary.SequenceStatus
-	if st.Leading {
-		seqs = st.Sequences
-	}
-	unhealthy := 0
+// collectSequences exports the primary's view of its sequences (statusOf
+// is primary.Primary.StatusOf): counts, a runway histogram and minima, and
+// series of their own for the topN with the shortest runway. It keeps no
+// list of them all.
+func collectSequences(ch chan<- prometheus.Metric, statusOf func(keep func(*primary.SequenceStatus) bool) primary.Status, topN int) {
+	n, unhealthy := 0, 0
 	buckets := make(map[float64]uint64, len(runwayBuckets))
 	sum := 0.0
 	legacyMin, hasLegacy := int64(0), false
-	for _, s := range seqs {
+	short := shortest{n: max(topN, 1)}
+	st := statusOf(func(s *primary.SequenceStatus) bool {
+		n++
 		if !s.Healthy {
 			unhealthy++
 		}
@@ -165,22 +164,27 @@ func collectSequences(ch chan<- prometheus.Metric, st primary.Status, topN int) 
 		if s.Legacy && (!hasLegacy || s.LegacyMargin < legacyMin) {
 			legacyMin, hasLegacy = s.LegacyMargin, true
 		}
+		short.offer(s)
+		return false
+	})
+	if !st.Leading {
+		n, unhealthy, sum, hasLegacy, short.top = 0, 0, 0, false, nil
+		clear(buckets)
 	}
-	ch <- prometheus.MustNewConstMetric(descSequences, prometheus.GaugeValue, float64(len(seqs)))
+	ch <- prometheus.MustNewConstMetric(descSequences, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(descUnhealthy, prometheus.GaugeValue, float64(unhealthy))
-	ch <- prometheus.MustNewConstHistogram(descRunway, uint64(len(seqs)), sum, buckets)
+	ch <- prometheus.MustNewConstHistogram(descRunway, uint64(n), sum, buckets)
 	if hasLegacy {
 		ch <- prometheus.MustNewConstMetric(descLegacyMin, prometheus.GaugeValue, float64(legacyMin))
 	}
-	if len(seqs) == 0 {
+	if len(short.top) == 0 {
 		return
 	}
-	short := shortestRunways(seqs, max(topN, 1))
-	ch <- prometheus.MustNewConstMetric(descRunwayMin, prometheus.GaugeValue, short[0].RunwaySeconds)
+	ch <- prometheus.MustNewConstMetric(descRunwayMin, prometheus.GaugeValue, short.top[0].RunwaySeconds)
 	if topN <= 0 {
 		return
 	}
-	for _, s := range short {
+	for _, s := range short.top {
 		ch <- prometheus.MustNewConstMetric(descSeqRunway, prometheus.GaugeValue, s.RunwaySeconds, s.Name)
 		if s.Legacy {
 			ch <- prometheus.MustNewConstMetric(descSeqLegacy, prometheus.GaugeValue, float64(s.LegacyMargin), s.Name)
@@ -188,24 +192,25 @@ func collectSequences(ch chan<- prometheus.Metric, st primary.Status, topN int) 
 	}
 }
 
-// shortestRunways returns the n sequences with the shortest runway (ties
+// shortest keeps the n sequences with the shortest runway offered (ties
 // by name), shortest first, without sorting all of them.
-func shortestRunways(seqs []primary.SequenceStatus, n int) []primary.SequenceStatus {
+type shortest struct {
+	n   int
+	top []primary.SequenceStatus
+}
+
+func (sh *shortest) offer(s *primary.SequenceStatus) {
 	less := func(a, b primary.SequenceStatus) int {
 		return cmp.Or(cmp.Compare(a.RunwaySeconds, b.RunwaySeconds), cmp.Compare(a.Name, b.Name))
 	}
-	top := make([]primary.SequenceStatus, 0, n+1)
-	for _, s := range seqs {
-		if len(top) == n && less(s, top[n-1]) >= 0 {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(top, s, less)
-		top = slices.Insert(top, i, s)
-		if len(top) > n {
-			top = top[:n]
-		}
+	if len(sh.top) == sh.n && less(*s, sh.top[sh.n-1]) >= 0 {
+		return
 	}
-	return top
+	i, _ := slices.BinarySearchFunc(sh.top, *s, less)
+	sh.top = slices.Insert(sh.top, i, *s)
+	if len(sh.top) > sh.n {
+		sh.top = sh.top[:sh.n]
+	}
 }
 
 func boolFloat(b bool) float64 {

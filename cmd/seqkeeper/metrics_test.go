@@ -87,7 +87,7 @@ type sequencesCollector struct {
 
 func (c sequencesCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 func (c sequencesCollector) Collect(ch chan<- prometheus.Metric) {
-	collectSequences(ch, c.st, c.topN)
+	collectSequences(ch, c.st.Filter, c.topN)
 }
 
 func statusOf(n int) primary.Status {

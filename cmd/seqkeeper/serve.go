@@ -318,7 +318,7 @@ func (r *replica) status(ctx context.Context, q httpapi.StatusQuery) httpapi.Sta
 		s.Primary = &p
 	}
 	if s.Leading {
-		v := httpapi.ReserveViewOf(r.primary.Status(), q)
+		v := httpapi.ReserveViewFrom(r.primary.StatusOf, q)
 		s.Reserve = &v
 	}
 	return s

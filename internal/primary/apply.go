@@ -43,22 +43,22 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	// written independently, so a failed bucket holds back only its own
 	// sequences.
 	written := plans[:0:0]
+	p.view.Lock()
 	for i, pl := range plans {
 		t := p.seqs[pl.name]
 		if putErr != nil && persist.Affects(putErr, pl.name) {
 			if t != nil {
-				t.storeErr = putErr
+				p.storeErrs[pl.name] = putErr
 			}
 			continue
 		}
-		if t != nil {
-			t.storeErr = nil
-		}
+		delete(p.storeErrs, pl.name)
 		r := recs[i]
-		r.Ceiling = max(r.Ceiling, p.records[r.Name].Ceiling)
-		p.records[r.Name] = r
+		r.Ceiling = max(r.Ceiling, p.records[r.Name].ceiling)
+		p.records[r.Name] = storedOf(r)
 		written = append(written, pl)
 	}
+	p.view.Unlock()
 	// The plain raises go out in the background, after the previous
 	// batch's (pipeline.go); the rest one by one, now.
 	var raises []plan
@@ -113,6 +113,8 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	wg.Wait()
 	// What we wrote is the state now: deciding again from the events of
 	// our own writes, or from a sweep before they arrive, must not redo it.
+	p.view.Lock()
+	defer p.view.Unlock()
 	for name, r := range done {
 		if t := p.seqs[name]; t != nil {
 			t.state = r.st
@@ -133,7 +135,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 				// old one fast-forwards the sequence (one reserve).
 				t.czxid, t.version = r.czxid, 0
 				if rec, ok := p.records[name]; ok {
-					rec.Czxid = r.czxid
+					rec.czxid = r.czxid
 					p.records[name] = rec
 				}
 			}

@@ -170,6 +170,8 @@ func (p *Primary) land() error {
 	}
 	<-f.done
 	p.flight = nil
+	p.view.Lock()
+	defer p.view.Unlock()
 	for name, st := range f.raised {
 		// An event the loop saw meanwhile may be newer than what the
 		// raise wrote (a take after it): ceilings only rise, so the

@@ -31,21 +31,24 @@ const rateWindow = time.Second
 
 // observe updates what the primary knows of a sequence from an event.
 func (p *Primary) observe(ev watcher.Event) *tracked {
+	st, err := state.ParseState(ev.Name, ev.Data)
+	p.view.Lock()
+	defer p.view.Unlock()
 	t := p.seqs[ev.Name]
 	if t == nil {
 		t = &tracked{legacyMargin: math.MaxInt64}
 		p.seqs[ev.Name] = t
+		p.namesStale = true
 	}
 	t.czxid, t.mzxid, t.version = ev.Czxid, ev.Mzxid, ev.Version
-	st, err := state.ParseState(ev.Name, ev.Data)
 	t.corrupt = err
 	if err != nil {
 		p.log.Error().Err(err).Str("sequence", ev.Name).Msg("primary: corrupt sequence state; leaving it alone until repaired")
 		return t
 	}
-	now := time.Now()
+	now := max(time.Since(clockBase), 1) // 0 means no sample
 	switch {
-	case st.Registered || t.lastAt.IsZero():
+	case st.Registered || t.lastAt == 0:
 		t.lastNext, t.lastAt = st.Next, now
 	case st.Next < t.lastNext:
 		// Older than what we know: an event read before our own write
@@ -56,7 +59,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		// Sample over at least a second: a client's batch arrives in one
 		// write, and over a few milliseconds it would look like a huge
 		// rate (and a reserve that every ZooKeeper election then skips).
-		if dt := now.Sub(t.lastAt).Seconds(); dt >= rateWindow.Seconds() {
+		if dt := (now - t.lastAt).Seconds(); dt >= rateWindow.Seconds() {
 			inst := float64(st.Next-t.lastNext) / dt
 			// Rise fast, decay slowly: a burst must be covered at once.
 			if inst > t.rate {
@@ -68,6 +71,9 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		}
 	}
 	t.state = st
+	if st.Legacy {
+		p.legacyMoved[ev.Name] = struct{}{}
+	}
 	return t
 }
 
@@ -98,7 +104,8 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		return plan{}, false
 	}
 	st := t.state
-	rec, stored := p.records[name]
+	kept, stored := p.records[name]
+	rec := kept.record(name)
 	reserve := p.reserve(t)
 	headroom := reconcile.Headroom(reserve)
 	base := persist.Record{Name: name, Czxid: t.czxid, Mzxid: t.mzxid, Version: t.version,

@@ -73,7 +73,7 @@ type Primary struct {
 	epoch   int64 // the store's leader epoch of this term
 	zkEpoch int64
 	audited time.Time // when the store was last read whole (takeStore, audit)
-	records map[string]persist.Record
+	records map[string]stored
 	// broken is the error of the store buckets that could not be read at
 	// start (corrupt, or written by a newer format): their sequences are
 	// left alone, reported unhealthy, until a new term reads them again.
@@ -89,8 +89,21 @@ type Primary struct {
 	// landGate, set by tests before Run, holds every flight after its
 	// raises are in ZooKeeper and before it lands, until it is closed.
 	landGate <-chan struct{}
-	names    []string // the keys of seqs in order, kept by sortedNames
 	watch    *watcher.Watcher
+	// legacyMoved are the legacy counters seen to move since noteLegacy
+	// last ran.
+	legacyMoved map[string]struct{}
+
+	// view guards what StatusOf reads of the loop's state: epoch, zkEpoch,
+	// records, broken, seqs and the tracked values in it, names and
+	// namesStale. Run's goroutine changes them holding view, and reads
+	// them without it (no one else changes them).
+	view       sync.Mutex
+	names      []string // the keys of seqs in order, kept by sortedNames
+	namesStale bool     // seqs gained or lost a key since names was sorted
+	// storeErrs holds, for the sequences whose last store write failed,
+	// its error (rare: kept apart from tracked).
+	storeErrs map[string]error
 
 	mu     sync.Mutex
 	status Status
@@ -98,20 +111,24 @@ type Primary struct {
 }
 
 // tracked is what the primary knows of one sequence.
+// One per sequence, so its size counts: 224 bytes (a Go size class; a
+// time.Time and a second error took it to 256).
 type tracked struct {
-	state    sequence.State
-	czxid    int64
-	mzxid    int64
-	version  int32
-	corrupt  error
-	storeErr error // the last store write for this sequence failed
+	state   sequence.State
+	czxid   int64
+	mzxid   int64
+	version int32
+	corrupt error
 
 	rate     float64 // IDs per second, smoothed
 	lastNext int64
-	lastAt   time.Time
+	lastAt   time.Duration // since clockBase; 0: no sample yet
 
 	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
 }
+
+// clockBase is where tracked.lastAt counts from (a monotonic reading).
+var clockBase = time.Now()
 
 // New returns a Primary tuned by cfg (start from config.DefaultPrimary;
 // 'seqkeeper serve' passes config.Config.Primary) that works with deps.
@@ -179,6 +196,9 @@ func (p *Primary) Run(ctx context.Context) error {
 	defer fence.Stop()
 	batchTimer := time.NewTimer(time.Hour)
 	defer batchTimer.Stop()
+	p.mu.Lock()
+	p.status.Leading = true
+	p.mu.Unlock()
 	for {
 		var batch []watcher.Event
 		if _, wait := p.heldDue(); len(p.held) > 0 {
@@ -227,7 +247,7 @@ func (p *Primary) Run(ctx context.Context) error {
 			err = p.handle(ctx, batch)
 		}
 		p.nudge(comp)
-		p.publish()
+		p.noteLegacy()
 		if errors.Is(err, persist.ErrFenced) {
 			p.log.Error().Err(err).Msg("primary: fenced by a newer leader; stopping")
 			return fmt.Errorf("primary: %w", err)
@@ -242,19 +262,27 @@ func (p *Primary) Run(ctx context.Context) error {
 // ZooKeeper lost, from the records takeStore read.
 func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	var err error
-	p.records = make(map[string]persist.Record, len(recs))
+	records := make(map[string]stored, len(recs))
 	for _, r := range recs {
-		p.records[r.Name] = r
+		records[r.Name] = storedOf(r)
 	}
-	p.seqs = make(map[string]*tracked)
+	p.view.Lock()
+	p.records, p.seqs, p.names, p.namesStale = records, make(map[string]*tracked), nil, false
+	p.storeErrs = make(map[string]error)
+	p.view.Unlock()
+	p.legacyMoved = make(map[string]struct{})
 	p.held = make(map[string]time.Time)
 	p.recheck = make(map[string]struct{})
 	if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
-	if p.zkEpoch, err = p.seq.CurrentEpoch(ctx); err != nil {
+	zkEpoch, err := p.seq.CurrentEpoch(ctx)
+	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
+	p.view.Lock()
+	p.zkEpoch = zkEpoch
+	p.view.Unlock()
 	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
 	exists, _, err := p.zk.Exists(ctx, p.cfg.MarkerPath)
 	if err != nil {
@@ -298,7 +326,11 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 				changed = append(changed, ev.Name)
 			}
 		case watcher.Removed:
+			p.view.Lock()
 			delete(p.seqs, ev.Name)
+			delete(p.storeErrs, ev.Name)
+			p.namesStale = true
+			p.view.Unlock()
 			missing = true
 		case watcher.Synced:
 			missing = true
@@ -358,7 +390,9 @@ func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
 	}
 	p.log.Warn().Int64("zk_epoch", e).Int64("previous_zk_epoch", p.zkEpoch).
 		Msg("primary: ZooKeeper elected a new leader; revalidating every sequence (each skips at most its reserve)")
+	p.view.Lock()
 	p.zkEpoch = e
+	p.view.Unlock()
 	p.log = p.log.With().Int64("zk_epoch", e).Logger()
 	return true, nil
 }

@@ -224,7 +224,7 @@ func TestWipedEnsembleIsRestoredWithoutDuplicates(t *testing.T) {
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 3)
 	r := newRig(t, ens.Servers(), "/test")
-	r.start("p1", nil)
+	run := r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	for _, name := range []string{"a", "b"} {
@@ -251,6 +251,21 @@ func TestWipedEnsembleIsRestoredWithoutDuplicates(t *testing.T) {
 	if _, _, err := c.Describe(context.Background(), "b"); err != nil {
 		t.Fatalf("b after the wipe: %v", err)
 	}
+	// The status is built when asked: keep sees every sequence in name
+	// order, and only the ones it keeps are listed.
+	var seen []string
+	waitFor(t, "both sequences healthy in the status", func() bool {
+		seen = seen[:0]
+		healthy := 0
+		st := run.p.StatusOf(func(s *primary.SequenceStatus) bool {
+			seen = append(seen, s.Name)
+			if s.Healthy {
+				healthy++
+			}
+			return s.Name == "b"
+		})
+		return healthy == 2 && len(st.Sequences) == 1 && st.Sequences[0].Name == "b" && fmt.Sprint(seen) == "[a b]"
+	})
 	t.Logf("%d IDs issued across a wipe of the whole ensemble", l.issued)
 }
 

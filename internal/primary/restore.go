@@ -19,7 +19,7 @@ import (
 func (p *Primary) restore(ctx context.Context) error {
 	candidates := 0
 	for name, r := range p.records {
-		if !r.Deleted && p.seqs[name] == nil {
+		if !r.deleted && p.seqs[name] == nil {
 			candidates++
 		}
 	}
@@ -47,8 +47,8 @@ func (p *Primary) restore(ctx context.Context) error {
 	lost := func() []persist.Record {
 		var out []persist.Record
 		for name, r := range p.records {
-			if !r.Deleted && !present[name] {
-				out = append(out, r)
+			if !r.deleted && !present[name] {
+				out = append(out, r.record(name))
 			}
 		}
 		return out
@@ -77,9 +77,11 @@ func (p *Primary) restore(ctx context.Context) error {
 		p.count(func(s *Stats) { s.StoreErrors++ })
 		return fmt.Errorf("restore: persist %d ceilings: %w", len(recs), err)
 	}
+	p.view.Lock()
 	for _, r := range recs {
-		p.records[r.Name] = r
+		p.records[r.Name] = storedOf(r)
 	}
+	p.view.Unlock()
 	created, stale, err := p.seq.Restore(ctx, states, p.zkEpoch)
 	p.count(func(s *Stats) { s.Restored += int64(created) })
 	p.log.Warn().Int("restored", created).Int("stale_epoch", len(stale)).

@@ -20,7 +20,9 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("primary: advance the leader epoch in %s: %w", p.deps.Store, err)
 		}
+		p.view.Lock()
 		p.epoch = epoch
+		p.view.Unlock()
 		recs, err := p.deps.Store.Seal(ctx, epoch)
 		if errors.Is(err, persist.ErrFenced) && attempt < 3 {
 			if cur, holder, eerr := p.deps.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.deps.Holder {
@@ -38,7 +40,9 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 		// Carry on with what could be read: only the sequences of the
 		// buckets that failed (corrupt, or a read that kept failing) are
 		// left alone, and the buckets are read again at every sweep.
+		p.view.Lock()
 		p.broken = err
+		p.view.Unlock()
 		if err != nil {
 			p.deps.Logger.Error().Err(err).Msg("primary: some store objects are unreadable; their sequences are left alone (unhealthy) until they can be read")
 		}
@@ -69,12 +73,13 @@ func (p *Primary) audit(ctx context.Context) error {
 		held[r.Name] = r
 	}
 	lost := 0
+	p.view.Lock()
 	for name, old := range p.records {
 		if err != nil && persist.Affects(err, name) {
 			continue // unreadable: keep what we know
 		}
 		r, ok := held[name]
-		if !ok || r.Ceiling < old.Ceiling {
+		if !ok || r.Ceiling < old.ceiling {
 			lost++
 		}
 		if !ok {
@@ -82,16 +87,18 @@ func (p *Primary) audit(ctx context.Context) error {
 		}
 	}
 	for name, r := range held {
-		p.records[name] = r
+		p.records[name] = storedOf(r)
 	}
+	wasBroken := p.broken != nil
+	p.broken = err
+	p.view.Unlock()
 	if lost > 0 {
 		p.count(func(s *Stats) { s.StoreLost += int64(lost) })
 		p.log.Warn().Int("sequences", lost).Msg("primary: the store lost ceilings it had accepted (an object deleted or rolled back); persisting them again")
 	}
-	if p.broken != nil && err == nil {
+	if wasBroken && err == nil {
 		p.log.Info().Msg("primary: the store objects that were unreadable are readable again")
 	}
-	p.broken = err
 	return nil
 }
 
@@ -118,9 +125,11 @@ func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
 		if err != nil {
 			return err
 		}
+		p.view.Lock()
 		for _, r := range all {
-			p.records[r.Name] = r
+			p.records[r.Name] = storedOf(r)
 		}
+		p.view.Unlock()
 		return nil
 	}
 	for _, r := range recs {
@@ -128,7 +137,9 @@ func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
 		if err != nil {
 			return err
 		}
-		p.records[r.Name] = got
+		p.view.Lock()
+		p.records[r.Name] = storedOf(got)
+		p.view.Unlock()
 	}
 	return nil
 }

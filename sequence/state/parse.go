@@ -198,7 +198,10 @@ func (p *stateParser) setField(s *State, key, value string) error {
 		if value == "" {
 			return nil
 		}
-		keys := strings.Split(value, " ")
+		// Copied out of the znode's text, here and for the marker: a
+		// State that holds a piece of the text holds all of it (the
+		// primary keeps one State per sequence).
+		keys := strings.Split(strings.Clone(value), " ")
 		if len(keys) > MaxPushKeys {
 			return p.errorf(n, "pushed has %d keys, more than the cap of %d", len(keys), MaxPushKeys)
 		}
@@ -214,7 +217,7 @@ func (p *stateParser) setField(s *State, key, value string) error {
 		if !validMarker(value) {
 			return p.errorf(n, "marker %q is not %s followed by 16 lowercase hex digits", value, MarkerPrefix)
 		}
-		s.Marker = value
+		s.Marker = strings.Clone(value)
 		return nil
 	}
 	v, err := parseNumber(value)

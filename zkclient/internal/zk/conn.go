@@ -97,6 +97,7 @@ type Conn struct {
 	requests     map[int32]*request // Xid -> pending request
 	requestsLock sync.Mutex
 	watchers     map[watchPathType][]chan Event
+	qwatchers    map[watchPathType]struct{} // seqkeeper: watches set without a channel (addWatcherQ)
 	watchersLock sync.Mutex
 	closeChan    chan struct{} // channel to tell send loop stop
 
@@ -200,6 +201,7 @@ func Connect(servers []string, sessionTimeout time.Duration, options ...connOpti
 		sendChan:       make(chan *request, sendChanSize),
 		requests:       make(map[int32]*request),
 		watchers:       make(map[watchPathType][]chan Event),
+		qwatchers:      make(map[watchPathType]struct{}),
 		passwd:         emptyPassword,
 		logger:         DefaultLogger,
 		logInfo:        true, // default is true for backwards compatability
@@ -547,11 +549,9 @@ func (c *Conn) notifyWatches(ev Event) {
 	defer c.watchersLock.Unlock()
 	for _, t := range wTypes {
 		wpt := watchPathType{ev.Path, t}
+		delete(c.qwatchers, wpt) // seqkeeper: a watch set without a channel (addWatcherQ)
 		if watchers := c.watchers[wpt]; len(watchers) > 0 {
 			for _, ch := range watchers {
-				if ch == nil { // seqkeeper: a watch set without a channel (addWatcherQ)
-					continue
-				}
 				ch <- ev
 				close(ch)
 			}
@@ -565,14 +565,19 @@ func (c *Conn) invalidateWatches(err error) {
 	c.watchersLock.Lock()
 	defer c.watchersLock.Unlock()
 
+	// seqkeeper: the watches set without a channel (addWatcherQ) are
+	// published globally only, once per znode and type.
+	for pathType := range c.qwatchers {
+		if _, both := c.watchers[pathType]; !both {
+			c.sendEvent(Event{Type: EventNotWatching, State: StateDisconnected, Path: pathType.path, Err: err})
+		}
+	}
+	c.qwatchers = make(map[watchPathType]struct{})
 	if len(c.watchers) >= 0 {
 		for pathType, watchers := range c.watchers {
 			ev := Event{Type: EventNotWatching, State: StateDisconnected, Path: pathType.path, Err: err}
 			c.sendEvent(ev) // also publish globally
 			for _, ch := range watchers {
-				if ch == nil { // seqkeeper: a watch set without a channel (addWatcherQ)
-					continue
-				}
 				ch <- ev
 				close(ch)
 			}
@@ -585,7 +590,7 @@ func (c *Conn) sendSetWatches() {
 	c.watchersLock.Lock()
 	defer c.watchersLock.Unlock()
 
-	if len(c.watchers) == 0 {
+	if len(c.watchers) == 0 && len(c.qwatchers) == 0 {
 		return
 	}
 
@@ -604,11 +609,21 @@ func (c *Conn) sendSetWatches() {
 	var req *setWatchesRequest
 	var sizeSoFar int
 
-	n := 0
+	// seqkeeper: every znode and type once, whether its watch has a
+	// channel (watchers) or not (qwatchers, addWatcherQ).
+	paths := make([]watchPathType, 0, len(c.watchers)+len(c.qwatchers))
 	for pathType, watchers := range c.watchers {
-		if len(watchers) == 0 {
-			continue
+		if len(watchers) > 0 {
+			paths = append(paths, pathType)
 		}
+	}
+	for pathType := range c.qwatchers {
+		if len(c.watchers[pathType]) == 0 {
+			paths = append(paths, pathType)
+		}
+	}
+	n := 0
+	for _, pathType := range paths {
 		addlLen := 4 + len(pathType.path)
 		if req == nil || sizeSoFar+addlLen > limit {
 			if req != nil {
@@ -900,18 +915,13 @@ func (c *Conn) addWatcher(path string, watchType watchType) <-chan Event {
 // reach only the event callback (seqkeeper: a channel per idle watched
 // znode was most of a client's memory at 100,000 watches). It is re-set
 // after a reconnect like any other; one record per znode and type is
-// enough.
+// enough, in a set of its own (an entry in watchers, with its slice,
+// cost about 40 bytes more per watched znode).
 func (c *Conn) addWatcherQ(path string, watchType watchType) {
 	c.watchersLock.Lock()
 	defer c.watchersLock.Unlock()
 
-	wpt := watchPathType{path, watchType}
-	for _, ch := range c.watchers[wpt] {
-		if ch == nil {
-			return
-		}
-	}
-	c.watchers[wpt] = append(c.watchers[wpt], nil)
+	c.qwatchers[watchPathType{path, watchType}] = struct{}{}
 }
 
 // GetWQ is GetW without a channel (seqkeeper; see addWatcherQ).
