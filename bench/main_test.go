@@ -24,6 +24,8 @@ var (
 	// ZooKeeper instead of b.N times (a ZooKeeper write takes
 	// milliseconds, so b.N would be tiny and noisy).
 	runFor = flag.Duration("bench.dur", 3*time.Second, "how long each ZooKeeper-bound benchmark runs")
+	// raiseClients is BenchmarkRaises's load.
+	raiseClients = flag.Int("bench.raiseclients", 8, "BenchmarkRaises: the clients draining the sequences (1 to 200)")
 	// large enables the restore of 100,000 sequences (about a minute).
 	large = flag.Bool("bench.large", false, "also restore 100,000 sequences in BenchmarkRestore")
 	// heapProfile names a file for the heap profile BenchmarkRestore
@@ -39,6 +41,8 @@ type env struct {
 	b       *testing.B
 	servers []string
 	root    string
+	// observeZK, while set, is the ObserveRequest of the sessions opened.
+	observeZK func(op string, d time.Duration)
 }
 
 func newEnv(b *testing.B) *env {
@@ -55,7 +59,8 @@ func newEnv(b *testing.B) *env {
 // benchmark ends.
 func (e *env) session() *zkclient.Client {
 	e.b.Helper()
-	c, err := zkclient.Dial(context.Background(), e.servers, zkclient.Options{SessionTimeout: 10 * time.Second})
+	c, err := zkclient.Dial(context.Background(), e.servers, zkclient.Options{SessionTimeout: 10 * time.Second,
+		ObserveRequest: e.observeZK})
 	if err != nil {
 		e.b.Fatal(err)
 	}
