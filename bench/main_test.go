@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"flag"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -26,6 +28,10 @@ var (
 	runFor = flag.Duration("bench.dur", 3*time.Second, "how long each ZooKeeper-bound benchmark runs")
 	// raiseClients is BenchmarkRaises's load.
 	raiseClients = flag.Int("bench.raiseclients", 8, "BenchmarkRaises: the clients draining the sequences (1 to 200)")
+	// shortRoot puts the benchmark's sequences under a root as long as the
+	// default one, instead of under the shared server's test root (about
+	// 70 characters): every watched znode's path is kept in memory.
+	shortRoot = flag.Bool("bench.shortroot", false, "use a root as long as the default /all-sequences instead of one under the test root")
 	// large enables the restore of 100,000 sequences (about a minute).
 	large = flag.Bool("bench.large", false, "also restore 100,000 sequences in BenchmarkRestore")
 	// heapProfile names a file for the heap profile BenchmarkRestore
@@ -49,6 +55,13 @@ func newEnv(b *testing.B) *env {
 	b.Helper()
 	z := testenv.ZooKeeper(b)
 	e := &env{b: b, servers: z.Servers, root: z.Root + "/all-sequences"}
+	if *shortRoot {
+		// As long as the default root, /all-sequences, and unique on the
+		// shared server.
+		e.root = fmt.Sprintf("/all-seq-%05x", rand.N(1<<20))
+		conn := testenv.Connect(b, z.Servers, 10*time.Second)
+		b.Cleanup(func() { _ = testenv.DeleteAll(conn, e.root) })
+	}
 	if err := e.session().EnsurePath(context.Background(), e.root); err != nil {
 		b.Fatal(err)
 	}
