@@ -3,25 +3,24 @@ package primary
 import "github.com/seqkeeper/seqkeeper/persist"
 
 // stored is what the primary keeps of a sequence's record in the store:
-// what its decisions and restores read. It leaves out what the store sets
-// on every write (the writer's epoch and the time) and the znode's
-// modification zxid and version (a restore re-creates the znode): 40 bytes
-// instead of persist.Record's 136, one per stored sequence.
+// what its decisions read. 24 bytes instead of persist.Record's 136, one
+// per stored sequence: it leaves out what the store sets on every write
+// (the writer's epoch and the time), the znode's modification zxid and
+// version, and the configuration (start, end, windows, legacy), which a
+// live sequence's state holds and a restore reads again from the store
+// (restore.go).
 type stored struct {
-	ceiling, czxid, start, end int64
-	windows                    int32
-	legacy, deleted            bool
+	ceiling, czxid int64
+	deleted        bool
 }
 
 // storedOf is what the primary keeps of r.
 func storedOf(r persist.Record) stored {
-	return stored{ceiling: r.Ceiling, czxid: r.Czxid, start: r.Start, end: r.End,
-		windows: int32(r.Windows), legacy: r.Legacy, deleted: r.Deleted}
+	return stored{ceiling: r.Ceiling, czxid: r.Czxid, deleted: r.Deleted}
 }
 
-// record is s as the store's record of name (Epoch and Updated zero: the
-// store sets them when it writes one).
+// record is s as the store's record of name, as far as s knows it: no
+// configuration, Epoch and Updated zero.
 func (s stored) record(name string) persist.Record {
-	return persist.Record{Name: name, Ceiling: s.ceiling, Czxid: s.czxid, Start: s.start, End: s.end,
-		Windows: int(s.windows), Legacy: s.legacy, Deleted: s.deleted}
+	return persist.Record{Name: name, Ceiling: s.ceiling, Czxid: s.czxid, Deleted: s.deleted}
 }

@@ -44,25 +44,33 @@ func (p *Primary) restore(ctx context.Context) error {
 	for _, c := range children {
 		present[c] = true
 	}
-	lost := func() []persist.Record {
-		var out []persist.Record
+	lost := func() []string {
+		var out []string
 		for name, r := range p.records {
 			if !r.deleted && !present[name] {
-				out = append(out, r.record(name))
+				out = append(out, name)
 			}
 		}
 		return out
 	}
-	really := lost()
-	if len(really) == 0 {
+	names := lost()
+	if len(names) == 0 {
 		return nil
 	}
 	// Read those records again: an operator's tombstone ('seqkeeper
-	// delete' writes it, then deletes the znode) is newer than our copy.
-	if err := p.refresh(ctx, really); err != nil {
+	// delete' writes it, then deletes the znode) is newer than our copy,
+	// and p.records does not keep the configuration a restore needs.
+	fresh, err := p.refresh(ctx, names)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if really = lost(); len(really) == 0 {
+	var really []persist.Record
+	for _, name := range lost() {
+		if r, ok := fresh[name]; ok {
+			really = append(really, r)
+		}
+	}
+	if len(really) == 0 {
 		return nil
 	}
 	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })

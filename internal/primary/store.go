@@ -115,33 +115,36 @@ func (p *Primary) checkFence(ctx context.Context) error {
 	return fmt.Errorf("%w: leader epoch %d, held by %q, has replaced this primary's epoch %d", persist.ErrFenced, epoch, holder, p.epoch)
 }
 
-// refresh re-reads recs from the store into p.records: one by one for a
-// few, a full load for many.
-func (p *Primary) refresh(ctx context.Context, recs []persist.Record) error {
+// refresh re-reads the records of names from the store into p.records
+// (one by one for a few, a full load for many) and returns what it read,
+// whole, by name.
+func (p *Primary) refresh(ctx context.Context, names []string) (map[string]persist.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
-	if len(recs) > 64 {
+	var read []persist.Record
+	if len(names) > 64 {
 		all, err := p.deps.Store.Load(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p.view.Lock()
-		for _, r := range all {
-			p.records[r.Name] = storedOf(r)
+		read = all
+	} else {
+		for _, name := range names {
+			got, err := p.deps.Store.Get(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			read = append(read, got)
 		}
-		p.view.Unlock()
-		return nil
 	}
-	for _, r := range recs {
-		got, err := p.deps.Store.Get(ctx, r.Name)
-		if err != nil {
-			return err
-		}
-		p.view.Lock()
-		p.records[r.Name] = storedOf(got)
-		p.view.Unlock()
+	fresh := make(map[string]persist.Record, len(read))
+	p.view.Lock()
+	for _, r := range read {
+		p.records[r.Name] = storedOf(r)
+		fresh[r.Name] = r
 	}
-	return nil
+	p.view.Unlock()
+	return fresh, nil
 }
 
 // put writes records to the store within StoreTimeout.
