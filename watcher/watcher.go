@@ -409,8 +409,7 @@ func (w *Watcher) readSome(ctx context.Context, names []string) error {
 	wg.Wait()
 	for i, name := range names {
 		r := results[i]
-		armed := r.err == nil && (watch[i] || w.known[name].armed)
-		if err := w.report(ctx, name, r.data, r.stat, r.err, armed); err != nil {
+		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
 			return err
 		}
 	}
@@ -418,8 +417,10 @@ func (w *Watcher) readSome(ctx context.Context, names []string) error {
 }
 
 // report emits what a read of name found, if it differs from what was
-// reported before; armed tells whether the sequence's data watch is set.
-func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zkclient.Stat, err error, armed bool) error {
+// reported before. After a read that succeeded the sequence's data watch
+// is set: by that read, or by an earlier one whose watch has not fired
+// (readSome set it again otherwise).
+func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zkclient.Stat, err error) error {
 	if errors.Is(err, zkclient.ErrNoNode) {
 		if _, ok := w.known[name]; !ok {
 			return nil
@@ -431,7 +432,7 @@ func (w *Watcher) report(ctx context.Context, name string, data []byte, stat *zk
 		w.disarm(name)
 		return fmt.Errorf("read %s/%s: %w", w.root, name, err)
 	}
-	m := meta{version: stat.Version, armed: armed, czxid: stat.Czxid, mzxid: stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
+	m := meta{version: stat.Version, armed: true, czxid: stat.Czxid, mzxid: stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
 	old, ok := w.known[name]
 	w.known[name] = m
 	if ok && old.same(m) {
