@@ -222,7 +222,7 @@ func storeGaps(ctx context.Context, seqs *sequence.Client, store *persist.Store)
 			gaps = append(gaps, fmt.Sprintf("%s: ceiling %d in ZooKeeper, no record in the store", name, ceilings[name]))
 		case err != nil:
 			return nil, err
-		case rec.Deleted:
+		case rec.Deleted():
 			gaps = append(gaps, fmt.Sprintf("%s: ceiling %d in ZooKeeper, a tombstone in the store", name, ceilings[name]))
 		case rec.Ceiling < ceilings[name]:
 			gaps = append(gaps, fmt.Sprintf("%s: ceiling %d in ZooKeeper, %d in the store", name, ceilings[name], rec.Ceiling))

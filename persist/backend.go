@@ -8,9 +8,10 @@ import (
 	"strings"
 )
 
-// Backend is the persistence seam: a conditional object store. The Store
-// needs nothing else, so any object store that can refuse a write whose
-// precondition no longer holds can carry seqkeeper's state.
+// Backend is the persistence seam: a conditional object store with a
+// consistent listing. The Store needs nothing else, so any object store
+// that can refuse a write whose precondition no longer holds, and list
+// what it holds, can carry seqkeeper's state.
 //
 // Implementations are safe for concurrent use by several goroutines and by
 // several processes (or hosts) sharing the same storage. Their errors name
@@ -32,6 +33,13 @@ type Backend interface {
 	// unconditional: the store deletes only log segments that a durable
 	// checkpoint has made obsolete (see Store.Compact).
 	Delete(ctx context.Context, key string) error
+	// List returns the key of every object under prefix (which ends with
+	// '/'), sorted, without the backend's own prefix. It is consistent: an
+	// object whose Put returned before List began is listed, one whose
+	// Delete returned before is not (S3 has listed strongly consistently
+	// since 2020). The store finds its log with it, so that no single
+	// object has to say where the log ends.
+	List(ctx context.Context, prefix string) ([]string, error)
 	// String names the storage for logs and status pages, without secrets,
 	// for example "s3://bucket/prefix (http://minio:9000)".
 	String() string
@@ -70,6 +78,11 @@ var (
 	// older copy, one of the lost history until the primary records the
 	// znode it now sees. Read the znode again and retry.
 	ErrOtherIncarnation = errors.New("the store describes another incarnation of the znode")
+	// ErrOtherRoot: an object of the store was written for another
+	// sequences root than the one this Store serves (StoreOptions.Root):
+	// two roots share one store, which would mix their records. A
+	// configuration error; the message names both roots.
+	ErrOtherRoot = errors.New("the store belongs to another sequences root")
 )
 
 // storeURLForms is shown in every URL error, so the fix is in the message.
@@ -118,6 +131,16 @@ func Open(ctx context.Context, rawURL string, opts OpenOptions) (Backend, error)
 	default:
 		return nil, fmt.Errorf("%w: unsupported scheme %q (%s)", ErrBadURL, scheme, storeURLForms)
 	}
+}
+
+// validatePrefix holds List's prefix to the form the store uses: a key
+// followed by '/'.
+func validatePrefix(prefix string) error {
+	key, ok := strings.CutSuffix(prefix, "/")
+	if !ok {
+		return fmt.Errorf("list prefix %q must end with '/'", prefix)
+	}
+	return validateKey(key)
 }
 
 // validateKey holds both backends to the same key rules, so a key that works

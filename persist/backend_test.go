@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,35 @@ func testBackend(t *testing.T, newStorage func(t testing.TB) func() Backend) {
 		expectObject(t, b, "log/obj", "again", etag)
 		if err := b.Delete(ctx, "../escape"); err == nil {
 			t.Fatal("delete of an invalid key: no error")
+		}
+	})
+	t.Run("List", func(t *testing.T) {
+		t.Parallel()
+		b, ctx := newStorage(t)(), testCtx(t)
+		if keys, err := b.List(ctx, "log/"); err != nil || len(keys) != 0 {
+			t.Fatalf("list of an empty prefix: %q, %v", keys, err)
+		}
+		for _, k := range []string{"log/0000000000000002", "log/0000000000000001", "logs/other", "buckets/0001", "log/deep/er", "meta"} {
+			if _, err := b.Put(ctx, k, []byte(k), ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keys, err := b.List(ctx, "log/")
+		if want := []string{"log/0000000000000001", "log/0000000000000002", "log/deep/er"}; err != nil || !slices.Equal(keys, want) {
+			t.Fatalf("list log/: %q, %v; want %q", keys, err, want)
+		}
+		if err := b.Delete(ctx, "log/0000000000000001"); err != nil {
+			t.Fatal(err)
+		}
+		// Consistent: a deletion that returned is not listed.
+		keys, err = b.List(ctx, "log/")
+		if want := []string{"log/0000000000000002", "log/deep/er"}; err != nil || !slices.Equal(keys, want) {
+			t.Fatalf("list after a delete: %q, %v; want %q", keys, err, want)
+		}
+		for _, bad := range []string{"log", "", "../x/", "/log/"} {
+			if _, err := b.List(ctx, bad); err == nil {
+				t.Errorf("list %q: no error", bad)
+			}
 		}
 	})
 	t.Run("IfMatch", func(t *testing.T) {

@@ -79,14 +79,14 @@ func (s *Store) readBucket(ctx context.Context, l *layout, b int) (*bucketState,
 	key := bucketKey(b)
 	data, etag, err := s.b.Get(ctx, key)
 	if errors.Is(err, ErrNotFound) {
-		return &bucketState{obj: &bucketObject{bucket: b, buckets: l.n}}, nil
+		return &bucketState{obj: &bucketObject{bucket: b, buckets: l.n, root: l.root}}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	obj, err := decodeBucket(data)
 	if err == nil {
-		err = checkBucket(obj, b, l.n)
+		err = checkBucket(obj, b, l.n, l.root)
 	}
 	if err != nil {
 		s.log.Error().Str("key", key).Err(err).Msg("store: unreadable bucket object")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // CompactResult says what one Compact did.
@@ -15,23 +14,17 @@ type CompactResult struct {
 	Records  int
 	// Buckets is how many bucket objects were written.
 	Buckets int
-	// Checkpoint is the log position every segment at or below which is
-	// now folded.
-	Checkpoint int64
-	// Deleted is how many segments were deleted (this compaction's and
-	// any an earlier, interrupted one left behind).
+	// Deleted is how many segments were deleted after their fold.
 	Deleted int
 }
 
 // Compact folds the log into the bucket objects for a writer of leader
-// epoch epoch: it reads every segment above the checkpoint, merges their
-// records into the buckets they belong to (the merge of Put, by conditional
-// write), then raises the checkpoint in the epoch object (a conditional
-// write, so a newer primary's AdvanceEpoch fences it), and only then deletes
-// the folded segments. A compaction stopped at any point loses nothing: the
-// merge is idempotent, so segments folded before a checkpoint that was never
-// written are folded again, and segments left behind after a checkpoint are
-// deleted by the next compaction.
+// epoch epoch: it lists and reads every segment, merges their records into
+// the buckets they belong to (the merge of Put, by conditional write), and
+// only then deletes the folded segments. A compaction stopped at any point
+// loses nothing: the merge is idempotent, so segments folded and not yet
+// deleted are folded again by the next one, and a reader finds a deleted
+// segment's records in the buckets.
 //
 // One Compact runs at a time per Store; Puts go on meanwhile. It returns
 // ErrFenced (wrapped) when a newer epoch holds the store.
@@ -45,31 +38,34 @@ func (s *Store) Compact(ctx context.Context, epoch int64) (CompactResult, error)
 		return res, fmt.Errorf("store %s: compact: waiting for this store's other compaction: %w", s.b, err)
 	}
 	defer release(s.compactSem)
-	v, err := s.readLog(ctx)
+	v, err := s.readLog(ctx, l)
 	if err == nil {
 		err = s.fence(epoch)
 	}
 	if err != nil {
 		return res, fmt.Errorf("store %s: compact: %w", s.b, err)
 	}
-	res.Checkpoint = v.ep.checkpoint
-	if len(v.segs) > 0 {
-		if err := s.fold(ctx, l, epoch, v.segs, &res); err != nil {
-			return res, fmt.Errorf("store %s: compact: %w", s.b, err)
+	if len(v.segs) == 0 {
+		return res, nil
+	}
+	if err := s.fold(ctx, l, epoch, v.segs, &res); err != nil {
+		return res, fmt.Errorf("store %s: compact: %w", s.b, err)
+	}
+	errs := make([]error, len(v.segs))
+	each(len(v.segs), s.opts.Parallelism, func(i int) {
+		errs[i] = s.b.Delete(ctx, segmentKey(v.segs[i].pos))
+	})
+	for _, err := range errs {
+		if err == nil {
+			res.Deleted++
 		}
 	}
-	ep, err := s.advanceCheckpoint(ctx, epoch, v.end())
-	if err != nil {
-		return res, fmt.Errorf("store %s: compact: %w", s.b, err)
+	s.seglog.pending.Add(-int64(res.Deleted))
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("store %s: compact: delete folded log segments (the next compaction deletes them): %w", s.b, err)
 	}
-	res.Checkpoint = ep.checkpoint
-	if res.Deleted, err = s.sweep(ctx, ep); err != nil {
-		return res, fmt.Errorf("store %s: compact: %w", s.b, err)
-	}
-	if res.Segments > 0 {
-		s.log.Debug().Int("segments", res.Segments).Int("records", res.Records).Int("buckets", res.Buckets).
-			Int64("checkpoint", res.Checkpoint).Int("deleted", res.Deleted).Msg("store: compacted the log")
-	}
+	s.log.Debug().Int("segments", res.Segments).Int("records", res.Records).Int("buckets", res.Buckets).
+		Int("deleted", res.Deleted).Msg("store: compacted the log")
 	return res, nil
 }
 
@@ -90,63 +86,4 @@ func (s *Store) fold(ctx context.Context, l *layout, epoch int64, segs []*segmen
 	})
 	res.Buckets = len(groups)
 	return errors.Join(errs...)
-}
-
-// advanceCheckpoint raises the checkpoint in the epoch object to at least
-// pos (and the sweep mark to what this Store knows is deleted), by
-// conditional write, unless a newer epoch holds the object.
-func (s *Store) advanceCheckpoint(ctx context.Context, epoch, pos int64) (epochState, error) {
-	for attempt := 0; ; attempt++ {
-		ep, etag, err := s.readEpoch(ctx)
-		if err != nil {
-			return ep, err
-		}
-		s.observeEpoch(ep.epoch)
-		if ep.epoch > epoch {
-			return ep, fmt.Errorf("%w: leader epoch %d holds the store; this writer holds epoch %d", ErrFenced, ep.epoch, epoch)
-		}
-		s.seglog.mu.Lock()
-		swept := max(ep.swept, min(s.seglog.swept, pos))
-		s.seglog.mu.Unlock()
-		if ep.checkpoint >= pos && ep.swept >= swept && ep.version == epochVersion {
-			s.seglog.noteCheckpoint(ep)
-			return ep, nil
-		}
-		next := ep
-		next.checkpoint, next.swept, next.updated = max(ep.checkpoint, pos), swept, time.Now()
-		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
-		if errors.Is(err, ErrConflict) {
-			if err := retry.Wait(ctx, attempt); err != nil {
-				return ep, fmt.Errorf("write the checkpoint: %w", err)
-			}
-			continue
-		}
-		if err != nil {
-			return ep, fmt.Errorf("write the checkpoint %d: %w", next.checkpoint, err)
-		}
-		s.seglog.noteCheckpoint(next)
-		return next, nil
-	}
-}
-
-// sweep deletes the segments above the sweep mark and at or below the
-// checkpoint of ep, and returns how many it deleted. The next checkpoint
-// write records the new sweep mark.
-func (s *Store) sweep(ctx context.Context, ep epochState) (int, error) {
-	from, to := ep.swept+1, ep.checkpoint
-	if to < from {
-		return 0, nil
-	}
-	n := int(to - from + 1)
-	errs := make([]error, n)
-	each(n, s.opts.Parallelism, func(i int) {
-		errs[i] = s.b.Delete(ctx, segmentKey(from+int64(i)))
-	})
-	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("delete folded log segments: %w", err)
-	}
-	s.seglog.mu.Lock()
-	s.seglog.swept = max(s.seglog.swept, to)
-	s.seglog.mu.Unlock()
-	return n, nil
 }

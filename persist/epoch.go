@@ -48,6 +48,49 @@ func (s *Store) refreshEpoch(ctx context.Context, notBefore int64) error {
 	return nil
 }
 
+// confirmEpoch reads the epoch object after a write of leader epoch epoch
+// (so that the write's caller learns of a newer primary) and repairs it
+// when it names an older epoch than the writer holds: it was lost, or
+// rolled back to an older version. Repaired, it names the writer's epoch,
+// so a deposed writer below it is fenced at its next write; and a newer
+// primary's AdvanceEpoch is past it, since every epoch a writer holds was
+// once in the object and AdvanceEpoch goes past every epoch it has seen.
+func (s *Store) confirmEpoch(ctx context.Context, epoch int64) error {
+	for attempt := 0; ; attempt++ {
+		start := s.now()
+		ep, etag, err := s.readEpoch(ctx)
+		if err != nil {
+			return fmt.Errorf("the epoch object could not be read to confirm it: %w", err)
+		}
+		s.observeEpoch(ep.epoch)
+		s.epochRead.Store(start)
+		if ep.epoch > epoch {
+			return fmt.Errorf("%w: leader epoch %d holds the store; this writer holds epoch %d", ErrFenced, ep.epoch, epoch)
+		}
+		if ep.epoch == epoch || epoch == 0 {
+			return nil
+		}
+		how := "lost"
+		if etag != "" {
+			how = fmt.Sprintf("rolled back to epoch %d", ep.epoch)
+		}
+		next := epochState{epoch: epoch, holder: ep.holder, updated: time.Now()}
+		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
+		if errors.Is(err, ErrConflict) {
+			if err := retry.Wait(ctx, attempt); err != nil {
+				return fmt.Errorf("repair the epoch object: %w", err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("repair the epoch object (%s): %w", how, err)
+		}
+		s.repairs.Add(1)
+		s.log.Warn().Int64("epoch", epoch).Str("was", how).Msg("store: the epoch object was lost or rolled back; rebuilt with the writer's epoch")
+		return nil
+	}
+}
+
 // readEpoch reads the epoch object; a missing one is epoch 0 with ETag "".
 func (s *Store) readEpoch(ctx context.Context) (epochState, string, error) {
 	data, etag, err := s.b.Get(ctx, epochKey)
@@ -65,7 +108,9 @@ func (s *Store) readEpoch(ctx context.Context) (epochState, string, error) {
 }
 
 // Epoch returns the current leader epoch (0 before the first AdvanceEpoch)
-// and the holder that advanced it.
+// and the holder that advanced it: the epoch object's, or the highest
+// epoch this Store has seen in any object if that is higher (the object
+// was lost or rolled back).
 func (s *Store) Epoch(ctx context.Context) (int64, string, error) {
 	if _, err := s.layout(ctx); err != nil {
 		return 0, "", err
@@ -75,7 +120,7 @@ func (s *Store) Epoch(ctx context.Context) (int64, string, error) {
 		return 0, "", fmt.Errorf("store %s: %w", s.b, err)
 	}
 	s.observeEpoch(st.epoch)
-	return st.epoch, st.holder, nil
+	return max(st.epoch, s.maxEpoch.Load()), st.holder, nil
 }
 
 // AdvanceEpoch makes holder (a replica's identity, for operators) the holder
@@ -101,8 +146,7 @@ func (s *Store) AdvanceEpoch(ctx context.Context, holder string) (int64, error) 
 		// Past every epoch seen anywhere, not only the epoch object's: if
 		// that object was lost, buckets still carry their writers'
 		// epochs, and a new epoch below them would be fenced by them.
-		next := cur // keeping the log's checkpoint
-		next.epoch, next.holder, next.updated = max(cur.epoch, s.maxEpoch.Load())+1, holder, time.Now()
+		next := epochState{epoch: max(cur.epoch, s.maxEpoch.Load()) + 1, holder: holder, updated: time.Now()}
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
 		if errors.Is(err, ErrConflict) {
 			s.log.Debug().Int64("epoch", cur.epoch).Msg("store: lost a race to advance the epoch; retrying")

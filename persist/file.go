@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -198,6 +199,47 @@ func (f *FileBackend) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	return nil
+}
+
+// List implements Backend: the regular files under the prefix's directory,
+// at any depth, except the backend's own ('.'-prefixed lock and temporary
+// files). It takes no lock: writes and deletions are renames and unlinks,
+// which a directory read sees whole or not at all.
+func (f *FileBackend) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := validatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	root := filepath.Join(f.dir, filepath.FromSlash(prefix))
+	var keys []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // gone meanwhile, or no such prefix yet
+		case err != nil:
+			return err
+		case p != root && strings.HasPrefix(d.Name(), "."):
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		case !d.Type().IsRegular():
+			return nil
+		}
+		rel, err := filepath.Rel(f.dir, p)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", prefix, err)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // writeAtomic replaces p with data: temporary file, fsync, rename, fsync of

@@ -3,6 +3,7 @@ package persist
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -21,27 +22,32 @@ import (
 // A bucket object continues with a gzip stream (whose CRC covers everything
 // after the first line) holding text lines:
 //
-//	bucket 10 of 256 epoch 7 records 2
-//	"orders" 5000 7 4294967298 4294967310 3 - 1767225600000
-//	"users" 120 6 4294967301 4294967301 0 LD 1767225500000
+//	bucket 10 of 256 epoch 7 records 2 root "/all-sequences"
+//	"orders" 5000 4294967298 4294967310 3 1 0 30064771072 7 - 1767225600000 1 0 0
+//	"users" 120 4294967301 4294967301 0 0 120 0 6 L 1767225500000 1 0 0
 //
 // The header gives the bucket's index and count, the highest leader epoch of
-// its writers and the record count (so a stream cut at a line boundary is
-// still caught). Each record is: the name as a Go quoted string (any bytes
-// survive), ceiling, writer epoch, creation zxid, modification zxid, znode
-// version, flags ("-", or L for legacy and D for deleted) and the update time
-// in Unix milliseconds. Records are sorted by name, each name once.
+// its writers, the record count (so a stream cut at a line boundary is still
+// caught) and the sequences root the store belongs to. Each record is: the
+// name as a Go quoted string (any bytes survive), ceiling, creation zxid,
+// modification zxid, znode version, live, dead, seen, writer epoch, flags
+// ("-", or L for legacy), the update time in Unix milliseconds, start, end
+// and windows (see Record). Records are sorted by name, each name once.
+//
+// Version 1 of the bucket and log formats (seqkeeper before the lattice
+// record) is read too: its record lines have no live, dead and seen
+// fields and carry a deleted flag (D); readRecordV1 says how they map.
 //
 // The meta and epoch objects are plain "key value" lines after the first.
 const (
 	bucketMagic   = "seqkeeper-bucket"
-	bucketVersion = 1
+	bucketVersion = 2 // 2: the lattice record, the root in the header
 	metaMagic     = "seqkeeper-store"
-	metaVersion   = 1
+	metaVersion   = 2 // 2: the root
 	epochMagic    = "seqkeeper-epoch"
-	epochVersion  = 2 // 2: the log layout (checkpoint and swept)
+	epochVersion  = 3 // 2: the log's checkpoint; 3: none (the log is listed)
 	logMagic      = "seqkeeper-log"
-	logVersion    = 1
+	logVersion    = 2 // 2: as the bucket's
 
 	// maxDecoded bounds a decompressed bucket, so a corrupt or hostile
 	// object cannot exhaust memory. A bucket of 100,000 long names is a few
@@ -53,7 +59,8 @@ const (
 type bucketObject struct {
 	bucket  int
 	buckets int
-	epoch   int64    // highest leader epoch of the object's writers
+	epoch   int64 // highest leader epoch of the object's writers
+	root    string
 	recs    []Record // sorted by name, names unique
 }
 
@@ -68,8 +75,15 @@ func bucketOf(name string, n int) int {
 	return int(h % uint32(n))
 }
 
+// Key prefixes: every bucket object and log segment lies under one of them,
+// so that listing one finds them all.
+const (
+	bucketPrefix = "buckets/"
+	logPrefix    = "log/"
+)
+
 // bucketKey is the object key of bucket b.
-func bucketKey(b int) string { return fmt.Sprintf("buckets/%04x", b) }
+func bucketKey(b int) string { return fmt.Sprintf("%s%04x", bucketPrefix, b) }
 
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
@@ -80,7 +94,7 @@ func corruptf(format string, args ...any) error {
 // ones through here).
 func encodeBucket(o *bucketObject) ([]byte, error) {
 	return encodeObject(bucketMagic, bucketVersion,
-		fmt.Sprintf("bucket %d of %d epoch %d records %d", o.bucket, o.buckets, o.epoch, len(o.recs)), o.recs)
+		fmt.Sprintf("bucket %d of %d epoch %d records %d root %s", o.bucket, o.buckets, o.epoch, len(o.recs), strconv.Quote(o.root)), o.recs)
 }
 
 // encodeObject serialises an object of the bucket layout (buckets and log
@@ -130,22 +144,15 @@ var bucketEncoders = sync.Pool{New: func() any {
 
 func appendRecord(b []byte, r *Record) []byte {
 	b = strconv.AppendQuote(b, r.Name)
-	for _, v := range [...]int64{r.Ceiling, r.Epoch, r.Czxid, r.Mzxid, int64(r.Version)} {
+	for _, v := range [...]int64{r.Ceiling, r.Czxid, r.Mzxid, int64(r.Version), r.Live, r.Dead, r.Seen, r.Epoch} {
 		b = append(b, ' ')
 		b = strconv.AppendInt(b, v, 10)
 	}
-	b = append(b, ' ')
-	switch {
-	case r.Legacy && r.Deleted:
-		b = append(b, "LD"...)
-	case r.Legacy:
-		b = append(b, 'L')
-	case r.Deleted:
-		b = append(b, 'D')
-	default:
-		b = append(b, '-')
+	if r.Legacy {
+		b = append(b, " L "...)
+	} else {
+		b = append(b, " - "...)
 	}
-	b = append(b, ' ')
 	b = strconv.AppendInt(b, r.Updated.UnixMilli(), 10)
 	for _, v := range [...]int64{r.Start, r.End, int64(r.Windows)} {
 		b = append(b, ' ')
@@ -156,96 +163,111 @@ func appendRecord(b []byte, r *Record) []byte {
 
 // splitHeader checks an object's first line ("<magic> v<N>") and returns the
 // version and the rest of the object.
-func splitHeader(data []byte, magic string, current int) (rest []byte, err error) {
+func splitHeader(data []byte, magic string, current int) (version int, rest []byte, err error) {
 	line, rest, ok := bytes.Cut(data, []byte{'\n'})
 	if !ok || len(line) > 64 {
-		return nil, corruptf("no %s header line", magic)
+		return 0, nil, corruptf("no %s header line", magic)
 	}
 	m, v, ok := strings.Cut(string(line), " v")
 	if !ok || m != magic {
-		return nil, corruptf("not a %s object (first line %.40q)", magic, line)
+		return 0, nil, corruptf("not a %s object (first line %.40q)", magic, line)
 	}
 	ver, err := strconv.Atoi(v)
 	switch {
 	case err != nil || ver < 1:
-		return nil, corruptf("bad %s format version %.20q", magic, v)
+		return 0, nil, corruptf("bad %s format version %.20q", magic, v)
 	case ver > current:
-		return nil, fmt.Errorf("%w (object format %s v%d, this build reads up to v%d)", ErrNewerFormat, magic, ver, current)
+		return 0, nil, fmt.Errorf("%w (object format %s v%d, this build reads up to v%d)", ErrNewerFormat, magic, ver, current)
 	}
-	return rest, nil
-}
-
-// objectVersion returns the format version of an object's header line
-// ("<magic> v<N>"), refusing what splitHeader refuses.
-func objectVersion(data []byte, magic string, current int) (int, error) {
-	if _, err := splitHeader(data, magic, current); err != nil {
-		return 0, err
-	}
-	line, _, _ := bytes.Cut(data, []byte{'\n'})
-	_, v, _ := strings.Cut(string(line), " v")
-	return strconv.Atoi(v)
+	return ver, rest, nil
 }
 
 // decodeBucket parses and checks a bucket object on its own terms (whether
-// it is the bucket its key names is the caller's check). Every error wraps
-// ErrCorrupt or ErrNewerFormat.
+// it is the bucket its key names, and of this store's root, is the
+// caller's check). Every error wraps ErrCorrupt or ErrNewerFormat.
 func decodeBucket(data []byte) (*bucketObject, error) {
-	line, body, err := openObject(data, bucketMagic, bucketVersion, "bucket")
+	version, line, body, err := openObject(data, bucketMagic, bucketVersion, "bucket")
 	if err != nil {
 		return nil, err
 	}
 	o := &bucketObject{}
+	head, root, err := cutRoot(string(line), version)
+	if err != nil {
+		return nil, corruptf("bad bucket header %.80q: %v", line, err)
+	}
+	o.root = root
 	var count int
-	if n, err := fmt.Sscanf(string(line), "bucket %d of %d epoch %d records %d", &o.bucket, &o.buckets, &o.epoch, &count); err != nil || n != 4 ||
-		string(line) != fmt.Sprintf("bucket %d of %d epoch %d records %d", o.bucket, o.buckets, o.epoch, count) {
+	if n, err := fmt.Sscanf(head, "bucket %d of %d epoch %d records %d", &o.bucket, &o.buckets, &o.epoch, &count); err != nil || n != 4 ||
+		head != fmt.Sprintf("bucket %d of %d epoch %d records %d", o.bucket, o.buckets, o.epoch, count) {
 		return nil, corruptf("bad bucket header %.80q", line)
 	}
 	if o.buckets < 1 || o.buckets > MaxBuckets || o.bucket < 0 || o.bucket >= o.buckets || o.epoch < 0 || count < 0 {
 		return nil, corruptf("bad bucket header %.80q", line)
 	}
-	if o.recs, err = parseRecords(body, count, o.epoch, "bucket"); err != nil {
+	if o.recs, err = parseRecords(body, count, o.epoch, "bucket", version); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
 
+// cutRoot splits the root off an object header line of format version
+// (" root <quoted>" at its end from version 2 on; "" before).
+func cutRoot(line string, version int) (head, root string, err error) {
+	if version < 2 {
+		return line, "", nil
+	}
+	head, q, ok := strings.Cut(line, " root ")
+	if !ok {
+		return "", "", errors.New("no root")
+	}
+	if root, err = strconv.Unquote(q); err != nil || strconv.Quote(root) != q {
+		return "", "", fmt.Errorf("bad root %.40s", q)
+	}
+	return head, root, nil
+}
+
 // openObject checks the header line of an object of the bucket layout,
-// decompresses the rest (bounded by maxDecoded) and returns the first line
-// of the decompressed text (the object's own header, which the caller
-// parses) and the record lines after it.
-func openObject(data []byte, magic string, version int, kind string) (header, body []byte, err error) {
-	rest, err := splitHeader(data, magic, version)
+// decompresses the rest (bounded by maxDecoded) and returns the format
+// version, the first line of the decompressed text (the object's own
+// header, which the caller parses) and the record lines after it.
+func openObject(data []byte, magic string, current int, kind string) (version int, header, body []byte, err error) {
+	version, rest, err := splitHeader(data, magic, current)
 	if err != nil {
-		return nil, nil, err
+		return 0, nil, nil, err
 	}
 	src := bytes.NewReader(rest)
 	zr, err := gzip.NewReader(src)
 	if err != nil {
-		return nil, nil, corruptf("compressed body: %v", err)
+		return 0, nil, nil, corruptf("compressed body: %v", err)
 	}
 	zr.Multistream(false)
 	text, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
 	if err != nil {
-		return nil, nil, corruptf("compressed body: %v", err)
+		return 0, nil, nil, corruptf("compressed body: %v", err)
 	}
 	if len(text) > maxDecoded {
-		return nil, nil, corruptf("decompresses to more than %d bytes", maxDecoded)
+		return 0, nil, nil, corruptf("decompresses to more than %d bytes", maxDecoded)
 	}
 	if src.Len() != 0 {
-		return nil, nil, corruptf("%d bytes after the gzip stream", src.Len())
+		return 0, nil, nil, corruptf("%d bytes after the gzip stream", src.Len())
 	}
 	header, body, ok := bytes.Cut(text, []byte{'\n'})
 	if !ok {
-		return nil, nil, corruptf("no %s header", kind)
+		return 0, nil, nil, corruptf("no %s header", kind)
 	}
-	return header, body, nil
+	return version, header, body, nil
 }
 
-// parseRecords parses the record lines of an object whose header claims
-// count records written at epoch or below: sorted by name, each name once.
-func parseRecords(body []byte, count int, epoch int64, kind string) ([]Record, error) {
+// parseRecords parses the record lines (of format version) of an object
+// whose header claims count records written at epoch or below: sorted by
+// name, each name once.
+func parseRecords(body []byte, count int, epoch int64, kind string, version int) ([]Record, error) {
 	if count > len(body)/16+1 { // a record line is at least 16 bytes
 		return nil, corruptf("header claims %d records in %d bytes", count, len(body))
+	}
+	parse := parseRecord
+	if version < 2 {
+		parse = parseRecordV1
 	}
 	recs := make([]Record, 0, count)
 	for len(body) > 0 {
@@ -254,7 +276,7 @@ func parseRecords(body []byte, count int, epoch int64, kind string) ([]Record, e
 			return nil, corruptf("record %d: unterminated line", len(recs)+1)
 		}
 		body = rest
-		r, err := parseRecord(line)
+		r, err := parse(line)
 		if err != nil {
 			return nil, corruptf("record %d: %v", len(recs)+1, err)
 		}
@@ -272,83 +294,178 @@ func parseRecords(body []byte, count int, epoch int64, kind string) ([]Record, e
 	return recs, nil
 }
 
-func parseRecord(line []byte) (Record, error) {
+// recordFields splits a record line into its name and n fields after it.
+func recordFields(line []byte, n int) (string, []string, error) {
 	s := string(line)
 	q, err := strconv.QuotedPrefix(s)
 	if err != nil {
-		return Record{}, fmt.Errorf("bad name: %v", err)
+		return "", nil, fmt.Errorf("bad name: %v", err)
 	}
-	var r Record
-	if r.Name, err = strconv.Unquote(q); err != nil || r.Name == "" {
-		return Record{}, fmt.Errorf("bad name %.80s", q)
+	name, err := strconv.Unquote(q)
+	if err != nil || name == "" {
+		return "", nil, fmt.Errorf("bad name %.80s", q)
 	}
 	// Unquote may return a piece of s: a name kept (the primary keys its
 	// map with it) would keep the whole line.
-	r.Name = strings.Clone(r.Name)
+	name = strings.Clone(name)
 	rest, ok := strings.CutPrefix(s[len(q):], " ")
-	var f [10]string
+	f := make([]string, n)
 	for i := range f {
 		if !ok {
-			return Record{}, fmt.Errorf("%q: want %d fields after the name", r.Name, len(f))
+			return "", nil, fmt.Errorf("%q: want %d fields after the name", name, n)
 		}
 		f[i], rest, ok = strings.Cut(rest, " ")
 	}
 	if ok {
-		return Record{}, fmt.Errorf("%q: more than %d fields after the name", r.Name, len(f))
+		return "", nil, fmt.Errorf("%q: more than %d fields after the name", name, n)
 	}
-	var ints [9]int64
-	for i, idx := range [...]int{0, 1, 2, 3, 4, 6, 7, 8, 9} {
-		v, ok := parseCanonical(f[idx])
+	return name, f, nil
+}
+
+// ints parses the canonical decimal fields at idx of f.
+func ints(name string, f []string, idx ...int) ([]int64, error) {
+	out := make([]int64, len(idx))
+	for i, j := range idx {
+		v, ok := parseCanonical(f[j])
 		if !ok {
-			return Record{}, fmt.Errorf("%q: bad number %.30q", r.Name, f[idx])
+			return nil, fmt.Errorf("%q: bad number %.30q", name, f[j])
 		}
-		ints[i] = v
+		out[i] = v
 	}
-	r.Ceiling, r.Epoch, r.Czxid, r.Mzxid = ints[0], ints[1], ints[2], ints[3]
-	if ints[4] != int64(int32(ints[4])) {
-		return Record{}, fmt.Errorf("%q: version %d out of range", r.Name, ints[4])
+	return out, nil
+}
+
+// parseRecord parses a record line of format version 2.
+func parseRecord(line []byte) (Record, error) {
+	var r Record
+	var f []string
+	var err error
+	if r.Name, f, err = recordFields(line, 13); err != nil {
+		return Record{}, err
 	}
-	r.Version = int32(ints[4])
-	r.Updated = time.UnixMilli(ints[5]).UTC()
-	r.Start, r.End = ints[6], ints[7]
-	if ints[8] != int64(int32(ints[8])) || ints[8] < 0 {
-		return Record{}, fmt.Errorf("%q: windows %d out of range", r.Name, ints[8])
+	v, err := ints(r.Name, f, 0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12)
+	if err != nil {
+		return Record{}, err
 	}
-	r.Windows = int(ints[8])
+	r.Ceiling, r.Czxid, r.Mzxid = v[0], v[1], v[2]
+	if v[3] != int64(int32(v[3])) {
+		return Record{}, fmt.Errorf("%q: version %d out of range", r.Name, v[3])
+	}
+	r.Version = int32(v[3])
+	r.Live, r.Dead, r.Seen, r.Epoch = v[4], v[5], v[6], v[7]
+	r.Updated = time.UnixMilli(v[8]).UTC()
+	r.Start, r.End = v[9], v[10]
+	if v[11] != int64(int32(v[11])) || v[11] < 0 {
+		return Record{}, fmt.Errorf("%q: windows %d out of range", r.Name, v[11])
+	}
+	r.Windows = int(v[11])
+	switch f[8] {
+	case "-":
+	case "L":
+		r.Legacy = true
+	default:
+		return Record{}, fmt.Errorf("%q: bad flags %.10q", r.Name, f[8])
+	}
+	return r, checkRecord(r)
+}
+
+// parseRecordV1 parses a record line of format version 1: ceiling, writer
+// epoch, creation and modification zxids, znode version, flags (L legacy,
+// D deleted), update time, start, end and windows. It has no incarnation:
+// a live record reads as live with an unknown birth (Live 1: any
+// incarnation born later is newer), and a tombstone as the death of every
+// incarnation up to its ceiling (Dead), with its ceiling at least 1, so
+// that a sequence created again starts above it (a deleted registration
+// with start 1 had ceiling 0: the new one starts at 2).
+func parseRecordV1(line []byte) (Record, error) {
+	var r Record
+	var f []string
+	var err error
+	if r.Name, f, err = recordFields(line, 10); err != nil {
+		return Record{}, err
+	}
+	v, err := ints(r.Name, f, 0, 1, 2, 3, 4, 6, 7, 8, 9)
+	if err != nil {
+		return Record{}, err
+	}
+	r.Ceiling, r.Epoch, r.Czxid, r.Mzxid = v[0], v[1], v[2], v[3]
+	if v[4] != int64(int32(v[4])) {
+		return Record{}, fmt.Errorf("%q: version %d out of range", r.Name, v[4])
+	}
+	r.Version = int32(v[4])
+	r.Updated = time.UnixMilli(v[5]).UTC()
+	r.Start, r.End = v[6], v[7]
+	if v[8] != int64(int32(v[8])) || v[8] < 0 {
+		return Record{}, fmt.Errorf("%q: windows %d out of range", r.Name, v[8])
+	}
+	r.Windows = int(v[8])
+	deleted := false
 	switch f[5] {
 	case "-":
 	case "L":
 		r.Legacy = true
 	case "D":
-		r.Deleted = true
+		deleted = true
 	case "LD":
-		r.Legacy, r.Deleted = true, true
+		r.Legacy, deleted = true, true
 	default:
 		return Record{}, fmt.Errorf("%q: bad flags %.10q", r.Name, f[5])
 	}
-	if r.Ceiling < 0 {
-		return Record{}, fmt.Errorf("%q: negative ceiling %d", r.Name, r.Ceiling)
+	if err := checkRecord(r); err != nil {
+		return Record{}, err
 	}
-	if r.Epoch < 0 {
-		return Record{}, fmt.Errorf("%q: negative epoch %d", r.Name, r.Epoch)
-	}
-	if r.Start < 0 || r.End < 0 {
-		return Record{}, fmt.Errorf("%q: negative start or end", r.Name)
+	if deleted {
+		r.Ceiling = max(r.Ceiling, 1)
+		r.Dead = r.Ceiling
+	} else {
+		r.Live = 1
 	}
 	return r, nil
 }
 
-// checkBucket verifies that o is bucket b of n: a record filed under the
-// wrong bucket would be invisible to Get and could be shadowed by a write to
-// the right one.
-func checkBucket(o *bucketObject, b, n int) error {
+// checkRecord refuses what no writer stores: negative numbers, and a
+// tombstone above its ceiling (Put raises the ceiling to it).
+func checkRecord(r Record) error {
+	switch {
+	case r.Ceiling < 0:
+		return fmt.Errorf("%q: negative ceiling %d", r.Name, r.Ceiling)
+	case r.Epoch < 0:
+		return fmt.Errorf("%q: negative epoch %d", r.Name, r.Epoch)
+	case r.Start < 0 || r.End < 0:
+		return fmt.Errorf("%q: negative start or end", r.Name)
+	case r.Live < 0 || r.Dead < 0:
+		return fmt.Errorf("%q: negative live or dead", r.Name)
+	case r.Dead > r.Ceiling:
+		return fmt.Errorf("%q: dead %d above the ceiling %d", r.Name, r.Dead, r.Ceiling)
+	}
+	return nil
+}
+
+// checkBucket verifies that o is bucket b of n of root: a record filed
+// under the wrong bucket would be invisible to Get and could be shadowed by
+// a write to the right one, and a bucket of another root's store would mix
+// two roots' records.
+func checkBucket(o *bucketObject, b, n int, root string) error {
 	if o.bucket != b || o.buckets != n {
 		return corruptf("holds bucket %d of %d, expected %d of %d", o.bucket, o.buckets, b, n)
+	}
+	if err := checkRoot(o.root, root); err != nil {
+		return err
 	}
 	for i := range o.recs {
 		if got := bucketOf(o.recs[i].Name, n); got != b {
 			return corruptf("record %q belongs in bucket %d", o.recs[i].Name, got)
 		}
+	}
+	return nil
+}
+
+// checkRoot refuses an object written for another root than want. An
+// object of a format without a root ("") and a store that does not check
+// (want "") pass.
+func checkRoot(got, want string) error {
+	if got != "" && want != "" && got != want {
+		return fmt.Errorf("%w: it belongs to the sequences root %q, and this seqkeeper serves %q: give every root a store of its own (its own bucket prefix or directory)", ErrOtherRoot, got, want)
 	}
 	return nil
 }
@@ -364,36 +481,37 @@ func encodeFields(magic string, version int, kv ...string) []byte {
 	return b.Bytes()
 }
 
-// decodeFields parses what encodeFields wrote. Every key in want must be
-// present exactly once; other keys are refused (a same-version writer never
+// decodeFields parses what encodeFields wrote and returns the format
+// version. Every key in want must be present exactly once, and keys in
+// may at most once; other keys are refused (a same-version writer never
 // writes them).
-func decodeFields(data []byte, magic string, version int, want ...string) (map[string]string, error) {
-	rest, err := splitHeader(data, magic, version)
+func decodeFields(data []byte, magic string, current int, want, may []string) (int, map[string]string, error) {
+	version, rest, err := splitHeader(data, magic, current)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	fields := make(map[string]string, len(want))
 	for len(rest) > 0 {
 		line, r, ok := bytes.Cut(rest, []byte{'\n'})
 		if !ok {
-			return nil, corruptf("unterminated line %.40q", line)
+			return 0, nil, corruptf("unterminated line %.40q", line)
 		}
 		rest = r
 		k, v, ok := strings.Cut(string(line), " ")
-		if !ok || !slices.Contains(want, k) {
-			return nil, corruptf("unexpected line %.40q", line)
+		if !ok || !slices.Contains(want, k) && !slices.Contains(may, k) {
+			return 0, nil, corruptf("unexpected line %.40q", line)
 		}
 		if _, dup := fields[k]; dup {
-			return nil, corruptf("%s given twice", k)
+			return 0, nil, corruptf("%s given twice", k)
 		}
 		fields[k] = v
 	}
 	for _, k := range want {
 		if _, ok := fields[k]; !ok {
-			return nil, corruptf("no %s line", k)
+			return 0, nil, corruptf("no %s line", k)
 		}
 	}
-	return fields, nil
+	return version, fields, nil
 }
 
 // parseCanonical parses a decimal int64 in the one form the encoder writes
@@ -417,25 +535,42 @@ func parseCount(s string) (int64, error) {
 	return v, nil
 }
 
-func encodeMeta(buckets int) []byte {
-	return encodeFields(metaMagic, metaVersion, "buckets", strconv.Itoa(buckets))
+// metaState is the content of the meta object: the bucket count, fixed
+// when the store is created, and the root the store belongs to ("" in a
+// version 1 object, written before the root was recorded).
+type metaState struct {
+	buckets int
+	root    string
+	version int
 }
 
-func decodeMeta(data []byte) (buckets int, err error) {
-	f, err := decodeFields(data, metaMagic, metaVersion, "buckets")
+func encodeMeta(m metaState) []byte {
+	return encodeFields(metaMagic, metaVersion, "buckets", strconv.Itoa(m.buckets), "root", strconv.Quote(m.root))
+}
+
+func decodeMeta(data []byte) (metaState, error) {
+	version, f, err := decodeFields(data, metaMagic, metaVersion, []string{"buckets"}, []string{"root"})
 	if err != nil {
-		return 0, err
+		return metaState{}, err
 	}
 	n, err := parseCount(f["buckets"])
 	if err != nil || n < 1 || n > MaxBuckets {
-		return 0, corruptf("bad bucket count %.30q", f["buckets"])
+		return metaState{}, corruptf("bad bucket count %.30q", f["buckets"])
 	}
-	return int(n), nil
+	m := metaState{buckets: int(n), version: version}
+	if q, ok := f["root"]; ok {
+		if m.root, err = strconv.Unquote(q); err != nil || version < 2 {
+			return metaState{}, corruptf("bad root %.40q", q)
+		}
+	} else if version >= 2 {
+		return metaState{}, corruptf("no root line")
+	}
+	return m, nil
 }
 
-// epochState is the content of the epoch object. Version 2 adds the log's
-// checkpoint and sweep marks (see log.go); a version 1 object is a store of
-// the bucket layout, whose log is empty (both marks 0).
+// epochState is the content of the epoch object. Version 2 also held the
+// log's checkpoint, which version 3 dropped (the log is found by listing
+// it); a version 2 object is read with its checkpoint ignored.
 type epochState struct {
 	epoch   int64
 	holder  string
@@ -443,33 +578,24 @@ type epochState struct {
 	// version is the format the object was read in (encodeEpoch always
 	// writes epochVersion).
 	version int
-	// checkpoint: every log segment at or below it is folded into the
-	// bucket objects. swept: every segment at or below it is deleted.
-	checkpoint int64
-	swept      int64
 }
 
 func encodeEpoch(e epochState) []byte {
 	return encodeFields(epochMagic, epochVersion,
 		"epoch", strconv.FormatInt(e.epoch, 10),
 		"holder", strconv.Quote(e.holder),
-		"updated", strconv.FormatInt(e.updated.UnixMilli(), 10),
-		"checkpoint", strconv.FormatInt(e.checkpoint, 10),
-		"swept", strconv.FormatInt(e.swept, 10))
+		"updated", strconv.FormatInt(e.updated.UnixMilli(), 10))
 }
 
 func decodeEpoch(data []byte) (epochState, error) {
-	version, err := objectVersion(data, epochMagic, epochVersion)
+	version, f, err := decodeFields(data, epochMagic, epochVersion, []string{"epoch", "holder", "updated"}, []string{"checkpoint", "swept"})
 	if err != nil {
 		return epochState{}, err
 	}
-	want := []string{"epoch", "holder", "updated"}
-	if version >= 2 {
-		want = append(want, "checkpoint", "swept")
-	}
-	f, err := decodeFields(data, epochMagic, epochVersion, want...)
-	if err != nil {
-		return epochState{}, err
+	_, ck := f["checkpoint"]
+	_, sw := f["swept"]
+	if (ck || sw) != (version == 2) || ck != sw {
+		return epochState{}, corruptf("checkpoint and swept belong to format v2 (and only there)")
 	}
 	e := epochState{version: version}
 	if e.epoch, err = parseCount(f["epoch"]); err != nil {
@@ -483,15 +609,11 @@ func decodeEpoch(data []byte) (epochState, error) {
 		return epochState{}, corruptf("bad update time %.30q", f["updated"])
 	}
 	e.updated = time.UnixMilli(ms).UTC()
-	if version >= 2 {
-		if e.checkpoint, err = parseCount(f["checkpoint"]); err != nil {
-			return epochState{}, corruptf("checkpoint: %v", err)
-		}
-		if e.swept, err = parseCount(f["swept"]); err != nil {
-			return epochState{}, corruptf("swept: %v", err)
-		}
-		if e.swept > e.checkpoint {
-			return epochState{}, corruptf("swept %d above checkpoint %d", e.swept, e.checkpoint)
+	if version == 2 {
+		for _, k := range []string{"checkpoint", "swept"} {
+			if _, err := parseCount(f[k]); err != nil {
+				return epochState{}, corruptf("%s: %v", k, err)
+			}
 		}
 	}
 	return e, nil

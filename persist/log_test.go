@@ -36,8 +36,8 @@ func TestCompactFoldsAndDeletes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Segments != 20 || res.Checkpoint != 20 || res.Deleted != 20 || res.Buckets == 0 {
-			t.Fatalf("compact: %+v, want 20 segments folded and deleted up to checkpoint 20", res)
+		if res.Segments != 20 || res.Deleted != 20 || res.Buckets == 0 || s.Pending() != 0 {
+			t.Fatalf("compact: %+v (pending %d), want 20 segments folded and deleted", res, s.Pending())
 		}
 		for pos := int64(1); pos <= 20; pos++ {
 			if _, _, err := b.Get(ctx, segmentKey(pos)); !errors.Is(err, ErrNotFound) {
@@ -58,13 +58,10 @@ func TestCompactFoldsAndDeletes(t *testing.T) {
 		if r := mustGet(t, fresh, "n0"); r.Ceiling != 5000 {
 			t.Fatalf("a write after compaction: %+v", r)
 		}
-		// Idle: the first call records the sweep, the next writes nothing.
 		if _, err := s.Compact(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Compact(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
+		// Idle: nothing to fold, nothing written.
 		puts := b.puts.Load()
 		if _, err := s.Compact(ctx, 1); err != nil || b.puts.Load() != puts {
 			t.Fatalf("an idle compaction: %v, %d PUTs", err, b.puts.Load()-puts)
@@ -81,12 +78,11 @@ func mustLayout(t *testing.T, s *Store) *layout {
 	return l
 }
 
-// TestStaleWriterBelowCheckpoint: a writer whose view of the tail is old
+// TestStaleWriterAtAFoldedPosition: a writer whose view of the tail is old
 // creates its segment at a position a compaction has already folded and
-// deleted. The write "succeeds", but nobody would ever read it there: the
-// writer sees the checkpoint above its position and writes again at the
-// tail, so the records are not lost.
-func TestStaleWriterBelowCheckpoint(t *testing.T) {
+// deleted. Readers list the log, so the segment is read there, and the
+// next compaction folds it.
+func TestStaleWriterAtAFoldedPosition(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, open func() Backend) {
 		ctx := testCtx(t)
@@ -96,15 +92,21 @@ func TestStaleWriterBelowCheckpoint(t *testing.T) {
 		for i := range 4 {
 			mustPut(t, other, 1, rec("b", int64(10+i), int64(1+i))) // 2..5
 		}
-		if res, err := other.Compact(ctx, 1); err != nil || res.Checkpoint != 5 {
+		if res, err := other.Compact(ctx, 1); err != nil || res.Deleted != 5 {
 			t.Fatalf("compact: %+v, %v", res, err)
 		}
-		mustPut(t, stale, 1, rec("a", 99, 2))
+		mustPut(t, stale, 1, rec("a", 99, 2)) // at position 2, folded and deleted
+		if _, _, err := open().Get(ctx, segmentKey(2)); err != nil {
+			t.Fatalf("the stale writer's segment: %v", err)
+		}
 		if r := mustGet(t, newStore(t, open(), StoreOptions{}), "a"); r.Ceiling != 99 {
 			t.Fatalf("the stale writer's record was lost: %+v", r)
 		}
-		if _, _, err := open().Get(ctx, segmentKey(2)); !errors.Is(err, ErrNotFound) {
-			t.Errorf("the segment written below the checkpoint is still there: %v", err)
+		if res, err := other.Compact(ctx, 1); err != nil || res.Segments != 1 {
+			t.Fatalf("compact the stale writer's segment: %+v, %v", res, err)
+		}
+		if r := mustGet(t, newStore(t, open(), StoreOptions{}), "a"); r.Ceiling != 99 {
+			t.Fatalf("after folding the stale writer's segment: %+v", r)
 		}
 	})
 }
@@ -142,8 +144,15 @@ func (c *crashing) Delete(ctx context.Context, key string) error {
 	return c.Backend.Delete(ctx, key)
 }
 
+func (c *crashing) List(ctx context.Context, prefix string) ([]string, error) {
+	if !c.alive() {
+		return nil, errCrashed
+	}
+	return c.Backend.List(ctx, prefix)
+}
+
 // TestCompactionCrash: a compaction that stops after any number of requests
-// (before, between or after its bucket writes, its checkpoint and its
+// (before, between or after its listing, its bucket writes and its
 // deletes) loses nothing, and the next compaction finishes the work.
 func TestCompactionCrash(t *testing.T) {
 	t.Parallel()
@@ -192,22 +201,14 @@ func compactionCrash(t *testing.T, open func() Backend, n int64) int64 {
 		t.Fatalf("crash after %d requests: load %v\n%+v\nwant\n%+v", n, err, got, want)
 	}
 	mustPut(t, after, 1, rec("c0", 1000, 50))
-	for range 2 { // the second records the sweep of the first
-		if _, err := after.Compact(ctx, 1); err != nil {
-			t.Fatalf("crash after %d requests: the next compaction: %v", n, err)
-		}
+	if _, err := after.Compact(ctx, 1); err != nil {
+		t.Fatalf("crash after %d requests: the next compaction: %v", n, err)
 	}
 	if got := mustGet(t, newStore(t, b, StoreOptions{}), "c0"); got.Ceiling != 1000 {
 		t.Fatalf("crash after %d requests: c0 = %+v", n, got)
 	}
-	ep, _, err := after.readEpoch(ctx)
-	if err != nil || ep.swept != ep.checkpoint {
-		t.Fatalf("crash after %d requests: epoch object %+v, %v: segments left behind", n, ep, err)
-	}
-	for pos := int64(1); pos <= ep.checkpoint; pos++ {
-		if _, _, err := b.Get(ctx, segmentKey(pos)); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("crash after %d requests: segment %d below the checkpoint survives: %v", n, pos, err)
-		}
+	if keys, err := b.List(ctx, logPrefix); err != nil || len(keys) != 0 {
+		t.Fatalf("crash after %d requests: segments left behind after the next compaction: %v, %v", n, keys, err)
 	}
 	return n - max(c.left.Load(), 0)
 }
@@ -253,7 +254,7 @@ func TestMigrateFromBucketLayout(t *testing.T) {
 		if r := byName["seq-00"]; r.Ceiling != 1500 || r.Mzxid != 0x100000500 || r.Epoch != 1 || r.Start != 1 {
 			t.Errorf("seq-00: %+v", r)
 		}
-		if r := byName["gone"]; !r.Deleted || r.Ceiling != 5000 {
+		if r := byName["gone"]; !r.Deleted() || r.Ceiling != 5000 {
 			t.Errorf("the tombstone: %+v", r)
 		}
 		if r := byName["legacy"]; !r.Legacy || r.Ceiling != 777 {
@@ -279,7 +280,7 @@ func TestMigrateFromBucketLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := splitHeader(data, epochMagic, 1); !errors.Is(err, ErrNewerFormat) {
+		if _, _, err := splitHeader(data, epochMagic, 1); !errors.Is(err, ErrNewerFormat) {
 			t.Fatalf("a reader of the bucket layout would take the migrated epoch object: %v", err)
 		}
 		mustPut(t, s, e, rec("seq-01", 9000, 0x200000001), rec("fresh", 5, 0x200000002))

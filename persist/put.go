@@ -10,32 +10,17 @@ import (
 )
 
 // Put makes the store hold recs, written by a primary of leader epoch epoch.
-// When it returns nil, every record's ceiling is durable: the stored ceiling
-// is at least the one given (the caller may raise ZooKeeper to it).
+// When it returns nil, every record is durable: the stored record is at
+// least the one given in every field (the caller may raise ZooKeeper to
+// its ceiling).
 //
-// Records are merged into what is stored, never written over it:
-//
-//   - Ceiling becomes the maximum of the stored and the new one. A stored
-//     ceiling never decreases, whoever writes and in whatever order.
-//   - The other fields (Czxid, Mzxid, Version, Legacy, Deleted, Updated)
-//     describe one observation of the znode and are taken together from the
-//     record with the higher (Ceiling, Mzxid). The ceiling comes first
-//     because it is the one order that survives a ZooKeeper wipe (zxids
-//     restart with a new ensemble; ceilings are restored above the stored
-//     ones). Among equal ceilings the later zxid is the newer observation.
-//     A record with a lower ceiling, or an equal ceiling and an older Mzxid,
-//     is stale (a deposed primary, or a slow goroutine of this one) and
-//     changes nothing. To record a new observation a caller must raise the
-//     ceiling or report a later Mzxid.
-//   - On an exact tie of (Ceiling, Mzxid) the later write wins (fencing
-//     means its writer is the same primary or a newer one).
-//   - A tombstone sticks to the znode it was written for (its Czxid): a
-//     record for the same znode, even with a higher ceiling, keeps Deleted,
-//     so a primary raising the znode while an operator deletes it cannot
-//     undo the deletion. Only a record of a re-created znode (another
-//     Czxid) clears it.
-//   - Epoch becomes epoch for every record written; Updated is stamped
-//     with the current time when zero.
+// Records are joined with what is stored (Merge), never written over it:
+// every field takes the maximum of the stored and the new value (the
+// observation and the incarnation each as one tuple), so a stored ceiling
+// never decreases and a deleted incarnation never comes back, whoever
+// writes and in whatever order. A record's ceiling is raised to its Dead
+// (a tombstone promises that a later incarnation starts above it); Epoch
+// is set to epoch and Updated stamped with the current time when zero.
 //
 // One Put is one new object: a log segment holding recs (see log.go), all
 // or nothing. Compact later folds it into the bucket objects.
@@ -50,17 +35,19 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 		return fmt.Errorf("store %s: put: negative epoch %d", s.b, epoch)
 	}
 	for i := range recs {
-		if recs[i].Name == "" {
+		r := &recs[i]
+		switch {
+		case r.Name == "":
 			return fmt.Errorf("store %s: put: record %d has no name", s.b, i)
-		}
-		if recs[i].Ceiling < 0 {
-			return fmt.Errorf("store %s: put %q: negative ceiling %d", s.b, recs[i].Name, recs[i].Ceiling)
+		case r.Ceiling < 0 || r.Live < 0 || r.Dead < 0 || r.Start < 0 || r.End < 0 || r.Windows < 0:
+			return fmt.Errorf("store %s: put %q: negative ceiling, live, dead, start, end or windows: %+v", s.b, r.Name, *r)
 		}
 	}
 	if len(recs) == 0 {
 		return nil
 	}
-	if _, err := s.layout(ctx); err != nil {
+	l, err := s.layout(ctx)
+	if err != nil {
 		return err
 	}
 	if err := s.fence(epoch); err != nil {
@@ -78,7 +65,7 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 	}
 	defer release(s.seglog.appendSem)
 	sg := &segment{epoch: epoch, recs: normalise(recs, epoch, time.Now())}
-	if _, err := s.appendSegment(ctx, sg); err != nil {
+	if _, err := s.appendSegment(ctx, l, sg); err != nil {
 		if errors.Is(err, ErrFenced) {
 			s.log.Warn().Int64("epoch", epoch).Err(err).Msg("store: writer fenced")
 		}
@@ -87,8 +74,9 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 	return nil
 }
 
-// normalise returns recs sorted by name, each name once (merged in order),
-// with Epoch set to epoch and Updated to the millisecond (now when zero).
+// normalise returns recs sorted by name, each name once (joined), with
+// Epoch set to epoch, Updated to the millisecond (now when zero) and the
+// ceiling at least Dead.
 func normalise(recs []Record, epoch int64, now time.Time) []Record {
 	out := make([]Record, 0, len(recs))
 	for _, r := range recs {
@@ -97,19 +85,19 @@ func normalise(recs []Record, epoch int64, now time.Time) []Record {
 			r.Updated = now
 		}
 		r.Updated = time.UnixMilli(r.Updated.UnixMilli()).UTC()
+		r.Ceiling = max(r.Ceiling, r.Dead)
 		out = append(out, r)
 	}
 	return mergeSorted(out)
 }
 
-// mergeSorted sorts recs by name (stably) and merges the records of each
-// name in their order, keeping the epoch of the record that wins.
+// mergeSorted sorts recs by name and joins the records of each name.
 func mergeSorted(recs []Record) []Record {
-	slices.SortStableFunc(recs, func(x, y Record) int { return cmp.Compare(x.Name, y.Name) })
+	slices.SortFunc(recs, func(x, y Record) int { return cmp.Compare(x.Name, y.Name) })
 	out := recs[:0]
 	for _, r := range recs {
 		if k := len(out) - 1; k >= 0 && out[k].Name == r.Name {
-			out[k] = mergeRecord(out[k], r)
+			out[k] = Merge(out[k], r)
 			continue
 		}
 		out = append(out, r)
@@ -162,6 +150,9 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 			return fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
 		}
 		merged, changed := mergeBucket(st.obj, epoch, recs)
+		if merged.root != l.root && l.root != "" {
+			merged.root, changed = l.root, true // a bucket of format v1
+		}
 		if !changed {
 			if !fresh {
 				// Nothing to write, so no conditional write would tell a
@@ -200,13 +191,14 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 	}
 }
 
-// mergeBucket returns old with in merged (see Put), and whether anything
-// changed: a changed record takes the epoch of the record merged in, and
-// the bucket the highest of its own and epoch (the writer's). in is sorted,
-// unique and normalised; old is not modified.
+// mergeBucket returns old with in joined (see Put), and whether anything
+// changed. The bucket's epoch is the highest of its own, epoch (the
+// writer's) and its records'. in is sorted, unique and normalised; old is
+// not modified.
 func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bool) {
 	out := make([]Record, 0, len(old.recs)+len(in))
 	changed := false
+	top := max(old.epoch, epoch)
 	i, j := 0, 0
 	for i < len(old.recs) || j < len(in) {
 		switch {
@@ -215,61 +207,78 @@ func mergeBucket(old *bucketObject, epoch int64, in []Record) (*bucketObject, bo
 			i++
 		case i == len(old.recs) || in[j].Name < old.recs[i].Name:
 			out = append(out, in[j])
+			top = max(top, in[j].Epoch)
 			changed = true
 			j++
 		default:
-			o := old.recs[i]
-			m := mergeRecord(o, in[j])
-			if sameRecord(m, o) {
-				m = o
-			} else {
-				m.Epoch = in[j].Epoch
+			m := Merge(old.recs[i], in[j])
+			if !Equal(m, old.recs[i]) {
 				changed = true
 			}
+			top = max(top, m.Epoch)
 			out = append(out, m)
 			i++
 			j++
 		}
 	}
-	return &bucketObject{bucket: old.bucket, buckets: old.buckets, epoch: max(old.epoch, epoch), recs: out}, changed
+	return &bucketObject{bucket: old.bucket, buckets: old.buckets, epoch: top, root: old.root, recs: out}, changed
 }
 
-// mergeRecord is the merge rule of Put for one name.
-func mergeRecord(old, in Record) Record {
-	m := old
-	switch {
-	case in.Deleted && !old.Deleted && (sameZnode(old, in) || in.Ceiling >= old.Ceiling):
-		// A tombstone of the znode the record describes wins whatever its
-		// ceiling: the delete read the znode before a raise that the
-		// store has since seen (the raise's ceiling is kept below). A
-		// tombstone of another znode wins when it covers the record's
-		// ceiling: nothing is lost, and the record may describe a znode
-		// of a history a ZooKeeper restore threw away, which a sequence
-		// whose ceiling cannot rise (its space is used up) never replaces.
-		m = in
-	case in.Ceiling > old.Ceiling || (in.Ceiling == old.Ceiling && in.Mzxid >= old.Mzxid):
-		m = in
-		// A tombstone sticks to the znode it was written for: a primary
-		// still raising that znode (it races the delete) must not undo
-		// it. Only a re-created znode (another creation zxid) clears it.
-		if old.Deleted && (sameZnode(old, in) || in.Ceiling == old.Ceiling && in.Mzxid == old.Mzxid) {
-			m.Deleted = true
-		}
+// Merge is the join of the record lattice: the record that knows what a
+// and b know together. It is associative, commutative and idempotent, so
+// any order, grouping or repetition of merges gives one result, and it
+// never loses what either side knows: the ceiling is the higher one, a
+// deletion (Dead) stays, and a newer incarnation (Live) wins. a and b must
+// describe the same name.
+//
+// Three groups are taken whole from the side that is greater in them,
+// compared lexicographically:
+//
+//   - the observation (Ceiling, Mzxid, Czxid, Version): the znode as seen
+//     by the write of the highest ceiling (a raise always raises it; among
+//     equal ceilings the later zxid is the newer observation);
+//   - the incarnation (Live, Start, End, Windows, Legacy): the newest
+//     incarnation's configuration;
+//   - Dead, Seen, Epoch and Updated, each on its own.
+func Merge(a, b Record) Record {
+	m := a
+	if cmpObservation(a, b) < 0 {
+		m.Ceiling, m.Mzxid, m.Czxid, m.Version = b.Ceiling, b.Mzxid, b.Czxid, b.Version
 	}
-	m.Ceiling = max(old.Ceiling, in.Ceiling)
+	if cmpIncarnation(a, b) < 0 {
+		m.Live, m.Start, m.End, m.Windows, m.Legacy = b.Live, b.Start, b.End, b.Windows, b.Legacy
+	}
+	m.Dead = max(a.Dead, b.Dead)
+	m.Seen = max(a.Seen, b.Seen)
+	m.Epoch = max(a.Epoch, b.Epoch)
+	if b.Updated.After(a.Updated) {
+		m.Updated = b.Updated
+	}
 	return m
 }
 
-// sameZnode reports whether two records describe one incarnation of a
-// sequence znode. A creation zxid of 0 is unknown (a znode restored from
-// the store and not yet seen by the primary) and matches any.
-func sameZnode(a, b Record) bool {
-	return a.Czxid == b.Czxid || a.Czxid == 0 || b.Czxid == 0
+func cmpObservation(a, b Record) int {
+	return cmp.Or(cmp.Compare(a.Ceiling, b.Ceiling), cmp.Compare(a.Mzxid, b.Mzxid), cmp.Compare(a.Czxid, b.Czxid), cmp.Compare(a.Version, b.Version))
 }
 
-// sameRecord compares everything a write would change, except Epoch.
-func sameRecord(a, b Record) bool {
-	return a.Name == b.Name && a.Ceiling == b.Ceiling && a.Czxid == b.Czxid && a.Mzxid == b.Mzxid &&
-		a.Version == b.Version && a.Legacy == b.Legacy && a.Deleted == b.Deleted && a.Updated.Equal(b.Updated) &&
-		a.Start == b.Start && a.End == b.End && a.Windows == b.Windows
+func cmpIncarnation(a, b Record) int {
+	return cmp.Or(cmp.Compare(a.Live, b.Live), cmp.Compare(a.Start, b.Start), cmp.Compare(a.End, b.End),
+		cmp.Compare(a.Windows, b.Windows), cmpBool(a.Legacy, b.Legacy))
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case b:
+		return -1
+	}
+	return 1
+}
+
+// Equal reports whether two records hold the same values (Updated compared
+// as an instant).
+func Equal(a, b Record) bool {
+	return a.Name == b.Name && cmpObservation(a, b) == 0 && cmpIncarnation(a, b) == 0 &&
+		a.Dead == b.Dead && a.Seen == b.Seen && a.Epoch == b.Epoch && a.Updated.Equal(b.Updated)
 }

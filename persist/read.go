@@ -19,7 +19,7 @@ func (s *Store) Get(ctx context.Context, name string) (Record, error) {
 	}
 	b := bucketOf(name, l.n)
 	var st *bucketState
-	v, err := s.readView(ctx, func() error {
+	v, err := s.readView(ctx, l, func() error {
 		var err error
 		st, err = s.readBucket(ctx, l, b)
 		if err != nil {
@@ -63,7 +63,7 @@ func (s *Store) Load(ctx context.Context) ([]Record, error) {
 	}
 	var parts [][]Record
 	var berr error
-	v, err := s.readView(ctx, func() error {
+	v, err := s.readView(ctx, l, func() error {
 		parts, berr = s.loadBuckets(ctx, l, func(b int) (*bucketState, error) {
 			st, err := s.readBucket(ctx, l, b)
 			if err == nil {

@@ -19,6 +19,9 @@ type Requests struct {
 	PutConflicts int64
 	// Deletes counts deletions of log segments (not billed by S3).
 	Deletes int64
+	// Lists counts listings (billed by S3 like a PUT, per page of 1,000
+	// keys).
+	Lists int64
 }
 
 // Requests returns the backend requests this Store has made so far.
@@ -28,6 +31,7 @@ func (s *Store) Requests() Requests {
 		Puts:         s.b.puts.Load(),
 		PutConflicts: s.b.conflicts.Load(),
 		Deletes:      s.b.deletes.Load(),
+		Lists:        s.b.lists.Load(),
 	}
 }
 
@@ -74,14 +78,14 @@ func (s *Store) Health() Health {
 // outcomes remembered (Health).
 type counted struct {
 	Backend
-	gets, puts, conflicts, deletes atomic.Int64
-	lastOK                         atomic.Int64 // unix nanoseconds
-	lastFail                       atomic.Pointer[failure]
-	observe                        atomic.Pointer[func(op string, d time.Duration)]
+	gets, puts, conflicts, deletes, lists atomic.Int64
+	lastOK                                atomic.Int64 // unix nanoseconds
+	lastFail                              atomic.Pointer[failure]
+	observe                               atomic.Pointer[func(op string, d time.Duration)]
 }
 
 // ObserveRequests makes the Store call fn after every backend request
-// with its kind ("get", "put", "delete") and how long it took, failed or
+// with its kind ("get", "put", "delete", "list") and how long it took, failed or
 // not (for a latency histogram). Set it before the Store is used.
 func (s *Store) ObserveRequests(fn func(op string, d time.Duration)) { s.b.observe.Store(&fn) }
 
@@ -130,4 +134,12 @@ func (c *counted) Delete(ctx context.Context, key string) error {
 	err := c.Backend.Delete(ctx, key)
 	c.outcome("delete", start, err)
 	return err
+}
+
+func (c *counted) List(ctx context.Context, prefix string) ([]string, error) {
+	c.lists.Add(1)
+	start := time.Now()
+	keys, err := c.Backend.List(ctx, prefix)
+	c.outcome("list", start, err)
+	return keys, err
 }

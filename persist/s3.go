@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -216,6 +217,27 @@ func (b *S3Backend) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete %s: %w", key, b.mapError(err))
 	}
 	return nil
+}
+
+// List implements Backend with ListObjectsV2, a page of up to 1,000 keys
+// at a time.
+func (b *S3Backend) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := validatePrefix(prefix); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: aws.String(b.bucket), Prefix: aws.String(b.prefix + prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, b.mapError(err))
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), b.prefix))
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // mapError adds this package's sentinels to the S3 errors that mean them.

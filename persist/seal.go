@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,12 +34,12 @@ func (s *Store) Seal(ctx context.Context, epoch int64) ([]Record, error) {
 		return nil, fmt.Errorf("store %s: seal: waiting for this store's other write: %w", s.b, err)
 	}
 	defer release(s.seglog.appendSem)
-	if err := s.ensureLog(ctx); err != nil {
+	if err := s.ensureLog(ctx, l); err != nil {
 		return nil, fmt.Errorf("store %s: seal: %w", s.b, err)
 	}
 	var parts [][]Record
 	var berr error
-	v, err := s.readView(ctx, func() error {
+	v, err := s.readView(ctx, l, func() error {
 		parts, berr = s.loadBuckets(ctx, l, func(b int) (*bucketState, error) { return s.sealBucket(ctx, l, b, epoch) })
 		if errors.Is(berr, ErrFenced) {
 			return berr
@@ -51,8 +52,9 @@ func (s *Store) Seal(ctx context.Context, epoch int64) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: seal: %w", s.b, err)
 	}
-	s.seglog.tail.Store(v.end() + 1)
-	others, err := s.appendSegment(ctx, &segment{epoch: epoch})
+	s.seglog.tail.Store(max(s.seglog.tail.Load(), v.last+1))
+	s.seglog.pending.Store(int64(len(v.segs)))
+	others, err := s.appendSegment(ctx, l, &segment{epoch: epoch})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: seal: claim the log's tail: %w", s.b, err)
 	}
@@ -93,12 +95,13 @@ func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (
 		switch {
 		case st.obj.epoch > epoch:
 			return nil, fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
-		case st.obj.epoch == epoch && st.etag != "":
+		case st.obj.epoch == epoch && st.etag != "" && (st.obj.root == l.root || l.root == ""):
 			slot.cached = st
 			return st, nil
 		}
 		sealed := *st.obj
 		sealed.epoch = epoch
+		sealed.root = cmp.Or(l.root, sealed.root)
 		data, err := encodeBucket(&sealed)
 		if err != nil {
 			return nil, fmt.Errorf("%s: encode: %w", key, err)

@@ -38,42 +38,67 @@ const (
 // send contenders that failed together back almost at once.
 var retry = backoff.Policy{Initial: 5 * time.Millisecond, Max: 100 * time.Millisecond}
 
-// Record is what the store keeps for one sequence: enough to restore it after
-// ZooKeeper loses its data, and to tell a znode that was recreated or rolled
-// back from the one the primary last saw.
+// Record is what the store keeps for one sequence name: enough to restore
+// it after ZooKeeper loses its data, to start a new incarnation of the name
+// above every ID an earlier one handed out, and to tell a deleted
+// incarnation from a live one.
+//
+// A Record is a value of a lattice: Merge joins two of them, and every
+// field is joined by a maximum on a total order (see Merge), so the store's
+// meaning does not depend on the order in which its pieces are written,
+// read, folded, repeated or lost. Three groups of fields are joined each
+// as one tuple, in lexicographic order, so that a group always comes from
+// one write: the observation (Ceiling, Mzxid, Czxid, Version), the
+// incarnation (Live, Start, End, Windows, Legacy), and the rest field by
+// field.
 type Record struct {
 	// Name is the sequence name (the znode's name under the sequences
 	// root). Any non-empty string.
 	Name string
-	// Ceiling is the highest ID that may have been handed out: the reserved
-	// ceiling, written here before ZooKeeper may hold it. Restoring at
-	// Ceiling+1 never reissues an ID. It never decreases.
+	// Ceiling is the highest ID that may have been handed out under the
+	// name, by any incarnation: the reserved ceiling, written here before
+	// ZooKeeper may hold it. Restoring, or starting a new incarnation, at
+	// Ceiling+1 never reissues an ID. It never decreases, and it is at
+	// least Dead.
 	Ceiling int64
-	// Epoch is the leader epoch of the writer that last changed the record.
-	// Put sets it; the value passed in is ignored.
-	Epoch int64
 	// Czxid, Mzxid and Version are the znode's creation zxid, modification
-	// zxid and data version as the primary last saw them.
+	// zxid and data version as the primary saw them when it wrote Ceiling.
 	Czxid   int64
 	Mzxid   int64
 	Version int32
+	// Live is the incarnation the record describes: the first ID the
+	// incarnation could hand out (its floor when the primary initialised
+	// it), which is above every ID of every earlier incarnation. 0 when
+	// the writer does not know it (a raise asserts no incarnation).
+	Live int64
 	// Legacy marks a bare 8-byte counter. Its ceiling is a reserve-ahead
 	// mark the primary persists reactively, after workers have moved the
 	// counter, rather than a limit enforced before IDs are handed out.
 	Legacy bool
-	// Start, End and Windows are the sequence's configuration (first ID,
-	// last ID, open windows), kept so a sequence ZooKeeper lost can be
+	// Start, End and Windows are incarnation Live's configuration (first
+	// ID, last ID, open windows), kept so a sequence ZooKeeper lost can be
 	// re-created as it was. Zero means unknown: the defaults.
 	Start, End int64
 	Windows    int
-	// Deleted marks a tombstone: the sequence was deleted on purpose. The
-	// record stays, with its ceiling, so a sequence created again under
-	// the same name starts above every ID the old one handed out.
-	Deleted bool
-	// Updated is when the primary wrote the record, kept to the
+	// Dead records deletions: every incarnation whose Live is at most Dead
+	// was deleted on purpose ('seqkeeper delete'). 0: none. See Deleted.
+	Dead int64
+	// Seen is the ZooKeeper era (see package seqzk) in which the primary
+	// last saw the sequence's znode present: a znode missing from
+	// ZooKeeper in the same era was deleted, not lost.
+	Seen int64
+	// Epoch is the highest leader epoch of the writers of the record. Put
+	// sets it; the value passed in is ignored.
+	Epoch int64
+	// Updated is when the record was last written, kept to the
 	// millisecond. Put stamps the current time when it is zero.
 	Updated time.Time
 }
+
+// Deleted reports whether the record is a tombstone: the incarnation it
+// knows of was deleted, so a restore must not bring the name back, and a
+// sequence created again under the name starts above Ceiling.
+func (r Record) Deleted() bool { return r.Dead > 0 && r.Live <= r.Dead }
 
 // StoreOptions configure a Store. The zero value is usable; NewStore applies
 // the defaults and refuses values that cannot work.
@@ -94,8 +119,14 @@ type StoreOptions struct {
 	// ceilings (never lowering anything) for up to this long in buckets its
 	// successor has not written. Default DefaultEpochCheckInterval.
 	EpochCheckInterval time.Duration
-	// Logger receives store events (epoch changes, conflicts, fencing),
-	// never data or secrets. Default: disabled.
+	// Root is the sequences root the store belongs to. It is recorded in
+	// the meta object and in every bucket object and log segment written,
+	// and an object recorded for another root is refused with
+	// ErrOtherRoot: two roots sharing one store would mix their records.
+	// Empty: no check, nothing recorded (tools that read any store).
+	Root string
+	// Logger receives store events (epoch changes, conflicts, fencing,
+	// repairs), never data or secrets. Default: disabled.
 	Logger *zerolog.Logger
 }
 
@@ -127,11 +158,16 @@ type Store struct {
 
 	seglog     logState
 	compactSem chan struct{} // one Compact at a time
+
+	// repairs counts store objects found lost or rolled back and rebuilt
+	// (the epoch and meta objects).
+	repairs atomic.Int64
 }
 
 // layout is the store's shape once the meta object is known.
 type layout struct {
 	n     int
+	root  string // the root objects are written with (StoreOptions.Root)
 	slots []bucketSlot
 }
 
@@ -225,7 +261,7 @@ func (s *Store) layout(ctx context.Context) (*layout, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", s.b, err)
 	}
-	l := &layout{n: n, slots: make([]bucketSlot, n)}
+	l := &layout{n: n, root: s.opts.Root, slots: make([]bucketSlot, n)}
 	for i := range l.slots {
 		l.slots[i].sem = make(chan struct{}, 1)
 	}
@@ -233,36 +269,86 @@ func (s *Store) layout(ctx context.Context) (*layout, error) {
 	return l, nil
 }
 
+// readMeta reads the meta object, checks it against the options, and
+// writes it when it is missing (a new store, or one that lost it: its
+// bucket count is then read from a bucket object's header, since the
+// count cannot change) or lacks the root (a store of format v1).
 func (s *Store) readMeta(ctx context.Context) (int, error) {
 	for {
-		data, _, err := s.b.Get(ctx, metaKey)
+		data, etag, err := s.b.Get(ctx, metaKey)
+		var m metaState
 		switch {
 		case err == nil:
-			n, err := decodeMeta(data)
-			if err != nil {
+			if m, err = decodeMeta(data); err != nil {
 				return 0, fmt.Errorf("meta object %q: %w", metaKey, err)
 			}
-			if s.opts.Buckets != 0 && s.opts.Buckets != n {
-				return 0, fmt.Errorf("%w: the store was created with %d buckets, the options ask for %d; the count cannot change (leave Buckets at 0 to adopt the store's)",
-					ErrBucketMismatch, n, s.opts.Buckets)
-			}
-			return n, nil
 		case errors.Is(err, ErrNotFound):
-			n := cmp.Or(s.opts.Buckets, DefaultBuckets)
-			_, err := s.b.Put(ctx, metaKey, encodeMeta(n), "")
-			if errors.Is(err, ErrConflict) {
-				continue // another store created it first: read theirs
+			if m, err = s.rebuildMeta(ctx); err != nil {
+				return 0, err
 			}
-			if err != nil {
-				return 0, fmt.Errorf("create meta object: %w", err)
-			}
-			s.log.Info().Int("buckets", n).Msg("store: initialised a new store")
-			return n, nil
 		default:
 			return 0, fmt.Errorf("read meta object: %w", err)
 		}
+		if err := checkRoot(m.root, s.opts.Root); err != nil {
+			return 0, fmt.Errorf("meta object %q: %w", metaKey, err)
+		}
+		if s.opts.Buckets != 0 && s.opts.Buckets != m.buckets {
+			return 0, fmt.Errorf("%w: the store was created with %d buckets, the options ask for %d; the count cannot change (leave Buckets at 0 to adopt the store's)",
+				ErrBucketMismatch, m.buckets, s.opts.Buckets)
+		}
+		if etag != "" && (m.root != "" || s.opts.Root == "") && m.version == metaVersion {
+			return m.buckets, nil
+		}
+		m.root = cmp.Or(m.root, s.opts.Root)
+		_, err = s.b.Put(ctx, metaKey, encodeMeta(m), etag)
+		if errors.Is(err, ErrConflict) {
+			continue // another store wrote it first: read theirs
+		}
+		if err != nil {
+			return 0, fmt.Errorf("write meta object: %w", err)
+		}
+		return m.buckets, nil
 	}
 }
+
+// rebuildMeta returns the meta state of a store whose meta object is
+// missing: a new store's (the options' bucket count, or the default), or
+// the one a bucket object records, loudly, when the store has any.
+func (s *Store) rebuildMeta(ctx context.Context) (metaState, error) {
+	m := metaState{buckets: cmp.Or(s.opts.Buckets, DefaultBuckets), root: s.opts.Root, version: metaVersion}
+	keys, err := s.b.List(ctx, bucketPrefix)
+	if err != nil {
+		return metaState{}, fmt.Errorf("the meta object is missing, and the bucket objects cannot be listed to tell a new store from one that lost it: %w", err)
+	}
+	if len(keys) == 0 {
+		if logs, err := s.b.List(ctx, logPrefix); err != nil || len(logs) > 0 {
+			if err == nil {
+				s.log.Warn().Int("buckets", m.buckets).Msg("store: the meta object is missing and no bucket object exists; taking the configured bucket count")
+				s.repairs.Add(1)
+			}
+			return m, err
+		}
+		s.log.Info().Int("buckets", m.buckets).Msg("store: initialised a new store")
+		return m, nil
+	}
+	data, _, err := s.b.Get(ctx, keys[0])
+	if err != nil {
+		return metaState{}, fmt.Errorf("the meta object is missing; reading %s for the bucket count: %w", keys[0], err)
+	}
+	o, err := decodeBucket(data)
+	if err != nil {
+		return metaState{}, fmt.Errorf("the meta object is missing, and %s, which would give the bucket count, is unreadable: %w", keys[0], err)
+	}
+	m.buckets, m.root = o.buckets, cmp.Or(o.root, s.opts.Root)
+	s.repairs.Add(1)
+	s.log.Warn().Int("buckets", m.buckets).Str("from", keys[0]).Msg("store: the meta object was lost; rebuilt from a bucket object")
+	return m, nil
+}
+
+// Repairs returns how many store objects this Store found lost or rolled
+// back and rebuilt (the meta and epoch objects). Anything above zero is an
+// event an operator should know of: docs/fault-model.md.
+func (s *Store) Repairs() int64 { return s.repairs.Load() }
 
 // Check is a cheap health probe (for /readyz): it reads the epoch object,
 // and the meta object the first time.

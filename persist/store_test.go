@@ -43,7 +43,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		want := []Record{
 			{Name: "orders", Ceiling: 5000, Czxid: 0x100000002, Mzxid: 0x10000000a, Version: 3, Updated: at},
 			{Name: "legacy-counter", Ceiling: 1 << 40, Czxid: 7, Mzxid: 9, Version: 2, Legacy: true, Updated: at},
-			{Name: "gone", Ceiling: 77, Deleted: true, Updated: at},
+			{Name: "gone", Ceiling: 77, Dead: 77, Updated: at},
 			{Name: "naïve \"quoted\" name\n\x00\xff", Ceiling: 0, Updated: at},
 		}
 		if err := s.Put(ctx, 3, want...); err != nil {
@@ -57,7 +57,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		// A second store reads from the backend, not from a cache.
 		other := newStore(t, open(), StoreOptions{})
 		for _, w := range want {
-			if got := mustGet(t, other, w.Name); !sameRecord(got, w) || got.Epoch != w.Epoch {
+			if got := mustGet(t, other, w.Name); !Equal(got, w) {
 				t.Errorf("get %q = %+v, want %+v", w.Name, got, w)
 			}
 		}
@@ -69,7 +69,7 @@ func TestStoreRoundTrip(t *testing.T) {
 			t.Fatalf("load: %d records, want %d", len(got), len(want))
 		}
 		for i := range want {
-			if !sameRecord(got[i], want[i]) || got[i].Epoch != want[i].Epoch {
+			if !Equal(got[i], want[i]) {
 				t.Errorf("load[%d] = %+v, want %+v", i, got[i], want[i])
 			}
 		}
@@ -100,17 +100,17 @@ func TestStoreEmpty(t *testing.T) {
 	})
 }
 
-// TestMergeRule pins the merge of Put down, one case per line.
+// TestMergeRule pins the join of Put down, one case per line.
 func TestMergeRule(t *testing.T) {
 	t.Parallel()
-	base := Record{Name: "s", Ceiling: 100, Czxid: 1, Mzxid: 10, Version: 5}
+	base := Record{Name: "s", Ceiling: 100, Czxid: 1, Mzxid: 10, Version: 5, Live: 50, Start: 1, End: 1000}
 	with := func(f func(*Record)) Record { r := base; f(&r); return r }
 	for _, tc := range []struct {
 		name    string
 		old, in Record
 		want    Record
 	}{
-		{"higher ceiling wins everything",
+		{"higher ceiling wins the observation",
 			base, with(func(r *Record) { r.Ceiling, r.Mzxid, r.Version = 200, 12, 6 }),
 			with(func(r *Record) { r.Ceiling, r.Mzxid, r.Version = 200, 12, 6 })},
 		{"lower ceiling changes nothing, not even with a later zxid",
@@ -122,33 +122,36 @@ func TestMergeRule(t *testing.T) {
 			base, with(func(r *Record) { r.Mzxid, r.Version = 11, 9 }), with(func(r *Record) { r.Mzxid, r.Version = 11, 9 })},
 		{"equal ceiling, older zxid: stale",
 			base, with(func(r *Record) { r.Mzxid, r.Version = 9, 1 }), base},
-		{"tombstone at the same observation",
-			base, with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Deleted = true })},
+		{"a raise asserts no incarnation (Live 0) and keeps the record's",
+			base, Record{Name: "s", Ceiling: 300, Czxid: 1, Mzxid: 20},
+			with(func(r *Record) { r.Ceiling, r.Mzxid, r.Version = 300, 20, 0 })},
+		{"a tombstone up to the ceiling deletes",
+			base, Record{Name: "s", Ceiling: 100, Dead: 100}, with(func(r *Record) { r.Dead = 100 })},
 		// Review finding 5: delete reads the ceiling, a raise lands, then
 		// the tombstone: it must still take, keeping the higher ceiling.
-		{"a tombstone of the same znode with a lower ceiling takes, keeping the ceiling",
-			base, with(func(r *Record) { r.Ceiling, r.Deleted = 0, true }), with(func(r *Record) { r.Deleted = true })},
-		{"a tombstone of a znode restored from the store (czxid unknown) takes",
-			with(func(r *Record) { r.Czxid = 0 }), with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 0, 7, true }),
-			with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 100, 7, true })},
-		{"a tombstone of another znode with a lower ceiling is stale",
-			base, with(func(r *Record) { r.Ceiling, r.Czxid, r.Deleted = 0, 2, true }), base},
-		// After a ZooKeeper restore, a sequence whose space is used up
-		// keeps a record of the lost history's znode.
-		{"a tombstone of another znode covering the ceiling takes",
-			base, with(func(r *Record) { r.Czxid, r.Mzxid, r.Deleted = 2, 0, true }),
-			with(func(r *Record) { r.Czxid, r.Mzxid, r.Deleted = 2, 0, true })},
-		{"a tombstone stays one against a stale write of the same observation",
-			with(func(r *Record) { r.Deleted = true }), base, with(func(r *Record) { r.Deleted = true })},
-		{"a re-created sequence above the tombstone is live",
-			with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid = 300, 20, 20 }),
-			with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid = 300, 20, 20 })},
-		{"a re-created sequence with a newer znode is live",
-			with(func(r *Record) { r.Deleted = true }), with(func(r *Record) { r.Czxid, r.Mzxid = 20, 20 }),
-			with(func(r *Record) { r.Czxid, r.Mzxid = 20, 20 })},
+		{"a tombstone below a racing raise still deletes the incarnation, keeping the ceiling",
+			with(func(r *Record) { r.Ceiling = 900 }), Record{Name: "s", Ceiling: 100, Dead: 100},
+			with(func(r *Record) { r.Ceiling, r.Dead = 900, 100 })},
+		{"a raise after the tombstone cannot undelete (the repro of a rotation racing a delete)",
+			with(func(r *Record) { r.Dead = 100 }), Record{Name: "s", Ceiling: 5000, Czxid: 77, Mzxid: 78},
+			with(func(r *Record) { r.Ceiling, r.Czxid, r.Mzxid, r.Version, r.Dead = 5000, 77, 78, 0, 100 })},
+		{"a tombstone without an incarnation (imported) is not a wildcard: a newer incarnation is live",
+			Record{Name: "s", Ceiling: 500, Dead: 500}, with(func(r *Record) { r.Ceiling, r.Live = 700, 501 }),
+			with(func(r *Record) { r.Ceiling, r.Live, r.Dead = 700, 501, 500 })},
+		{"a newer incarnation brings its configuration",
+			base, with(func(r *Record) { r.Live, r.Start, r.End, r.Windows = 101, 7, 9000, 4 }),
+			with(func(r *Record) { r.Live, r.Start, r.End, r.Windows = 101, 7, 9000, 4 })},
+		{"seen, epoch and updated each take the maximum",
+			with(func(r *Record) { r.Seen, r.Epoch, r.Updated = 5, 2, time.UnixMilli(9) }),
+			with(func(r *Record) { r.Seen, r.Epoch, r.Updated = 4, 3, time.UnixMilli(8) }),
+			with(func(r *Record) { r.Seen, r.Epoch, r.Updated = 5, 3, time.UnixMilli(9) })},
 	} {
-		if got := mergeRecord(tc.old, tc.in); got != tc.want {
+		got := Merge(tc.old, tc.in)
+		if !Equal(got, tc.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, got, tc.want)
+		}
+		if back := Merge(tc.in, tc.old); !Equal(back, got) {
+			t.Errorf("%s: not commutative:\n %+v\n %+v", tc.name, got, back)
 		}
 	}
 }
@@ -293,46 +296,52 @@ func TestStoreOneObjectPerWrite(t *testing.T) {
 func TestStoreTombstone(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
 		s := newStore(t, open(), StoreOptions{})
-		mustPut(t, s, 1, rec("gone", 1000, 40))
-		// The primary saw the znode deleted: it writes a tombstone
-		// carrying what it knew, or even less.
-		tomb := rec("gone", 0, 40)
-		tomb.Deleted = true
-		mustPut(t, s, 1, tomb)
-		r := mustGet(t, s, "gone")
-		if r.Ceiling != 1000 {
-			t.Fatalf("tombstone lowered the ceiling: %+v", r)
-		}
-		// A tombstone with a lower ceiling is stale; at the same ceiling
-		// it lands.
-		tomb.Ceiling = 1000
-		mustPut(t, s, 1, tomb)
-		if r := mustGet(t, s, "gone"); !r.Deleted || r.Ceiling != 1000 {
-			t.Fatalf("tombstone: %+v", r)
+		born := rec("gone", 1000, 40)
+		born.Live = 1
+		mustPut(t, s, 1, born)
+		// delete read the znode with ceiling 900 before a raise to 1000
+		// reached the store: the incarnation is deleted all the same.
+		r, err := s.Tombstone(ctx, "gone", 900)
+		if err != nil || !r.Deleted() || r.Ceiling != 1000 {
+			t.Fatalf("tombstone: %+v, %v", r, err)
 		}
 		// A late write of the last live observation does not undelete.
 		mustPut(t, s, 1, rec("gone", 1000, 40))
-		if r := mustGet(t, s, "gone"); !r.Deleted {
+		if r := mustGet(t, s, "gone"); !r.Deleted() {
 			t.Fatalf("stale write undeleted: %+v", r)
 		}
-		recs, err := s.Load(testCtx(t))
-		if err != nil || len(recs) != 1 || !recs[0].Deleted {
+		recs, err := s.Load(ctx)
+		if err != nil || len(recs) != 1 || !recs[0].Deleted() {
 			t.Fatalf("load: %+v, %v", recs, err)
 		}
-		// The primary raising the same znode while it is being deleted
-		// (it persists first, then finds the znode gone): still deleted.
+		// The primary raising the same incarnation while it is being
+		// deleted (it persists first, then finds the znode gone): still
+		// deleted.
 		mustPut(t, s, 1, rec("gone", 1200, 80))
-		if r := mustGet(t, s, "gone"); !r.Deleted || r.Ceiling != 1200 {
-			t.Fatalf("a raise of the deleted znode undeleted it: %+v", r)
+		if r := mustGet(t, s, "gone"); !r.Deleted() || r.Ceiling != 1200 {
+			t.Fatalf("a raise of the deleted incarnation undeleted it: %+v", r)
 		}
-		// Re-created (a new znode, so a new creation zxid) above the old
-		// ceiling: live again.
+		// Created again above the old ceiling (a new incarnation): live.
 		again := rec("gone", 1500, 90)
 		again.Czxid++
+		again.Live = 1201
 		mustPut(t, s, 1, again)
-		if r := mustGet(t, s, "gone"); r.Deleted || r.Ceiling != 1500 {
+		if r := mustGet(t, s, "gone"); r.Deleted() || r.Ceiling != 1500 {
 			t.Fatalf("re-created: %+v", r)
+		}
+		// A tombstone of the old incarnation arriving late changes
+		// nothing: the store knows a newer one.
+		if r, err := s.Tombstone(ctx, "gone", 900); err != nil || !r.Deleted() {
+			// Tombstone deletes what the store knows: a delete reads
+			// its znode first, so this is the new incarnation's delete.
+			t.Fatalf("tombstone of the live incarnation: %+v, %v", r, err)
+		}
+		// A registration with start 1, deleted before it was
+		// initialised: a tombstone up to 1, so that a new one starts at 2.
+		if r, err := s.Tombstone(ctx, "fresh", 0); err != nil || !r.Deleted() || r.Ceiling != 1 {
+			t.Fatalf("tombstone of a registration: %+v, %v", r, err)
 		}
 	})
 }
@@ -473,7 +482,7 @@ func corruptBuckets(t testing.TB, n int) map[string][]byte {
 		"unsorted": body(fmt.Sprintf("bucket %d of %d epoch 1 records 2\n", b, n) +
 			`"victim" 5 1 0 0 0 - 0` + "\n" + `"victim" 6 1 0 0 0 - 0` + "\n"),
 		"bad flags":     body(header + `"victim" 5 1 0 0 0 X 0` + "\n"),
-		"newer version": []byte("seqkeeper-bucket v2\nwhatever comes next"),
+		"newer version": []byte("seqkeeper-bucket v3\nwhatever comes next"),
 	}
 }
 

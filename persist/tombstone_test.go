@@ -3,7 +3,9 @@ package persist_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,14 +16,15 @@ import (
 // primary raises it (store first), and the tombstone lands with the ceiling
 // delete read. The tombstone must take all the same, keeping the raised
 // ceiling, or a restore brings the deleted sequence back; and a tombstone
-// that cannot take (the store describes another incarnation) must say so.
+// that cannot take (a newer incarnation was born meanwhile) must say so.
 func TestTombstoneBeatsARacingRaise(t *testing.T) {
 	t.Parallel()
 	b, err := persist.NewFile(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := persist.NewStore(b, persist.StoreOptions{Buckets: 4})
+	hooked := &hookBackend{Backend: b}
+	s, err := persist.NewStore(hooked, persist.StoreOptions{Buckets: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,40 +33,65 @@ func TestTombstoneBeatsARacingRaise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const czxid = 7
-	if err := s.Put(ctx, ep, persist.Record{Name: "s", Ceiling: 100, Czxid: czxid, Mzxid: 9}); err != nil {
+	if err := s.Put(ctx, ep, persist.Record{Name: "s", Ceiling: 100, Live: 1, Czxid: 7, Mzxid: 9}); err != nil {
 		t.Fatal(err)
 	}
 	// The primary raises many times while delete tombstones what it read.
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for c := int64(200); c <= 2000; c += 100 {
-			if err := s.Put(ctx, ep, persist.Record{Name: "s", Ceiling: c, Czxid: czxid, Mzxid: 9 + c}); err != nil {
+			if err := s.Put(ctx, ep, persist.Record{Name: "s", Ceiling: c, Czxid: 7, Mzxid: 9 + c}); err != nil {
 				t.Error(err)
 			}
 		}
 	})
-	got, err := s.Tombstone(ctx, "s", 100, czxid)
+	got, err := s.Tombstone(ctx, "s", 100)
 	wg.Wait()
-	if err != nil || !got.Deleted {
+	if err != nil || !got.Deleted() {
 		t.Fatalf("tombstone: %+v, %v", got, err)
 	}
 	final, err := s.Get(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !final.Deleted || final.Ceiling != 2000 {
+	if !final.Deleted() || final.Ceiling != 2000 {
 		t.Fatalf("after the raises: %+v; want a tombstone with ceiling 2000", final)
 	}
 
-	// A record of a newer incarnation (another creation zxid, higher
-	// ceiling): the old incarnation's tombstone does not take, and says so.
-	if err := s.Put(ctx, ep, persist.Record{Name: "t", Ceiling: 500, Czxid: 20, Mzxid: 21}); err != nil {
+	// A newer incarnation is born between the tombstone's read of the
+	// record and its write: the tombstone does not delete it, and says so.
+	if err := s.Put(ctx, ep, persist.Record{Name: "t", Ceiling: 500, Live: 1, Czxid: 20, Mzxid: 21}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Tombstone(ctx, "t", 100, 3); err == nil || got.Deleted {
-		t.Fatalf("tombstone of an older incarnation: %+v, %v; want an error and no tombstone", got, err)
+	other, err := persist.NewStore(b, persist.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	birth := func() {
+		if err := other.Put(ctx, ep, persist.Record{Name: "t", Ceiling: 900, Live: 501, Czxid: 30, Mzxid: 31}); err != nil {
+			t.Error(err)
+		}
+	}
+	hooked.once.Store(&birth)
+	if got, err := s.Tombstone(ctx, "t", 500); !errors.Is(err, persist.ErrOtherIncarnation) || got.Deleted() {
+		t.Fatalf("tombstone racing a birth: %+v, %v; want ErrOtherIncarnation and the newer incarnation live", got, err)
+	}
+}
+
+// hookBackend runs a function, once armed, before the next write of a log
+// segment reaches the backend.
+type hookBackend struct {
+	persist.Backend
+	once atomic.Pointer[func()]
+}
+
+func (h *hookBackend) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if strings.HasPrefix(key, "log/") {
+		if fn := h.once.Swap(nil); fn != nil {
+			(*fn)()
+		}
+	}
+	return h.Backend.Put(ctx, key, data, ifMatch)
 }
 
 // A write that changes nothing (the store already holds as much) must not

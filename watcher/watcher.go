@@ -357,6 +357,10 @@ func (w *Watcher) listChildren(ctx context.Context) ([]string, bool, error) {
 	if err != nil {
 		return nil, false, fmt.Errorf("list %s: %w", w.root, err)
 	}
+	// Names starting with '.' are seqkeeper's own znodes (the root's
+	// .seqkeeper), never sequences: a sequence name starts with a letter
+	// or digit.
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasPrefix(n, ".") })
 	slices.Sort(names)
 	return names, true, nil
 }

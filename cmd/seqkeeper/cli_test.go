@@ -476,7 +476,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rec, rec.Deleted
+		return rec, rec.Deleted()
 	}
 
 	// Not confirmed: nothing happens.

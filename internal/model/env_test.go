@@ -540,7 +540,7 @@ func (e *env) storeCovers() bool {
 			if err != nil || st.Registered || rec.Ceiling < st.Ceiling {
 				continue
 			}
-		} else if !rec.Deleted {
+		} else if !rec.Deleted() {
 			continue
 		}
 		e.m.mu.Lock()

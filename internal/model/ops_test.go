@@ -693,8 +693,8 @@ func (e *env) opCompactionCrash(r *rand.Rand) (string, bool) {
 	old.zk.Close()
 	e.stopPrimary(old, "crashed while compacting")
 	e.startPrimary()
-	what := fmt.Sprintf("compaction-crash %s after %d requests (%d segments folded, checkpoint %d, %v) -> %s",
-		old.holder, budget, res.Segments, res.Checkpoint, err, e.prim.holder)
+	what := fmt.Sprintf("compaction-crash %s after %d requests (%d segments folded, %d deleted, %v) -> %s",
+		old.holder, budget, res.Segments, res.Deleted, err, e.prim.holder)
 	e.fault(what)
 	return what, true
 }

@@ -78,7 +78,7 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 		rec = persist.Record{Name: name, Start: st.Start, End: st.End, Windows: st.Windows}
 	case err != nil:
 		return Advanced{}, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
-	case rec.Deleted:
+	case rec.Deleted():
 		return Advanced{}, fmt.Errorf("sequence %q: %w: the store holds a tombstone for it (a delete is under way); nothing was changed", name, seqzk.ErrAdvanceRefused)
 	}
 	// If ZooKeeper's state cannot be trusted (a leader election since it

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -53,9 +54,11 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			continue
 		}
 		delete(p.storeErrs, pl.name)
-		r := recs[i]
-		r.Ceiling = max(r.Ceiling, p.records[r.Name].ceiling)
-		p.records[r.Name] = storedOf(r)
+		if kept, ok := p.records[pl.name]; ok {
+			p.records[pl.name] = kept.join(recs[i])
+		} else {
+			p.records[pl.name] = storedOf(recs[i])
+		}
 		written = append(written, pl)
 	}
 	p.view.Unlock()
@@ -171,7 +174,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 			p.log.Info().Str("sequence", pl.name).Msg("primary: rotated the sequence onto a fresh znode (its data version neared the limit)")
 		}
 	case planInit:
-		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
+		st, err = p.seq.Initialise(ctx, pl.name, pl.floor, pl.ceiling, pl.guard)
 		p.count(func(s *Stats) { s.Initialised++ })
 	case planRevalidate:
 		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
@@ -180,7 +183,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
-	if errors.Is(err, sequence.ErrUnknownSequence) {
+	if errors.Is(err, sequence.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {
 		return sequence.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
 	}
 	if err != nil {

@@ -28,15 +28,18 @@ var ErrDeleteContended = errors.New("sequence keeps changing under delete")
 // tombstone holding the sequence's ceiling (persist.Store.Tombstone), so
 // that a sequence created later under the name starts above every ID this
 // one issued and a restore never brings it back; then the znode goes, with
-// its windows and marker, in one transaction that succeeds only if the
-// znode is still at the version whose ceiling the tombstone holds.
-// Otherwise it reads again (and tombstones again if the ceiling rose). It
-// returns the ceiling the tombstone holds: the sequence's, or an earlier
-// incarnation's when that was higher.
+// its windows and marker, in one transaction that also writes ZooKeeper's
+// copy of the tombstone (seqzk.Deletion) and succeeds only if the znode is
+// still at the version whose ceiling the tombstone holds. Otherwise it
+// reads again (and tombstones again if the ceiling rose). It returns the
+// ceiling the tombstone holds: the sequence's, or an earlier incarnation's
+// when that was higher.
 //
 // Delete may run beside a primary and busy clients: a raise that races the
-// tombstone cannot undo it, because the store keeps a tombstone over any
-// record of the same znode whatever its ceiling.
+// tombstone cannot undo it (the store's record of a deleted incarnation
+// stays deleted whatever is written for it later), and a primary that is
+// creating the name again (a restore, an initialisation) checks ZooKeeper's
+// copy of the tombstone in the transaction that creates it.
 func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return 0, err
@@ -64,11 +67,9 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 		}
 		ceiling := TombstoneCeiling(st)
 		if ceiling > stored {
-			rec, err := store.Tombstone(ctx, name, ceiling, stat.Czxid)
+			rec, err := store.Tombstone(ctx, name, ceiling)
 			if errors.Is(err, persist.ErrOtherIncarnation) && attempt < deleteAttempts-1 {
-				// The znode was re-created, or ZooKeeper restored from an
-				// older copy and the primary has not recorded the znode it
-				// sees yet (it does when it fast-forwards it): read again.
+				// A newer incarnation was born meanwhile: read again.
 				if err := backoff.Sleep(ctx, time.Duration(attempt+1)*100*time.Millisecond); err != nil {
 					return 0, err
 				}
@@ -79,23 +80,17 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 			}
 			// What the store holds: at least ceiling, and more when an
 			// earlier incarnation of the name issued more.
-			stored = rec.Ceiling
+			stored = max(rec.Ceiling, ceiling)
 		}
-		children, _, err := s.Children(ctx, p)
-		if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
-			return 0, fmt.Errorf("sequence %q: list %s: %w", name, p, err)
-		}
-		ops := make([]zkclient.Op, 0, len(children)+1)
-		for _, c := range children {
-			// Unconditional on purpose: whatever a window or marker holds goes.
-			ops = append(ops, zkclient.DeleteOp(p+"/"+c, zkclient.AnyVersion))
-		}
-		ops = append(ops, zkclient.DeleteOp(p, stat.Version))
-		_, err = s.Multi(ctx, ops...)
+		// ZooKeeper's copy says what the store's does: the deleted
+		// incarnations handed out nothing above it, and any later one
+		// is born above it.
+		err = seqs.Remove(ctx, s, name, stat.Version, max(stored, ceiling))
 		switch {
 		case err == nil:
 			return stored, nil
-		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNotEmpty), errors.Is(err, zkclient.ErrNoNode):
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNotEmpty), errors.Is(err, zkclient.ErrNoNode),
+			errors.Is(err, zkclient.ErrNodeExists):
 			continue // changed meanwhile (a take, a raise, a new window): read again
 		default:
 			return 0, fmt.Errorf("sequence %q: delete %s (tombstone written): %w; run delete again", name, p, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/watcher"
 )
@@ -84,6 +85,18 @@ type plan struct {
 	floor   int64 // for revalidations: next moves at least here
 	ceiling int64 // the new ceiling (or legacy mark) to persist first
 	rec     persist.Record
+	// guard, for an initialisation, is the name's deletion record as read
+	// when the floor was chosen (births).
+	guard seqzk.Deletion
+}
+
+// birth is what an initialisation of a registration starts from, read
+// afresh after the registration was seen (prepareBirths): its floor, above
+// every ID any earlier incarnation of the name may have handed out as the
+// store and ZooKeeper's deletion record say, and that record.
+type birth struct {
+	floor int64
+	guard seqzk.Deletion
 }
 
 type planKind int
@@ -109,7 +122,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 	reserve := p.reserve(t)
 	headroom := reconcile.Headroom(reserve)
 	base := persist.Record{Name: name, Czxid: t.czxid, Mzxid: t.mzxid, Version: t.version,
-		Start: st.Start, End: st.End, Windows: st.Windows}
+		Start: st.Start, End: st.End, Windows: st.Windows, Seen: p.era.Value}
 	switch {
 	case st.Legacy:
 		base.Legacy = true
@@ -127,13 +140,19 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		}
 		return plan{name: name, kind: planLegacyMark, ceiling: st.Next + reserve, rec: base}, true
 	case st.Registered:
-		// A new sequence, or one created again after a delete: start
-		// above anything a previous sequence of this name handed out.
-		floor := st.Start
-		if stored {
-			floor = max(floor, state.AddSat(rec.Ceiling, 1))
+		// A new sequence, or one created again after a delete: a new
+		// incarnation, which starts above anything an earlier one of
+		// this name handed out. The floor is read afresh once the
+		// registration was seen (the primary's copy of the store's
+		// records may predate an operator's delete, advance or import),
+		// and the initialisation checks that no delete overtook it.
+		b, ok := p.births[name]
+		if !ok {
+			return plan{}, false // decided once prepareBirths has read its floor
 		}
-		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
+		floor := max(st.Start, b.floor)
+		base.Live = floor
+		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base, guard: b.guard}, true
 	}
 	floor := reconcile.Floor(st, rec, stored)
 	switch {

@@ -72,8 +72,21 @@ type Primary struct {
 	// Owned by Run's goroutine.
 	epoch   int64 // the store's leader epoch of this term
 	zkEpoch int64
-	audited time.Time // when the store was last read whole (takeStore, audit)
-	records map[string]stored
+	// era is the root's era in ZooKeeper epoch zkEpoch (seqzk.Era): every
+	// record this primary writes carries it as Seen.
+	era seqzk.Era
+	// wiped is set when ZooKeeper was found to have lost the root's data
+	// (the root or its own znode gone), until a restore has run: every
+	// sequence the store holds live and ZooKeeper lacks is then lost.
+	wiped bool
+	// births are the initialisations prepared for the next decisions
+	// (prepareBirths), and kept the names judged deleted by hand in the
+	// current era (restore.go), so that they are not read again at every
+	// sweep.
+	births   map[string]birth
+	handGone map[string]struct{}
+	audited  time.Time // when the store was last read whole (takeStore, audit)
+	records  map[string]stored
 	// broken is the error of the store buckets that could not be read at
 	// start (corrupt, or written by a newer format): their sequences are
 	// left alone, reported unhealthy, until a new term reads them again.
@@ -216,7 +229,7 @@ func (p *Primary) Run(ctx context.Context) error {
 		case <-p.flightDone():
 			err = p.land()
 		case <-recheck:
-			err = p.apply(ctx, p.plan(p.due()))
+			err = p.apply(ctx, p.plan(ctx, p.due()))
 		case <-batchTimer.C:
 			err = p.apply(ctx, p.releaseHeld())
 		case <-fence.C:
@@ -273,9 +286,16 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	p.legacyMoved = make(map[string]struct{})
 	p.held = make(map[string]time.Time)
 	p.recheck = make(map[string]struct{})
-	if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
+	p.births = make(map[string]birth)
+	p.handGone = make(map[string]struct{})
+	// Before anything is created: a root, or its own znode, that is gone
+	// while the store holds sequences means ZooKeeper lost the root's
+	// data.
+	prev, err := p.seq.ReadEra(ctx)
+	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
+	p.wiped = !prev.Exists
 	zkEpoch, err := p.seq.CurrentEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
@@ -283,6 +303,9 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	p.view.Lock()
 	p.zkEpoch = zkEpoch
 	p.view.Unlock()
+	if p.era, err = p.seq.CurrentEra(ctx, zkEpoch); err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
 	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
 	exists, _, err := p.zk.Exists(ctx, p.cfg.MarkerPath)
 	if err != nil {
@@ -291,9 +314,17 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	if !exists && len(p.records) > 0 {
 		p.log.Warn().Int("stored_sequences", len(p.records)).Str("marker", p.cfg.MarkerPath).
 			Msg("primary: cluster marker missing while the store holds sequences: ZooKeeper was wiped or replaced; restoring")
+		p.wiped = true
 	}
 	if err := p.restore(ctx); err != nil {
 		return err
+	}
+	held := make(map[string]persist.Record, len(recs))
+	for _, r := range recs {
+		held[r.Name] = r
+	}
+	if err := p.mirrorDeletions(ctx, held, p.broken); err != nil {
+		p.log.Warn().Err(err).Msg("primary: could not compare the store's tombstones with ZooKeeper's deletion records; trying again at the next audit")
 	}
 	if !exists {
 		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
@@ -339,7 +370,7 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 	if everything {
 		return p.sweep(ctx)
 	}
-	plans := p.plan(changed)
+	plans := p.plan(ctx, changed)
 	if err := p.apply(ctx, plans); err != nil {
 		return err
 	}
@@ -354,7 +385,8 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 // one plan each would run several operations on it at once). Routine
 // raises are held back to share a later store write; anything else goes
 // now, and takes the held-back raises with it.
-func (p *Primary) plan(names []string) []plan {
+func (p *Primary) plan(ctx context.Context, names []string) []plan {
+	p.prepareBirths(ctx, names)
 	var plans []plan
 	for _, name := range names {
 		t := p.seqs[name]
@@ -370,6 +402,7 @@ func (p *Primary) plan(names []string) []plan {
 			plans = append(plans, pl)
 		}
 	}
+	clear(p.births) // used: read again for the next decision
 	// A store write is going out anyway, or the oldest routine raise
 	// has waited long enough: the held-back raises go with it.
 	if due, _ := p.heldDue(); due || len(plans) > 0 {
@@ -390,10 +423,21 @@ func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
 	}
 	p.log.Warn().Int64("zk_epoch", e).Int64("previous_zk_epoch", p.zkEpoch).
 		Msg("primary: ZooKeeper elected a new leader; revalidating every sequence (each skips at most its reserve)")
+	// A new era first: what is missing from now on may have been lost.
+	era, err := p.seq.CurrentEra(ctx, e)
+	if err != nil {
+		return false, err
+	}
 	p.view.Lock()
 	p.zkEpoch = e
 	p.view.Unlock()
+	p.era = era
+	clear(p.handGone)
 	p.log = p.log.With().Int64("zk_epoch", e).Logger()
+	// Decide from the store as it is now: an operator may have written it
+	// (an advance, an import) since this primary last read it whole, in
+	// ZooKeeper's history that the election may have thrown away.
+	p.audited = time.Time{}
 	return true, nil
 }
 
@@ -412,12 +456,20 @@ func (p *Primary) sweep(ctx context.Context) error {
 			return err
 		}
 	}
+	var registered []string
+	for name, t := range p.seqs {
+		if t.state.Registered {
+			registered = append(registered, name)
+		}
+	}
+	p.prepareBirths(ctx, registered)
 	var plans []plan
 	for name, t := range p.seqs {
 		if pl, ok := p.decide(name, t); ok {
 			plans = append(plans, pl)
 		}
 	}
+	clear(p.births)
 	clear(p.held) // decided above
 	if err := p.apply(ctx, plans); err != nil {
 		return errors.Join(landErr, err)

@@ -429,7 +429,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := store.Get(ctx, "gone")
-	if err != nil || !rec.Deleted {
+	if err != nil || !rec.Deleted() {
 		t.Fatalf("tombstone: %+v, %v", rec, err)
 	}
 	time.Sleep(500 * time.Millisecond) // the primary must not restore it

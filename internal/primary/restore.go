@@ -4,81 +4,187 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
-	"github.com/seqkeeper/seqkeeper/zkclient"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
-// restore re-creates every live sequence the store knows and ZooKeeper
-// lacks, above its stored ceiling. Sequences are deleted only by 'seqkeeper
-// delete', which writes a tombstone first; a sequence znode that disappears
-// any other way comes back.
-func (p *Primary) restore(ctx context.Context) error {
-	candidates := 0
-	for name, r := range p.records {
-		if !r.deleted && p.seqs[name] == nil {
-			candidates++
+// The primary's births: the two ways a sequence's znode comes to hold a
+// usable state in a new incarnation or after a loss (initialising a
+// registration, restoring a lost sequence). Each reads its floor afresh
+// once it has seen what it acts on, writes the store first, and carries
+// out its ZooKeeper write in a transaction that fails if the name's
+// deletion record changed since it was read (seqzk.Restoration,
+// seqzk.Client.Initialise): a delete cannot be overtaken by a birth
+// decided before it.
+
+// deletionsOf reads the deletion records of names, one by one for a few
+// and all at once for many.
+func (p *Primary) deletionsOf(ctx context.Context, names []string) (map[string]seqzk.Deletion, error) {
+	if len(names) > 64 {
+		return p.seq.Deletions(ctx)
+	}
+	out := make(map[string]seqzk.Deletion, len(names))
+	for _, name := range names {
+		d, err := p.seq.ReadDeletion(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
+// prepareBirths reads, for the registrations among names, the floor their
+// initialisation starts from: above the store's ceiling for the name, as
+// the store says now, and above ZooKeeper's deletion record, which it
+// keeps as the guard of the initialisation. ZooKeeper is read first: a
+// delete writes the store's tombstone before ZooKeeper's record. A name
+// whose floor cannot be read now is decided at a later event or sweep.
+func (p *Primary) prepareBirths(ctx context.Context, names []string) {
+	var regs []string
+	for _, name := range names {
+		if t := p.seqs[name]; t != nil && t.corrupt == nil && t.state.Registered && !p.inFlight(name) {
+			regs = append(regs, name)
 		}
 	}
-	if candidates == 0 {
+	if len(regs) == 0 {
+		return
+	}
+	dels, err := p.deletionsOf(ctx, regs)
+	if err != nil {
+		p.log.Warn().Err(err).Int("sequences", len(regs)).Msg("primary: cannot read the deletion records of new sequences; initialising them later")
+		return
+	}
+	fresh, err := p.refresh(ctx, regs)
+	if err != nil {
+		p.log.Warn().Err(err).Int("sequences", len(regs)).Msg("primary: cannot read the store's records of new sequences; initialising them later")
+		return
+	}
+	for _, name := range regs {
+		floor := int64(1)
+		if r, ok := fresh[name]; ok {
+			floor = state.AddSat(r.Ceiling, 1)
+		}
+		d := dels[name]
+		if d.Exists {
+			floor = max(floor, state.AddSat(d.Ceiling, 1))
+		}
+		p.births[name] = birth{floor: floor, guard: d}
+	}
+}
+
+// restore re-creates, above its stored ceiling, every sequence the store
+// holds live that ZooKeeper lost. A sequence missing from ZooKeeper is
+// lost only if ZooKeeper is known to have lost data since it last held it
+// (seqzk.Era.Lost, or the root's data gone); one missing in the era it was
+// last seen in was deleted by hand, and is left alone (logged). One that
+// ZooKeeper's deletion record says is deleted is not restored either: its
+// tombstone is written into the store again, which lost it.
+func (p *Primary) restore(ctx context.Context) error {
+	var candidates []string
+	for name, r := range p.records {
+		if !r.deleted && p.seqs[name] == nil {
+			if _, gone := p.handGone[name]; !gone {
+				candidates = append(candidates, name)
+			}
+		}
+	}
+	if len(candidates) == 0 {
+		p.wiped = false
 		return nil
 	}
 	// The watcher may simply not have reported them yet: list once.
-	children, _, err := p.zk.Children(ctx, p.seq.Root())
-	if errors.Is(err, zkclient.ErrNoNode) {
+	children, err := p.seq.Names(ctx)
+	if errors.Is(err, sequence.ErrUnknownSequence) {
 		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
-		if err := p.zk.EnsurePath(ctx, p.seq.Root()); err != nil {
+		p.wiped = true
+		children = nil
+	} else if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if era, err := p.seq.ReadEra(ctx); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	} else if !era.Exists || era.Value != p.era.Value {
+		// The root's own znode is gone (or was replaced): its data was
+		// lost under this primary.
+		p.wiped = true
+		if p.era, err = p.seq.CurrentEra(ctx, p.zkEpoch); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
 			return fmt.Errorf("restore: cluster marker: %w", err)
 		}
-		children = nil
-	} else if err != nil {
-		return fmt.Errorf("restore: list %s: %w", p.seq.Root(), err)
 	}
 	present := make(map[string]bool, len(children))
 	for _, c := range children {
 		present[c] = true
 	}
-	lost := func() []string {
-		var out []string
-		for name, r := range p.records {
-			if !r.deleted && !present[name] {
-				out = append(out, name)
-			}
-		}
-		return out
-	}
-	names := lost()
-	if len(names) == 0 {
+	candidates = slices.DeleteFunc(candidates, func(name string) bool { return present[name] })
+	if len(candidates) == 0 {
 		return nil
 	}
-	// Read those records again: an operator's tombstone ('seqkeeper
-	// delete' writes it, then deletes the znode) is newer than our copy,
-	// and p.records does not keep the configuration a restore needs.
-	fresh, err := p.refresh(ctx, names)
+	// ZooKeeper's deletion records first, then the store: a delete
+	// writes the store's tombstone before ZooKeeper's record, so a delete
+	// that this reading of ZooKeeper missed shows in the store.
+	dels, err := p.deletionsOf(ctx, candidates)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	var really []persist.Record
-	for _, name := range lost() {
-		if r, ok := fresh[name]; ok {
-			really = append(really, r)
+	fresh, err := p.refresh(ctx, candidates)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	var lost, handGone []persist.Record
+	var repairs []persist.Record
+	for _, name := range candidates {
+		r, ok := fresh[name]
+		d := dels[name]
+		switch {
+		case !ok || r.Deleted():
+			// Deleted meanwhile (the audit writes ZooKeeper's copy of the
+			// tombstone if it lacks one).
+		case d.Exists && d.Ceiling >= r.Live:
+			repairs = append(repairs, persist.Record{Name: name, Ceiling: d.Ceiling, Dead: d.Ceiling})
+		case p.wiped || p.era.Lost(r.Seen, p.zkEpoch):
+			lost = append(lost, r)
+		default:
+			handGone = append(handGone, r)
 		}
 	}
-	if len(really) == 0 {
+	p.count(func(s *Stats) { s.HandDeleted += int64(len(handGone)) })
+	for _, r := range handGone {
+		p.handGone[r.Name] = struct{}{}
+		p.log.Warn().Str("sequence", r.Name).Int64("stored_ceiling", r.Ceiling).
+			Msg("primary: sequence missing from ZooKeeper, which lost no data since it last held it: deleted by hand, without a tombstone; not restored ('seqkeeper delete' it to record the tombstone, or 'seqkeeper restore --lost' it)")
+	}
+	if len(repairs) > 0 {
+		if err := p.put(ctx, repairs); err != nil {
+			return fmt.Errorf("restore: write %d tombstones the store lost: %w", len(repairs), err)
+		}
+		p.count(func(s *Stats) { s.Repaired += int64(len(repairs)) })
+		p.log.Warn().Int("tombstones", len(repairs)).Msg("primary: the store had lost tombstones that ZooKeeper's deletion records hold; written again")
+		p.view.Lock()
+		for _, r := range repairs {
+			p.records[r.Name] = p.records[r.Name].join(r)
+		}
+		p.view.Unlock()
+	}
+	if len(lost) == 0 {
+		p.wiped = false
 		return nil
 	}
-	sort.Slice(really, func(i, j int) bool { return really[i].Name < really[j].Name })
-	states := make([]sequence.State, 0, len(really))
-	recs := make([]persist.Record, 0, len(really))
-	for _, r := range really {
+	sort.Slice(lost, func(i, j int) bool { return lost[i].Name < lost[j].Name })
+	rs := make([]seqzk.Restoration, 0, len(lost))
+	recs := make([]persist.Record, 0, len(lost))
+	for _, r := range lost {
 		st, r := reconcile.Recreate(r, p.cfg.MinReserve) // no traffic seen yet
-		states = append(states, st)
+		rs = append(rs, seqzk.Restoration{State: st, Guard: dels[r.Name]})
 		recs = append(recs, r)
 	}
 	if err := p.put(ctx, recs); err != nil {
@@ -90,9 +196,12 @@ func (p *Primary) restore(ctx context.Context) error {
 		p.records[r.Name] = storedOf(r)
 	}
 	p.view.Unlock()
-	created, stale, err := p.seq.Restore(ctx, states, p.zkEpoch)
+	created, stale, err := p.seq.Restore(ctx, rs, p.zkEpoch)
 	p.count(func(s *Stats) { s.Restored += int64(created) })
-	p.log.Warn().Int("restored", created).Int("stale_epoch", len(stale)).
-		Msg("primary: restored sequences missing from ZooKeeper at their stored ceiling + 1")
+	p.log.Warn().Int("restored", created).Int("of", len(rs)).Int("stale_epoch", len(stale)).
+		Msg("primary: restored sequences ZooKeeper lost at their stored ceiling + 1")
+	if err == nil {
+		p.wiped = false
+	}
 	return err
 }

@@ -208,9 +208,7 @@ func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
 		}
 		issued.add(t, "before the loss", got)
 	}
-	if err := testenv.DeleteAll(w.ZK(), r.root+"/b"); err != nil { // ZooKeeper loses it
-		t.Fatal(err)
-	}
+	loseZnodes(t, w, "b")
 	got, err := w.Take(ctx, "b", 10)
 	issued.add(t, "after the restore", got)
 	if !errors.Is(err, sequence.ErrExhausted) {
@@ -252,11 +250,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	if _, err := w.Take(ctx, "other", 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"top", "other"} {
-		if err := testenv.DeleteAll(w.ZK(), r.root+"/"+n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loseZnodes(t, w, "top", "other")
 	for _, n := range []string{"top", "other"} {
 		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok })
 	}

@@ -23,6 +23,15 @@ type Stats struct {
 	CompactErrors int64 // store log compactions that failed
 	Compacted     int64 // log segments folded into the store's buckets
 	Deferred      int64 // decisions put off while the sequence's raise was in flight
+	// Repaired counts what the primary wrote again because the store or
+	// ZooKeeper had lost it (one object lost or rolled back): tombstones
+	// into the store from ZooKeeper's deletion records and back, and the
+	// incarnation of a live sequence the store held as deleted.
+	Repaired int64
+	// HandDeleted counts sequences found missing from ZooKeeper in the era
+	// they were last seen in (deleted without 'seqkeeper delete'): not
+	// restored.
+	HandDeleted int64
 }
 
 // SequenceStatus describes one sequence as the primary sees it.

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // takeStore takes a new leader epoch in the store and seals every bucket
@@ -25,7 +27,10 @@ func (p *Primary) takeStore(ctx context.Context) ([]persist.Record, error) {
 		p.view.Unlock()
 		recs, err := p.deps.Store.Seal(ctx, epoch)
 		if errors.Is(err, persist.ErrFenced) && attempt < 3 {
-			if cur, holder, eerr := p.deps.Store.Epoch(ctx); eerr == nil && cur == epoch && holder == p.deps.Holder {
+			// Still ours in the epoch object: the fence came from objects
+			// carrying a higher epoch than the object did (it was lost or
+			// rolled back), which this store has now seen.
+			if _, holder, eerr := p.deps.Store.Epoch(ctx); eerr == nil && holder == p.deps.Holder {
 				p.deps.Logger.Warn().Int64("epoch", epoch).Err(err).
 					Msg("primary: store buckets carry a newer epoch than the epoch object (was it lost?); advancing past them")
 				continue
@@ -99,6 +104,81 @@ func (p *Primary) audit(ctx context.Context) error {
 	if wasBroken && err == nil {
 		p.log.Info().Msg("primary: the store objects that were unreadable are readable again")
 	}
+	if err := p.mirrorDeletions(ctx, held, err); err != nil {
+		p.log.Warn().Err(err).Msg("primary: could not compare the store's tombstones with ZooKeeper's deletion records; trying again at the next audit")
+	}
+	return nil
+}
+
+// mirrorDeletions keeps every deletion in two places, the store and
+// ZooKeeper's deletion records, repairing whichever side lost it (an object
+// lost or rolled back, a store written before deletion records existed).
+// held are the store's records as the audit read them; broken, the buckets
+// it could not read.
+//
+//   - A deletion record the store lacks (or holds lower) is written into
+//     the store as a tombstone; if the name's znode exists, it is an
+//     incarnation born after that deletion (the record is written in the
+//     transaction that deletes the znode), and the store learns that it is
+//     live when it held it as deleted.
+//   - A tombstone of a name whose znode does not exist, and that ZooKeeper
+//     lacks, is written into ZooKeeper (seqzk.Client.RecordDeletion, which
+//     refuses while a znode of the name exists).
+//
+// A tombstone in the store of a name whose znode exists, with no newer
+// deletion record, is left alone: a delete under way, or ZooKeeper
+// restored from a copy taken before the delete.
+func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.Record, broken error) error {
+	dels, err := p.seq.Deletions(ctx)
+	if err != nil {
+		return err
+	}
+	var repairs []persist.Record
+	for name, d := range dels {
+		if broken != nil && persist.Affects(broken, name) {
+			continue
+		}
+		r, ok := held[name]
+		fix := persist.Record{Name: name}
+		if !ok || r.Dead < d.Ceiling {
+			fix.Dead, fix.Ceiling = d.Ceiling, max(d.Ceiling, r.Ceiling)
+		}
+		if p.seqs[name] != nil && ok && r.Deleted() && d.Ceiling >= r.Dead {
+			fix.Live, fix.Ceiling = state.AddSat(d.Ceiling, 1), max(fix.Ceiling, r.Ceiling)
+		}
+		if fix.Dead > 0 || fix.Live > 0 {
+			repairs = append(repairs, fix)
+		}
+	}
+	written := 0
+	for name, r := range held {
+		d, ok := dels[name]
+		if !r.Deleted() || p.seqs[name] != nil || ok && d.Ceiling >= r.Ceiling {
+			continue
+		}
+		if err := p.seq.RecordDeletion(ctx, name, r.Ceiling); err != nil {
+			if errors.Is(err, seqzk.ErrExists) {
+				continue // a znode of the name exists after all
+			}
+			return err
+		}
+		written++
+	}
+	if len(repairs) > 0 {
+		if err := p.put(ctx, repairs); err != nil {
+			return fmt.Errorf("write %d records from ZooKeeper's deletion records: %w", len(repairs), err)
+		}
+		p.view.Lock()
+		for _, r := range repairs {
+			p.records[r.Name] = p.records[r.Name].join(r)
+		}
+		p.view.Unlock()
+	}
+	if n := len(repairs) + written; n > 0 {
+		p.count(func(s *Stats) { s.Repaired += int64(n) })
+		p.log.Warn().Int("into_store", len(repairs)).Int("into_zookeeper", written).
+			Msg("primary: a deletion was known on one side only (an object lost or rolled back, or written by an older release); repaired")
+	}
 	return nil
 }
 
@@ -117,7 +197,7 @@ func (p *Primary) checkFence(ctx context.Context) error {
 
 // refresh re-reads the records of names from the store into p.records
 // (one by one for a few, a full load for many) and returns what it read,
-// whole, by name.
+// whole, by name (a name the store has no record of is not in it).
 func (p *Primary) refresh(ctx context.Context, names []string) (map[string]persist.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
@@ -131,6 +211,9 @@ func (p *Primary) refresh(ctx context.Context, names []string) (map[string]persi
 	} else {
 		for _, name := range names {
 			got, err := p.deps.Store.Get(ctx, name)
+			if errors.Is(err, persist.ErrNotFound) {
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

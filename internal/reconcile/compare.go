@@ -8,7 +8,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -36,8 +35,14 @@ const (
 	// Nothing is done.
 	Nothing Action = iota
 	// RecreateZnode re-creates a sequence the store knows and ZooKeeper
-	// lacks, at its stored ceiling + 1 (Recreate).
+	// lost, at its stored ceiling + 1 (Recreate).
 	RecreateZnode
+	// RecordTombstone writes into the store the tombstone that ZooKeeper's
+	// deletion record holds and the store lost.
+	RecordTombstone
+	// MirrorTombstone writes ZooKeeper's copy of a tombstone only the
+	// store holds (seqzk.Deletion).
+	MirrorTombstone
 	// CoverInStore raises the stored ceiling to what ZooKeeper shows: the
 	// store lost the record, or never saw the ceiling.
 	CoverInStore
@@ -63,12 +68,16 @@ type Finding struct {
 	State sequence.State `json:"-"`
 	// Record is what the store holds (zero when it holds nothing).
 	Record persist.Record `json:"-"`
+	// Deletion is ZooKeeper's copy of the name's tombstone, as read.
+	Deletion seqzk.Deletion `json:"-"`
 }
 
 // Report is the result of Compare.
 type Report struct {
-	// ZKEpoch is the ZooKeeper epoch the comparison was made in.
+	// ZKEpoch is the ZooKeeper epoch the comparison was made in, and Era
+	// the root's era as read then.
 	ZKEpoch int64
+	Era     seqzk.Era
 	// Findings has one entry per name, sorted by name.
 	Findings []Finding
 }
@@ -92,15 +101,26 @@ func (r *Report) Unsafe() int {
 // ceilings never fall, so a store read after ZooKeeper covers every
 // ceiling ZooKeeper showed. (Read the other way round, a raise landing
 // between the two reads looked like a ZooKeeper ceiling above the stored
-// one: unsafe, exit 1 from verify, on a healthy system.)
+// one: unsafe, exit 1 from verify, on a healthy system.) For the same
+// reason a sequence deleted after ZooKeeper was read shows as deleted in
+// the store, never as lost.
+//
+// A name the store holds live and ZooKeeper lacks is lost (RecreateZnode)
+// only when ZooKeeper is known to have lost data since it last held it
+// (seqzk.Era.Lost); otherwise it was deleted by hand, and nothing brings
+// it back on its own.
 func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Report, error) {
+	era, err := seqs.ReadEra(ctx)
+	if err != nil {
+		return nil, err
+	}
 	epoch, err := seqs.CurrentEpoch(ctx)
 	if err != nil {
 		return nil, err
 	}
-	names, _, err := seqs.ZK().Children(ctx, seqs.Root())
-	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
-		return nil, fmt.Errorf("list %s: %w", seqs.Root(), err)
+	names, err := seqs.Names(ctx)
+	if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
+		return nil, err
 	}
 	type read struct {
 		name string
@@ -114,6 +134,10 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 			continue // deleted meanwhile
 		}
 		reads = append(reads, read{name, st, err})
+	}
+	deletions, err := seqs.Deletions(ctx)
+	if err != nil {
+		return nil, err
 	}
 	recs, err := store.Load(ctx)
 	if err != nil {
@@ -134,16 +158,37 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 		if err != nil {
 			return nil, err
 		}
+		f.Deletion = deletions[rd.name]
 		out = append(out, f)
 	}
 	for _, r := range recs {
-		if !inZK[r.Name] && !r.Deleted {
-			out = append(out, Finding{Sequence: r.Name, Level: Pending, Stored: r.Ceiling, Record: r, Action: RecreateZnode,
-				Problem: "in the store but not in ZooKeeper"})
+		if !inZK[r.Name] {
+			if f, ok := missing(r, deletions[r.Name], era, epoch); ok {
+				out = append(out, f)
+			}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sequence < out[j].Sequence })
-	return &Report{ZKEpoch: epoch, Findings: out}, nil
+	return &Report{ZKEpoch: epoch, Era: era, Findings: out}, nil
+}
+
+// missing classifies a name the store holds and ZooKeeper lacks, whose
+// deletion record in ZooKeeper is d, in era and ZooKeeper epoch epoch.
+func missing(r persist.Record, d seqzk.Deletion, era seqzk.Era, epoch int64) (Finding, bool) {
+	f := Finding{Sequence: r.Name, Level: Pending, Stored: r.Ceiling, Record: r, Deletion: d}
+	switch {
+	case r.Deleted() && d.Exists:
+		return f, false // deleted, and both sides know it
+	case r.Deleted():
+		f.Problem, f.Action = "deleted; ZooKeeper has no copy of the tombstone (the primary's audit writes it)", MirrorTombstone
+	case d.Exists && d.Ceiling >= r.Live:
+		f.Problem, f.Action = fmt.Sprintf("deleted (ZooKeeper's deletion record, up to %d), but the store lost its tombstone", d.Ceiling), RecordTombstone
+	case era.Lost(r.Seen, epoch):
+		f.Problem, f.Action = "in the store but not in ZooKeeper: lost with ZooKeeper's data", RecreateZnode
+	default:
+		f.Problem = "in the store but not in ZooKeeper, which lost no data since it last held it: deleted by hand; not restored"
+	}
+	return f, true
 }
 
 // check classifies one sequence ZooKeeper holds: st as read (readErr the
@@ -176,8 +221,8 @@ func check(name string, st sequence.State, readErr error, rec persist.Record, st
 			f.Level, f.Problem, f.Action = Unsafe, "no record in the store: a ZooKeeper data loss would reissue its IDs", CoverInStore
 		case st.Ceiling > rec.Ceiling:
 			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("ZooKeeper ceiling %d is above the stored ceiling %d", st.Ceiling, rec.Ceiling), CoverInStore
-		case rec.Deleted:
-			f.Level, f.Problem = Pending, "the store holds a tombstone for this name; the primary fast-forwards the re-created sequence"
+		case rec.Deleted():
+			f.Level, f.Problem = Pending, "the store holds a tombstone for this name: a delete is under way, or ZooKeeper was restored from a copy taken before it (delete it again)"
 		case st.ZKEpoch != epoch:
 			f.Level, f.Problem, f.Action = Pending, fmt.Sprintf("validated in ZooKeeper epoch %d, now %d: clients wait until it is revalidated", st.ZKEpoch, epoch), Revalidate
 		}
@@ -192,6 +237,10 @@ func (r *Report) Plan() {
 		switch f.Action {
 		case RecreateZnode:
 			f.Description = fmt.Sprintf("re-create at %d", state.AddSat(f.Record.Ceiling, 1))
+		case RecordTombstone:
+			f.Description = fmt.Sprintf("record the tombstone up to %d in the store", f.Deletion.Ceiling)
+		case MirrorTombstone:
+			f.Description = fmt.Sprintf("record the deletion up to %d in ZooKeeper", f.Record.Ceiling)
 		case CoverInStore:
 			f.Description = fmt.Sprintf("raise the stored ceiling to %d", cover(f.State, f.Record))
 		case Revalidate:
@@ -223,7 +272,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 	}
 	n := Headroom(minReserve)
 	var recs []persist.Record
-	var recreate []sequence.State
+	var recreate []seqzk.Restoration
 	for _, f := range r.Findings {
 		rec := f.Record
 		rec.Name = f.Sequence
@@ -231,7 +280,11 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		case RecreateZnode:
 			var st sequence.State
 			st, rec = Recreate(rec, minReserve)
-			recreate = append(recreate, st)
+			recreate = append(recreate, seqzk.Restoration{State: st, Guard: f.Deletion})
+		case RecordTombstone:
+			rec = persist.Record{Name: f.Sequence, Ceiling: f.Deletion.Ceiling, Dead: f.Deletion.Ceiling}
+		case MirrorTombstone:
+			continue // after the store write: see below
 		case CoverInStore:
 			rec.Ceiling = cover(f.State, rec)
 			rec.Legacy = f.State.Legacy
@@ -255,6 +308,14 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 	}
 	if _, _, err := seqs.Restore(ctx, recreate, r.ZKEpoch); err != nil {
 		return err
+	}
+	for _, f := range r.Findings {
+		if f.Action != MirrorTombstone {
+			continue
+		}
+		if err := seqs.RecordDeletion(ctx, f.Sequence, f.Record.Ceiling); err != nil && !errors.Is(err, seqzk.ErrExists) {
+			return err
+		}
 	}
 	for _, f := range r.Findings {
 		if f.Action != Revalidate {

@@ -118,7 +118,24 @@ func TestCompareAndApply(t *testing.T) {
 	r.initialise("above", 800)
 	r.put(persist.Record{Name: "above", Ceiling: 300})
 	r.put(persist.Record{Name: "lost", Start: 1, Ceiling: 700})
-	r.put(persist.Record{Name: "gone", Ceiling: 900, Deleted: true})
+	r.put(persist.Record{Name: "gone", Ceiling: 900, Dead: 900})
+	// Deleted, but the store lost its tombstone: ZooKeeper's deletion
+	// record says so.
+	r.put(persist.Record{Name: "undeleted", Live: 1, Ceiling: 600})
+	if err := r.seqs.RecordDeletion(ctx, "undeleted", 600); err != nil {
+		t.Fatal(err)
+	}
+	// Missing from ZooKeeper in the era it was last seen in: deleted by
+	// hand, not lost.
+	epoch, err := r.seqs.CurrentEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	era, err := r.seqs.CurrentEra(ctx, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.put(persist.Record{Name: "by-hand", Live: 1, Ceiling: 300, Seen: era.Value})
 	if err := r.seqs.Register(ctx, "registered", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +169,9 @@ func TestCompareAndApply(t *testing.T) {
 		"legacy":     {reconcile.Unsafe, reconcile.CoverInStore, "raise the stored ceiling to 41"},
 		"corrupt":    {reconcile.Unsafe, reconcile.Nothing, ""},
 		"stale":      {reconcile.Pending, reconcile.Revalidate, "fast-forward to 401 and stamp the current epoch"},
+		"gone":       {reconcile.Pending, reconcile.MirrorTombstone, "record the deletion up to 900 in ZooKeeper"},
+		"undeleted":  {reconcile.Pending, reconcile.RecordTombstone, "record the tombstone up to 600 in the store"},
+		"by-hand":    {reconcile.Pending, reconcile.Nothing, ""},
 	}
 	rep, err := reconcile.Compare(ctx, r.seqs, r.store)
 	if err != nil {
@@ -159,7 +179,7 @@ func TestCompareAndApply(t *testing.T) {
 	}
 	rep.Plan()
 	if len(rep.Findings) != len(want) {
-		t.Errorf("%d findings, want %d (a tombstone is not restored): %+v", len(rep.Findings), len(want), rep.Findings)
+		t.Errorf("%d findings, want %d: %+v", len(rep.Findings), len(want), rep.Findings)
 	}
 	for _, f := range rep.Findings {
 		w, ok := want[f.Sequence]
@@ -223,8 +243,16 @@ func TestCompareAndApply(t *testing.T) {
 			t.Errorf("%s: took %s, want from %d", tt.name, got, tt.floor)
 		}
 	}
-	if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/gone"); ok {
-		t.Error("a tombstoned sequence was re-created")
+	for _, name := range []string{"gone", "undeleted", "by-hand"} {
+		if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/"+name); ok {
+			t.Errorf("%s was re-created", name)
+		}
+	}
+	if rec := r.stored("undeleted"); !rec.Deleted() || rec.Ceiling != 600 {
+		t.Errorf("undeleted: stored %+v; want the tombstone ZooKeeper held", rec)
+	}
+	if _, ok := after["gone"]; ok {
+		t.Errorf("gone: still a finding after Apply wrote ZooKeeper's copy: %+v", after["gone"])
 	}
 }
 

@@ -56,6 +56,11 @@ var (
 	// the primary validates it again (FastForward).
 	ErrMarkerGone = errors.New("validation marker missing")
 
+	// ErrChangedMeanwhile reports that a sequence was deleted, or born,
+	// after the primary read what it decided from: nothing was written,
+	// and the primary decides again.
+	ErrChangedMeanwhile = errors.New("sequence deleted or created again meanwhile")
+
 	// ErrUncertain reports a push whose write may or may not have been
 	// applied (the connection was lost before the reply). After Push,
 	// pushing the same IDs again could hand them out twice, so they must be

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -90,9 +91,20 @@ func (c *Client) Inspect(ctx context.Context, name string) (state.State, []Windo
 }
 
 // Names lists the children of the root, sorted: the sequences, and any
-// znode that is not a valid sequence name (the caller decides). A missing
-// root is an error wrapping ErrUnknownSequence.
+// znode that is not a valid sequence name (the caller decides), except the
+// root's own znode (MetaName). A missing root is an error wrapping
+// ErrUnknownSequence.
 func (c *Client) Names(ctx context.Context) ([]string, error) {
+	names, err := c.children(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// children lists the root without its own znode.
+func (c *Client) children(ctx context.Context) ([]string, error) {
 	names, _, err := c.zk.Children(ctx, c.opts.Root)
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNoNode) {
@@ -102,6 +114,5 @@ func (c *Client) Names(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.opts.Root, err)
 	}
-	sort.Strings(names)
-	return names, nil
+	return slices.DeleteFunc(names, func(n string) bool { return n == MetaName }), nil
 }

@@ -134,7 +134,18 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
 func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, false)
+	return c.revalidate(ctx, name, floor, ceiling, false, nil)
+}
+
+// Initialise is Revalidate for the primary's initialisation of a
+// registration, the birth of a new incarnation of the name: the state is
+// written only if the name's deletion record is still as guard says (the
+// primary read it, and the store, to choose floor). If a delete of the name
+// happened since, it fails with ErrChangedMeanwhile and writes nothing; the
+// primary decides again. A state that is not a registration any more is
+// revalidated as by Revalidate.
+func (c *Client) Initialise(ctx context.Context, name string, floor, ceiling int64, guard Deletion) (state.State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, false, &guard)
 }
 
 // FastForward is Revalidate that always moves next up to floor and drops
@@ -142,10 +153,10 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 // The primary uses it for a znode whose creation zxid differs from the one
 // the store recorded: deleted and re-created, possibly with old data.
 func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, true)
+	return c.revalidate(ctx, name, floor, ceiling, true, nil)
 }
 
-func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool) (state.State, error) {
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion) (state.State, error) {
 	if err := ValidateName(name); err != nil {
 		return state.State{}, err
 	}
@@ -167,6 +178,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			epoch = c.probeEpoch(ctx)
 		}
 		stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
+		guarded := guard != nil && st.Registered
 		if stamp {
 			next := st.Next
 			if st.Registered {
@@ -204,11 +216,17 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			for _, ch := range slices.Concat(nd.windows, nd.markers) {
 				ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
 			}
+			unguarded := len(ops)
+			if guarded {
+				ops = append(ops, c.guardOps(name, *guard)...)
+			}
 			var res []zkclient.OpResult
 			res, err = c.zk.Multi(sent(ctx), ops...)
 			c.stats.requests.Add(1)
 			if err == nil {
 				stat = res[0].Stat
+			} else if guarded && zkclient.FailedOp(err) >= unguarded {
+				return state.State{}, fmt.Errorf("sequence %q: %w: its deletion record changed after it was read", name, ErrChangedMeanwhile)
 			}
 		} else {
 			stat, err = c.cas(ctx, nd, st)
@@ -285,13 +303,22 @@ func (c *Client) probeEpoch(ctx context.Context) int64 {
 
 // CurrentEpoch returns the current ZooKeeper epoch, learned by writing the
 // (unused, empty) data of the root znode: only a write reveals the zxid of
-// now. The primary calls it periodically to notice leader elections.
+// now. The primary calls it periodically to notice leader elections. A
+// missing root (ZooKeeper lost its data) is created first, so that an
+// operator's verify and restore work in the case they exist for.
 func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	stat, err := c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
 	c.stats.requests.Add(1)
+	if errors.Is(err, zkclient.ErrNoNode) {
+		if err := c.zk.EnsurePath(ctx, c.opts.Root); err != nil {
+			return 0, fmt.Errorf("probe zookeeper epoch: create the root %s: %w", c.opts.Root, err)
+		}
+		stat, err = c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
+		c.stats.requests.Add(1)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("probe zookeeper epoch at %s: %w", c.opts.Root, err)
 	}

@@ -20,26 +20,46 @@ const (
 	restoreParallelism = 4
 )
 
-// Restore creates the znodes of states that do not exist, in batched
+// Restoration is one sequence for Restore to create: its state, and its
+// deletion record as the caller read it before it decided to create the
+// sequence (and read the store for its floor).
+type Restoration struct {
+	State state.State
+	Guard Deletion
+}
+
+// Restore creates the znodes of sequences that do not exist, in batched
 // multi() transactions (all or nothing per batch, each under 512 KB), and
 // returns how many it created. It is the primary's operation after
-// ZooKeeper lost data: every state must already be covered by the durable
-// store. States are stamped with epoch and a fresh marker, created in the
-// same transaction; each transaction also writes the root so the epoch it
-// landed in is known, and Restore returns the names whose stamp turned out
-// wrong (ZooKeeper changed leaders meanwhile), for the caller to
-// Revalidate. Existing znodes are left alone. An invalid state is left out
-// and reported in err; it does not hold back the others.
-func (c *Client) Restore(ctx context.Context, states []state.State, epoch int64) (created int, stale []string, err error) {
+// ZooKeeper lost data (and an import's): every state must already be
+// covered by the durable store. States are stamped with epoch and a fresh
+// marker, created in the same transaction; each transaction also writes
+// the root so the epoch it landed in is known, and Restore returns the
+// names whose stamp turned out wrong (ZooKeeper changed leaders
+// meanwhile), for the caller to Revalidate.
+//
+// A sequence is created only while it does not exist and its deletion
+// record is still as its Guard says: a sequence created, or deleted, by
+// someone else after the caller decided is left alone (the caller decides
+// again from what it reads then). An invalid state is left out and
+// reported in err; it does not hold back the others.
+func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (created int, stale []string, err error) {
+	if len(rs) == 0 {
+		return 0, nil, nil
+	}
+	if err := c.EnsureMeta(ctx); err != nil {
+		return 0, nil, err
+	}
 	// Validate everything and cut it into transactions first.
-	var batches [][]state.State
-	var batch []state.State
+	var batches [][]Restoration
+	var batch []Restoration
 	var invalid []error
 	size := 0
-	for _, st := range states {
+	for _, r := range rs {
 		if err := ctx.Err(); err != nil {
 			return 0, nil, err
 		}
+		st := r.State
 		if err := ValidateName(st.Name); err != nil {
 			invalid = append(invalid, err)
 			continue
@@ -51,12 +71,12 @@ func (c *Client) Restore(ctx context.Context, states []state.State, epoch int64)
 			invalid = append(invalid, fmt.Errorf("restore: %w", err))
 			continue
 		}
-		n := len(st.Encode()) + 2*len(c.Path(st.Name)) + 128
+		n := len(st.Encode()) + 4*len(c.Path(st.Name)) + 256
 		if len(batch) > 0 && (size+n > restoreBatchBytes || len(batch) >= restoreBatchOps) {
 			batches = append(batches, batch)
 			batch, size = nil, 0
 		}
-		batch = append(batch, st)
+		batch = append(batch, Restoration{State: st, Guard: r.Guard})
 		size += n
 	}
 	if len(batch) > 0 {
@@ -101,6 +121,12 @@ func (c *Client) Restore(ctx context.Context, states []state.State, epoch int64)
 	return created, stale, errors.Join(append(invalid, errs...)...)
 }
 
+// restoreOps returns the operations that create the znode of r's state,
+// guarded by its deletion record.
+func (c *Client) restoreOps(r Restoration) []zkclient.Op {
+	return append(c.createOps(r.State), c.guardOps(r.State.Name, r.Guard)...)
+}
+
 // createOps returns the operations that create the znode of st and, for a
 // validated state, its marker.
 func (c *Client) createOps(st state.State) []zkclient.Op {
@@ -112,11 +138,11 @@ func (c *Client) createOps(st state.State) []zkclient.Op {
 }
 
 // restoreBatch creates the znodes of one batch of Restore in one multi()
-// transaction, or one by one when some exist already.
-func (c *Client) restoreBatch(ctx context.Context, batch []state.State, epoch int64) (created int, stale []string, err error) {
-	ops := make([]zkclient.Op, 0, 2*len(batch)+1)
-	for _, st := range batch {
-		ops = append(ops, c.createOps(st)...)
+// transaction, or one by one when some exist already or their guard failed.
+func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch int64) (created int, stale []string, err error) {
+	ops := make([]zkclient.Op, 0, 4*len(batch)+1)
+	for _, r := range batch {
+		ops = append(ops, c.restoreOps(r)...)
 	}
 	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
 	res, err := c.zk.Multi(sent(ctx), ops...)
@@ -124,26 +150,27 @@ func (c *Client) restoreBatch(ctx context.Context, batch []state.State, epoch in
 	switch {
 	case err == nil:
 		if c.observe(res[len(res)-1].Stat) != epoch {
-			for _, st := range batch {
-				stale = append(stale, st.Name)
+			for _, r := range batch {
+				stale = append(stale, r.State.Name)
 			}
 		}
 		return len(batch), stale, nil
-	case errors.Is(err, zkclient.ErrNodeExists):
-		// Some exist already: create the rest one by one.
-		for _, st := range batch {
+	case errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode):
+		// Some exist already, or were deleted since the caller decided:
+		// create the rest one by one, each under its own guard.
+		for _, r := range batch {
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			_, err := c.zk.Multi(sent(ctx), c.createOps(st)...)
+			_, err := c.zk.Multi(sent(ctx), c.restoreOps(r)...)
 			c.stats.requests.Add(1)
 			switch {
 			case err == nil:
 				created++
-				stale = append(stale, st.Name) // epoch not verified
-			case errors.Is(err, zkclient.ErrNodeExists):
+				stale = append(stale, r.State.Name) // epoch not verified
+			case errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode):
 			default:
-				return created, stale, c.zkError(st.Name, err)
+				return created, stale, c.zkError(r.State.Name, err)
 			}
 		}
 		return created, stale, nil

@@ -32,10 +32,18 @@ type Exported struct {
 // a root, stop its primary and its takers first, or they hand out IDs the
 // export does not cover (docs/cli.md).
 //
+// A name is exported deleted when the store holds its tombstone or
+// ZooKeeper's deletion record covers the incarnation the store knows (the
+// store lost the tombstone).
+//
 // Export fails, rather than write an incomplete export, when the store
 // cannot be read completely or a sequence cannot be parsed.
 func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.Writer) (Exported, error) {
 	var n Exported
+	deletions, err := seqs.Deletions(ctx)
+	if err != nil {
+		return n, err
+	}
 	recs, stored, err := load(ctx, store)
 	if err != nil {
 		return n, fmt.Errorf("read the store: %w; an export without it could miss tombstones and ceilings", err)
@@ -63,12 +71,17 @@ func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.
 		entries = append(entries, entryOf(st, stored[name].Ceiling))
 		n.Sequences++
 	}
+	for name, d := range deletions {
+		if _, ok := stored[name]; !ok && !live[name] && seqzk.ValidateName(name) == nil {
+			recs = append(recs, persist.Record{Name: name, Ceiling: d.Ceiling, Dead: d.Ceiling})
+		}
+	}
 	for _, r := range recs {
 		if live[r.Name] || seqzk.ValidateName(r.Name) != nil {
 			continue
 		}
-		if r.Deleted {
-			entries = append(entries, Entry{Name: r.Name, Deleted: true, Ceiling: r.Ceiling, Recycled: [][2]int64{}})
+		if d := deletions[r.Name]; r.Deleted() || d.Exists && d.Ceiling >= r.Live {
+			entries = append(entries, Entry{Name: r.Name, Deleted: true, Ceiling: max(r.Ceiling, d.Ceiling), Recycled: [][2]int64{}})
 			n.Tombstones++
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // What Import did with a line.
@@ -62,8 +63,8 @@ type ImportOptions struct {
 //     recycled IDs are not restored (they are below that point);
 //   - a sequence the target has with the same settings is advanced to that
 //     point (primary.Advance) if it is below it, and left alone otherwise;
-//   - a tombstone is recorded in the store unless the target has the name
-//     live;
+//   - a tombstone is recorded in the store, and in ZooKeeper's deletion
+//     record of the name, unless the target has the name live;
 //   - a line whose settings differ from the target's, that would revive a
 //     deleted name or delete a live one, or that cannot be read, is
 //     refused (and the other lines still imported).
@@ -71,10 +72,33 @@ type ImportOptions struct {
 // Running it again changes nothing: every line is then unchanged. It
 // returns an error (and changes nothing) when r is not an export, and when
 // the target's store cannot be read completely.
+//
+// Import may run beside the target's primary and busy workers: it reads
+// ZooKeeper before the store (a delete that its reading of ZooKeeper
+// missed shows in the store), writes the store before ZooKeeper, and
+// creates each sequence in a transaction that fails if the name was
+// created or deleted since it was read (seqzk.Restoration): a line it
+// could not create is reported, and a second run checks it.
 func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.Reader, opts ImportOptions) ([]Outcome, error) {
 	lines, out, err := parse(r)
 	if err != nil {
 		return nil, err
+	}
+	type zkRead struct {
+		st   sequence.State
+		live bool
+	}
+	reads := make([]zkRead, len(lines))
+	for i, l := range lines {
+		st, _, err := seqs.Describe(ctx, l.e.Name)
+		if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
+			return out, fmt.Errorf("line %d: %w", l.n, err)
+		}
+		reads[i] = zkRead{st: st, live: err == nil}
+	}
+	deletions, err := seqs.Deletions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the target's deletion records: %w; nothing was imported", err)
 	}
 	_, stored, err := load(ctx, store)
 	if err != nil {
@@ -82,38 +106,44 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	}
 	var (
 		puts    []persist.Record
-		creates []sequence.State
-		created []int // indexes into out
+		creates []seqzk.Restoration
+		tombs   []int // indexes into out
+		created []int
 		advance []int
 	)
-	for _, l := range lines {
+	for i, l := range lines {
 		o := Outcome{Line: l.n, Name: l.e.Name}
 		rec, hasRec := stored[l.e.Name]
-		st, _, err := seqs.Describe(ctx, l.e.Name)
-		live := err == nil
-		if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
-			return out, fmt.Errorf("line %d: %w", l.n, err)
+		d := deletions[l.e.Name]
+		if d.Exists && (!hasRec || d.Ceiling >= rec.Live) {
+			// ZooKeeper's copy of a tombstone the store lacks.
+			rec, hasRec = persist.Merge(rec, persist.Record{Name: l.e.Name, Ceiling: d.Ceiling, Dead: d.Ceiling}), true
 		}
+		st, live := reads[i].st, reads[i].live
 		switch {
 		case l.e.Deleted:
 			o.Action, o.Reason = tombstone(l.e, live, rec, hasRec)
 			if o.Action == Tombstoned {
-				puts = append(puts, persist.Record{Name: l.e.Name, Ceiling: l.e.Ceiling, Deleted: true})
+				puts = append(puts, persist.Record{Name: l.e.Name, Ceiling: l.e.Ceiling, Dead: max(l.e.Ceiling, 1)})
+				tombs = append(tombs, len(out))
 			}
 		case live:
 			o.Action, o.Reason = existing(l.e, st)
 			if o.Action == Advanced {
 				advance = append(advance, len(out))
 			}
-		case hasRec && rec.Deleted:
-			o.Action, o.Reason = Refused, "the name is deleted in the target (its store holds a tombstone): importing it would bring it back"
+		case hasRec && rec.Deleted():
+			o.Action, o.Reason = Refused, "the name is deleted in the target (it holds a tombstone): importing it would bring it back"
 		case hasRec && !sameSettings(l.e, rec):
 			o.Action, o.Reason = Refused, fmt.Sprintf("the target's store holds it with other settings (IDs %d:%d, %d windows)", rec.Start, rec.End, rec.Windows)
 		default:
 			merged := persist.Record{Name: l.e.Name, Ceiling: max(l.e.from()-1, rec.Ceiling), Legacy: l.e.Legacy,
 				Start: l.e.Start, End: l.e.End, Windows: l.e.Windows}
 			st, rec := reconcile.Recreate(merged, opts.MinReserve)
-			puts, creates = append(puts, rec), append(creates, st)
+			// A new incarnation in the target, born above everything the
+			// export and the target's store cover.
+			rec.Live = max(state.AddSat(merged.Ceiling, 1), merged.Start, 1)
+			puts, creates = append(puts, rec), append(creates, seqzk.Restoration{State: st, Guard: d})
 			o.Action = Created
 			created = append(created, len(out))
 		}
@@ -121,6 +151,9 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	}
 	if !opts.DryRun {
 		err = apply(ctx, seqs, store, opts, out, puts, creates, created, advance, lines)
+		if err == nil {
+			err = recordTombstones(ctx, seqs, out, tombs, lines)
+		}
 	}
 	slices.SortStableFunc(out, func(a, b Outcome) int { return cmp.Compare(a.Line, b.Line) })
 	return out, err
@@ -128,7 +161,7 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 
 // apply writes the store first, then creates, then advances.
 func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts ImportOptions, out []Outcome,
-	puts []persist.Record, creates []sequence.State, created, advance []int, lines []line) error {
+	puts []persist.Record, creates []seqzk.Restoration, created, advance []int, lines []line) error {
 	byLine := make(map[int]Entry, len(lines))
 	for _, l := range lines {
 		byLine[l.n] = l.e
@@ -179,12 +212,33 @@ func tombstone(e Entry, live bool, rec persist.Record, hasRec bool) (action, rea
 	switch {
 	case live:
 		return Refused, "the name is live in the target: importing its tombstone would delete it ('seqkeeper delete' it there first if that is what you want)"
-	case hasRec && !rec.Deleted:
+	case hasRec && !rec.Deleted():
 		return Refused, "the target's store holds the name as a live sequence (ZooKeeper lost it; a primary restores it): importing its tombstone would delete it"
 	case hasRec && rec.Ceiling >= e.Ceiling:
 		return Unchanged, ""
 	}
 	return Tombstoned, ""
+}
+
+// recordTombstones writes ZooKeeper's copy of each tombstone the import
+// recorded in the store (seqzk.Deletion), so that the deletion is kept in
+// two places, as a delete keeps it.
+func recordTombstones(ctx context.Context, seqs *seqzk.Client, out []Outcome, tombs []int, lines []line) error {
+	byLine := make(map[int]Entry, len(lines))
+	for _, l := range lines {
+		byLine[l.n] = l.e
+	}
+	for _, i := range tombs {
+		e := byLine[out[i].Line]
+		err := seqs.RecordDeletion(ctx, e.Name, e.Ceiling)
+		switch {
+		case errors.Is(err, seqzk.ErrExists):
+			out[i].Reason = "the store holds the tombstone, but the name was created in ZooKeeper meanwhile: it starts above the tombstone"
+		case err != nil:
+			return fmt.Errorf("line %d: record the deletion of %q in ZooKeeper (the store holds it): %w; run import again", out[i].Line, e.Name, err)
+		}
+	}
+	return nil
 }
 
 // existing decides a sequence line for a sequence the target has, in

@@ -190,7 +190,7 @@ func TestExportImportMovesARoot(t *testing.T) {
 			t.Errorf("%s: took %s in the target: want at least %d, at most the stored ceiling %d", name, ids, floor, rec.Ceiling)
 		}
 	}
-	if rec, err := dst.store.Get(ctx, "gone"); err != nil || !rec.Deleted || rec.Ceiling != 900 {
+	if rec, err := dst.store.Get(ctx, "gone"); err != nil || !rec.Deleted() || rec.Ceiling != 900 {
 		t.Errorf("tombstone in the target: %+v, %v", rec, err)
 	}
 	if ok, _, _ := dst.seqs.ZK().Exists(ctx, dst.seqs.Path("gone")); ok {
@@ -223,7 +223,7 @@ func TestImportRefuses(t *testing.T) {
 	ctx := context.Background()
 	dst.sequence("live", seqzk.Registration{}, 100)
 	dst.sequence("alive", seqzk.Registration{}, 100)
-	if err := primary.PutAtCurrentEpoch(ctx, dst.store, persist.Record{Name: "dead", Ceiling: 50, Deleted: true}); err != nil {
+	if err := primary.PutAtCurrentEpoch(ctx, dst.store, persist.Record{Name: "dead", Ceiling: 50, Dead: 50}); err != nil {
 		t.Fatal(err)
 	}
 	const header = `{"seqkeeper_export":1,"root":"/x","exported_at":"2026-11-25T00:00:00Z"}`

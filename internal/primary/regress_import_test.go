@@ -1,0 +1,150 @@
+package primary_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/internal/transfer"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// loseZnodes makes ZooKeeper lose the named sequences' znodes (with their
+// windows and markers) and the root's own znode (its era and deletion
+// records), in one transaction: what a restore of ZooKeeper from a copy
+// taken before the sequences were created does to them. Unlike a delete by
+// hand, a primary knows it for a loss.
+func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var ops []zkclient.Op
+	for _, p := range append([]string{c.MetaPath()}, func() (out []string) {
+		for _, n := range names {
+			out = append(out, c.Path(n))
+		}
+		return out
+	}()...) {
+		children, _, err := c.ZK().Children(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range children {
+			ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
+		}
+		ops = append(ops, zkclient.DeleteOp(p, zkclient.AnyVersion))
+	}
+	if _, err := c.ZK().Multi(ctx, ops...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const importedExport = `{"seqkeeper_export":1,"root":"/old","exported_at":"2026-11-26T00:00:00Z"}
+{"name":"x","deleted":true,"ceiling":500}
+`
+
+func importTombstone(t *testing.T, c *seqzk.Client, r *fileRig) {
+	t.Helper()
+	out, err := transfer.Import(context.Background(), c, r.store, strings.NewReader(importedExport), transfer.ImportOptions{MinReserve: 100})
+	if err != nil || len(out) != 1 || out[0].Action != transfer.Tombstoned {
+		t.Fatalf("import: %+v, %v", out, err)
+	}
+}
+
+// Regression (../shared/repro, "import beside a running primary"):
+// seqkeeper import records a tombstone behind the running primary's back.
+// The primary decided a new registration's floor from its in-memory copy
+// of the store's records, read at start and at an audit, so a name
+// imported as deleted (IDs up to 500 handed out in the old root) and
+// created again before the next audit started at 1. A registration's
+// floor is now read afresh once it is seen, from the store and from
+// ZooKeeper's deletion record (which the import writes too).
+func TestImportedTombstoneFloorsARegistrationBesideThePrimary(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: fileStore(t, dir)}
+	p1, _ := stoppablePrimary(t, r, r.store, "p1", nil)
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitForUpTo(t, 20*time.Second, "p1 leading", func() bool { return p1.Status().Leading })
+	importTombstone(t, c, r)
+	if rec, err := fileStore(t, dir).Get(ctx, "x"); err != nil || !rec.Deleted() || rec.Ceiling != 500 {
+		t.Fatalf("the store's record of x after the import: %+v, %v", rec, err)
+	}
+	if err := c.Register(ctx, "x", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Take(ctx, "x", 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Start <= 500 {
+		t.Errorf("x created again after its tombstone (ceiling 500) was imported hands out %s: IDs the deleted x handed out in the old root", got)
+	}
+}
+
+// Regression (../shared/repro, "an imported tombstone sticks"): an
+// imported tombstone carried no creation zxid, and the store's merge took
+// a creation zxid of 0 for "the same znode as any". When the name was
+// created again in the target, every record the primary wrote for the new,
+// live znode kept Deleted, for good; when ZooKeeper lost its znode, the
+// live sequence was not restored. A deletion now names the incarnations it
+// ends (persist.Record.Dead), and a new incarnation is born above it
+// (Live): "deleted" follows from comparing them.
+func TestImportedTombstoneDoesNotStickToANewIncarnation(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: fileStore(t, dir)}
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	// A root moved here (import runs before the new root's replicas
+	// start, as docs/cli.md says): its export holds the tombstone of x.
+	importTombstone(t, c, r)
+	p1, stop1 := stoppablePrimary(t, r, r.store, "p1", nil)
+	waitForUpTo(t, 20*time.Second, "p1 leading", func() bool { return p1.Status().Leading })
+	// Later x is created again in the new root, and used.
+	if err := c.Register(ctx, "x", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for range 5 {
+		got, err := c.Take(ctx, "x", 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Start <= 500 {
+			t.Fatalf("the re-created x starts at %s, not above the imported tombstone", got)
+		}
+		last = got[len(got)-1].End
+	}
+	time.Sleep(500 * time.Millisecond) // the primary's raises land in the store
+	rec, err := fileStore(t, dir).Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Deleted() {
+		t.Errorf("the store holds the live, re-created x (handed out up to %d) as deleted: %+v", last, rec)
+	}
+	stop1()
+
+	// ZooKeeper loses x's znode, with the root's own data: a primary must
+	// restore it from the store.
+	zk := c.ZK()
+	loseZnodes(t, c, "x")
+	p2, _ := stoppablePrimary(t, r, fileStore(t, dir), "p2", nil)
+	waitForUpTo(t, 20*time.Second, "p2 leading", func() bool { return p2.Status().Leading })
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if ok, _, _ := zk.Exists(ctx, r.root+"/x"); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the live sequence x (handed out up to %d) was not restored after ZooKeeper lost its znode", last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,112 @@
+package primary_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/reconcile"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+)
+
+// Regression (../shared/repro, "restore beside a running primary"):
+// ZooKeeper loses two sequences while a primary runs (their znodes and the
+// root's own data, as a restore from an older copy of the root would). The
+// primary's restore reads their records, computes their states (stored
+// ceiling + 1), writes the store, and then creates them in ZooKeeper.
+// Meanwhile an operator runs 'seqkeeper restore' (safe beside a running
+// primary), which re-creates both at the same stored ceiling + 1; clients
+// take IDs from one of them, and the operator deletes it. The primary's
+// transaction then failed on the sequence that still existed, and its
+// one-by-one fallback created the deleted name again at the same next, so
+// its first IDs were handed out again. Every birth is now guarded by the
+// name's deletion record as read when it was decided: the delete's record
+// makes the primary's create fail. The primary's store write is held here
+// to widen the window.
+func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	pstore, pgate := gatedFileStore(t, dir)
+	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
+		c.StoreTimeout = time.Minute
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	for _, name := range []string{"s", "t"} {
+		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Take(ctx, name, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	// ZooKeeper loses both znodes; the primary's restore is held at its
+	// store write.
+	g := pgate.arm()
+	loseZnodes(t, c, "s", "t")
+	waitGate(t, "the primary's restore store write", g.hit)
+
+	// The operator: seqkeeper restore, takes, seqkeeper delete s.
+	ostore := fileStore(t, dir)
+	rep, err := reconcile.Compare(ctx, c, ostore)
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	rep.Plan()
+	for _, f := range rep.Findings {
+		if f.Action != reconcile.RecreateZnode {
+			close(g.release)
+			t.Fatalf("the operator's restore finds %s %s (%s); want it lost", f.Sequence, f.Level, f.Problem)
+		}
+	}
+	if err := reconcile.Apply(ctx, c, ostore, rep, 100); err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	old, err := c.Take(ctx, "s", 50)
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	tomb, err := primary.Delete(ctx, c, ostore, "s")
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	t.Logf("operator restored s and t; took %v from s; deleted s (tombstone ceiling %d)", old, tomb)
+	close(g.release)
+
+	time.Sleep(2 * time.Second)
+	exists, _, err := c.ZK().Exists(ctx, r.root+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ostore.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("2 s after the primary's store write: znode s exists=%v; store record deleted=%v ceiling=%d", exists, rec.Deleted(), rec.Ceiling)
+	if !exists {
+		return
+	}
+	t.Errorf("deleted sequence s exists again in ZooKeeper: want it gone")
+	got, err := c.Take(ctx, "s", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("took %v from the re-created s", got)
+	for _, o := range old {
+		for _, n := range got {
+			if n.Start <= o.End && o.Start <= n.End {
+				t.Errorf("re-created s handed out %v, overlapping %v the deleted incarnation handed out (tombstone ceiling %d)", n, o, tomb)
+			}
+		}
+	}
+}

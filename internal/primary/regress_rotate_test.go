@@ -1,0 +1,189 @@
+package primary_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+)
+
+// gatedBackend holds the next PUT of a log segment (a store write) until
+// the test releases it, once armed.
+type gatedBackend struct {
+	persist.Backend
+	mu   sync.Mutex
+	gate *gate
+}
+
+type gate struct {
+	hit, release chan struct{}
+}
+
+func (g *gatedBackend) arm() *gate {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gate = &gate{hit: make(chan struct{}), release: make(chan struct{})}
+	return g.gate
+}
+
+func (g *gatedBackend) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if strings.HasPrefix(key, "log/") {
+		g.mu.Lock()
+		gt := g.gate
+		g.gate = nil
+		g.mu.Unlock()
+		if gt != nil {
+			close(gt.hit)
+			<-gt.release
+		}
+	}
+	return g.Backend.Put(ctx, key, data, ifMatch)
+}
+
+func gatedFileStore(t *testing.T, dir string) (*persist.Store, *gatedBackend) {
+	t.Helper()
+	b, err := persist.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedBackend{Backend: b}
+	s, err := persist.NewStore(g, persist.StoreOptions{Buckets: 16, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, g
+}
+
+func waitGate(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// Regression: a delete reads the znode (creation zxid X), the primary then
+// rotates the sequence onto a fresh znode (creation zxid Y), and the
+// tombstone is written for X. A raise the primary decided after the
+// rotation carried Y; its store write landed after the tombstone, and the
+// merge kept Deleted only for a record of the same znode, so the raise
+// cleared the tombstone, and the primary re-created the deleted sequence.
+// A tombstone now ends the incarnation (a rotation keeps it), and no later
+// write of that incarnation can undo it.
+func TestRotationCannotUndoADelete(t *testing.T) {
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	pstore, pgate := gatedFileStore(t, dir)
+	const rotateAt = 30
+	r, p := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
+		c.RotateVersion = rotateAt
+		c.MinReserve = 1000
+		c.StoreTimeout = time.Minute
+		c.SweepInterval = time.Second
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	version := func() (int32, int64) {
+		_, stat, err := c.ZK().Get(ctx, r.root+"/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stat.Version, stat.Czxid
+	}
+	// Bring the znode close to the rotation threshold, one take a write.
+	for {
+		if v, _ := version(); v >= rotateAt-5 {
+			break
+		}
+		if _, err := c.Take(ctx, "s", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, czxidX := version()
+
+	// delete reads the znode (czxid X) and stops at its tombstone write.
+	dstore, dgate := gatedFileStore(t, dir)
+	tomb := dgate.arm()
+	type result struct {
+		ceiling int64
+		err     error
+	}
+	deleted := make(chan result, 1)
+	go func() {
+		ceiling, err := primary.Delete(ctx, c, dstore, "s")
+		deleted <- result{ceiling, err}
+	}()
+	waitGate(t, "delete's tombstone write", tomb.hit)
+
+	// The primary rotates the sequence (czxid Y).
+	for p.Stats().Rotated == 0 {
+		if _, err := c.Take(ctx, "s", 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, czxidY := version()
+	if czxidY == czxidX {
+		t.Fatalf("rotation did not change the creation zxid")
+	}
+
+	// A take that calls for a raise; the primary decides it (czxid Y) and
+	// its store write is held.
+	raise := pgate.arm()
+	if _, err := c.Take(ctx, "s", 1500); err != nil {
+		t.Fatal(err)
+	}
+	waitGate(t, "the primary's raise store write", raise.hit)
+
+	// delete goes on: tombstone (czxid X), then deletes the znode.
+	close(tomb.release)
+	var res result
+	select {
+	case res = <-deleted:
+	case <-time.After(30 * time.Second):
+		close(raise.release)
+		t.Fatal("delete did not return")
+	}
+	if res.err != nil {
+		close(raise.release)
+		t.Fatalf("delete: %v", res.err)
+	}
+	t.Logf("delete returned: tombstone ceiling %d (znode czxid read first %#x, rotated to %#x)", res.ceiling, czxidX, czxidY)
+	rec, err := dstore.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("store after delete: deleted=%v ceiling=%d czxid=%#x", rec.Deleted(), rec.Ceiling, rec.Czxid)
+
+	// The primary's raise store write lands.
+	close(raise.release)
+	time.Sleep(3 * time.Second)
+
+	rec, err = dstore.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists, _, err := c.ZK().Exists(ctx, r.root+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("3 s after the raise's store write: store deleted=%v ceiling=%d czxid=%#x; znode exists=%v", rec.Deleted(), rec.Ceiling, rec.Czxid, exists)
+	if !rec.Deleted() {
+		t.Errorf("the store's record of deleted sequence s is live again (ceiling %d, czxid %#x): want the tombstone kept", rec.Ceiling, rec.Czxid)
+	}
+	if exists {
+		t.Errorf("deleted sequence s exists again in ZooKeeper: want it gone")
+	}
+}

@@ -1,0 +1,332 @@
+package seqzk
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// MetaName is the name of the root's own znode, <root>/.seqkeeper. It is
+// not a sequence: sequence names start with a letter or digit, and every
+// reader of the root skips it. Its data is the root's era; its children
+// are the ZooKeeper copies of tombstones, one per deleted name.
+//
+// Why ZooKeeper keeps a copy of each tombstone: the store must not be the
+// only place that remembers a deletion, or the loss of one store object
+// (or its rollback to an older version) could bring a deleted name back,
+// or start it again below IDs it handed out. With the copy here, every
+// fact is in two places while ZooKeeper keeps its data: a sequence's
+// ceiling in its znode and the store, a deletion in its record here and
+// the store. The primary's audit repairs either side from the other.
+const MetaName = ".seqkeeper"
+
+// MetaPath returns the path of the root's own znode.
+func (c *Client) MetaPath() string { return c.opts.Root + "/" + MetaName }
+
+// deletionPath is the path of the ZooKeeper copy of name's tombstone.
+func (c *Client) deletionPath(name string) string { return c.MetaPath() + "/" + name }
+
+// Deletion is the ZooKeeper copy of a sequence's tombstone,
+// <root>/.seqkeeper/<name>: every incarnation of the name that existed
+// when it was written, and so every incarnation born before it, is
+// deleted, and none of them handed out an ID above Ceiling. A sequence
+// znode of the name that exists while the record does is a newer
+// incarnation, born above Ceiling: 'seqkeeper delete' writes the record in
+// the transaction that deletes the znode.
+type Deletion struct {
+	// Ceiling is the highest ID a deleted incarnation may have handed out.
+	Ceiling int64
+	// Exists is false when ZooKeeper holds no record for the name; Version
+	// is the record's data version otherwise.
+	Exists  bool
+	Version int32
+}
+
+// deletionHeader is the first line of a deletion record's data; the
+// second is "ceiling <n>", so that an operator reading it in zkCli knows
+// what it is.
+const deletionHeader = "seqkeeper-deleted v1"
+
+func encodeDeletion(ceiling int64) []byte {
+	return []byte(deletionHeader + "\nceiling " + strconv.FormatInt(ceiling, 10) + "\n")
+}
+
+func decodeDeletion(path string, data []byte) (int64, error) {
+	rest, ok := strings.CutPrefix(string(data), deletionHeader+"\nceiling ")
+	n, ok2 := strings.CutSuffix(rest, "\n")
+	v, err := strconv.ParseInt(n, 10, 64)
+	if !ok || !ok2 || err != nil || v < 0 || strconv.FormatInt(v, 10) != n {
+		return 0, fmt.Errorf("%w: deletion record %s: %.60q is not %q and a ceiling", state.ErrCorrupt, path, data, deletionHeader)
+	}
+	return v, nil
+}
+
+// ReadDeletion returns the ZooKeeper copy of name's tombstone
+// (Exists false when there is none).
+func (c *Client) ReadDeletion(ctx context.Context, name string) (Deletion, error) {
+	p := c.deletionPath(name)
+	data, stat, err := c.zk.Get(ctx, p)
+	c.stats.requests.Add(1)
+	switch {
+	case errors.Is(err, zkclient.ErrNoNode):
+		return Deletion{}, nil
+	case err != nil:
+		return Deletion{}, fmt.Errorf("read the deletion record %s: %w", p, err)
+	}
+	k, err := decodeDeletion(p, data)
+	if err != nil {
+		return Deletion{}, err
+	}
+	return Deletion{Ceiling: k, Exists: true, Version: stat.Version}, nil
+}
+
+// Deletions returns every deletion record of the root, by name. A root
+// without its own znode has none.
+func (c *Client) Deletions(ctx context.Context) (map[string]Deletion, error) {
+	names, _, err := c.zk.Children(ctx, c.MetaPath())
+	c.stats.requests.Add(1)
+	if errors.Is(err, zkclient.ErrNoNode) {
+		return map[string]Deletion{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the deletion records under %s: %w", c.MetaPath(), err)
+	}
+	out := make(map[string]Deletion, len(names))
+	for _, name := range names {
+		d, err := c.ReadDeletion(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if d.Exists {
+			out[name] = d
+		}
+	}
+	return out, nil
+}
+
+// deletionOps returns the operations that record, in a transaction, that
+// name is deleted up to ceiling: create the record, or raise it (never
+// lower it) at the version d was read at, so that the transaction fails if
+// another record was written meanwhile.
+func (c *Client) deletionOps(name string, ceiling int64, d Deletion) []zkclient.Op {
+	if d.Exists {
+		return []zkclient.Op{zkclient.SetOp(c.deletionPath(name), encodeDeletion(max(ceiling, d.Ceiling)), d.Version)}
+	}
+	return []zkclient.Op{zkclient.CreateOp(c.deletionPath(name), encodeDeletion(ceiling), 0)}
+}
+
+// guardOps returns the operations that make a transaction that births an
+// incarnation of name (creates its znode, or initialises a registration)
+// fail unless name's deletion record is still as d says: no deletion that
+// happened after the caller read it (and chose the floor of the new
+// incarnation) can be overtaken. Absence is checked by creating and
+// deleting the record in the same transaction.
+func (c *Client) guardOps(name string, d Deletion) []zkclient.Op {
+	p := c.deletionPath(name)
+	if d.Exists {
+		return []zkclient.Op{zkclient.CheckOp(p, d.Version)}
+	}
+	return []zkclient.Op{zkclient.CreateOp(p, nil, 0), zkclient.DeleteOp(p, 0)}
+}
+
+// RecordDeletion writes (or raises) the ZooKeeper copy of name's
+// tombstone, for a name whose znode does not exist: the primary's audit,
+// when the store holds a tombstone ZooKeeper lacks, and an import of a
+// deleted name. It fails with ErrExists, writing nothing, while a znode of
+// the name exists (an incarnation the record would wrongly claim to be
+// newer than it).
+func (c *Client) RecordDeletion(ctx context.Context, name string, ceiling int64) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if err := c.EnsureMeta(ctx); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		d, err := c.ReadDeletion(ctx, name)
+		if err != nil {
+			return err
+		}
+		if d.Exists && d.Ceiling >= ceiling {
+			return nil
+		}
+		// The sequence must not exist: create and delete it in the same
+		// transaction, which fails if it does.
+		ops := append(c.deletionOps(name, ceiling, d),
+			zkclient.CreateOp(c.Path(name), nil, 0), zkclient.DeleteOp(c.Path(name), 0))
+		_, err = c.zk.Multi(sent(ctx), ops...)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			return nil
+		case zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrNodeExists):
+			return fmt.Errorf("sequence %q %w: its deletion record is written only while no znode of the name exists", name, ErrExists)
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrNoNode):
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return err
+			}
+		case zkclient.IsTransient(err) && attempt < 10:
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("record the deletion of %q: %w", name, err)
+		}
+	}
+}
+
+// EnsureMeta creates the root and its own znode when they are missing.
+func (c *Client) EnsureMeta(ctx context.Context) error {
+	if err := c.zk.EnsurePath(ctx, c.MetaPath()); err != nil {
+		return fmt.Errorf("create %s: %w", c.MetaPath(), err)
+	}
+	return nil
+}
+
+// Era identifies a stretch of ZooKeeper's history in which it cannot have
+// lost data: it changes whenever ZooKeeper's epoch does, and every leader
+// election, the one after a restore from an older copy included, starts a
+// new epoch. The primary records in the store the era in which it last saw
+// each sequence present (persist.Record.Seen); a sequence missing from
+// ZooKeeper in the era it was seen in was deleted, not lost, and is not
+// restored. Its value is the epoch in its high 32 bits and 32 random bits
+// below (an epoch number can come back after a restore from an older copy;
+// the random part does not).
+type Era struct {
+	// Value is the era, 0 when the root has none (never set, or ZooKeeper
+	// lost it with the root's data).
+	Value int64
+	// Epoch is the ZooKeeper epoch the era was set in.
+	Epoch int64
+	// Exists reports whether the root's own znode exists, and Version is
+	// its data version.
+	Exists  bool
+	Version int32
+}
+
+// eraHeader is the first line of the root's own znode's data; the second
+// is "era <n>".
+const eraHeader = "seqkeeper-root v1"
+
+func encodeEra(value int64) []byte {
+	return []byte(eraHeader + "\nera " + strconv.FormatInt(value, 10) + "\n")
+}
+
+// ReadEra returns the root's era. Empty data (the znode created by a
+// delete before any primary set an era) is no era; data that is not an era
+// is ErrCorrupt.
+func (c *Client) ReadEra(ctx context.Context) (Era, error) {
+	data, stat, err := c.zk.Get(ctx, c.MetaPath())
+	c.stats.requests.Add(1)
+	switch {
+	case errors.Is(err, zkclient.ErrNoNode):
+		return Era{}, nil
+	case err != nil:
+		return Era{}, fmt.Errorf("read %s: %w", c.MetaPath(), err)
+	}
+	e := Era{Exists: true, Version: stat.Version}
+	if len(data) == 0 {
+		return e, nil
+	}
+	rest, ok := strings.CutPrefix(string(data), eraHeader+"\nera ")
+	n, ok2 := strings.CutSuffix(rest, "\n")
+	v, err := strconv.ParseInt(n, 10, 64)
+	if !ok || !ok2 || err != nil || v <= 0 {
+		return Era{}, fmt.Errorf("%w: %s holds %.60q, not %q and an era", state.ErrCorrupt, c.MetaPath(), data, eraHeader)
+	}
+	e.Value, e.Epoch = v, v>>32
+	return e, nil
+}
+
+// CurrentEra returns the root's era for ZooKeeper epoch epoch, setting a
+// new one first when the root has none or its era is of another epoch
+// (the root's own znode is created if missing). The primary calls it when
+// it starts and whenever it sees a new epoch, before it restores anything.
+func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
+	if err := c.EnsureMeta(ctx); err != nil {
+		return Era{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		e, err := c.ReadEra(ctx)
+		if err != nil {
+			return Era{}, err
+		}
+		if e.Value != 0 && e.Epoch == epoch {
+			return e, nil
+		}
+		var b [4]byte
+		if _, err := crand.Read(b[:]); err != nil {
+			panic("seqzk: crypto/rand failed: " + err.Error())
+		}
+		next := epoch<<32 | int64(binary.BigEndian.Uint32(b[:])|1)
+		stat, err := c.zk.Set(sent(ctx), c.MetaPath(), encodeEra(next), e.Version)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			return Era{Value: next, Epoch: epoch, Exists: true, Version: stat.Version}, nil
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), zkclient.IsTransient(err):
+			if attempt >= 10 {
+				return Era{}, fmt.Errorf("set the era of %s: %w", c.opts.Root, err)
+			}
+			if errors.Is(err, zkclient.ErrNoNode) {
+				if err := c.EnsureMeta(ctx); err != nil {
+					return Era{}, err
+				}
+			}
+			if err := retryDelay.Wait(ctx, attempt); err != nil {
+				return Era{}, err
+			}
+		default:
+			return Era{}, fmt.Errorf("set the era of %s: %w", c.opts.Root, err)
+		}
+	}
+}
+
+// Lost reports whether a sequence missing from ZooKeeper, last seen
+// present in era seen (persist.Record.Seen), may have been lost with
+// ZooKeeper's data rather than deleted: the root has no era (its data was
+// lost, or no primary of this release ran yet), the era is not of the
+// current epoch (an election since), or the sequence was last seen in an
+// earlier era. Only such a sequence is restored.
+func (e Era) Lost(seen, epoch int64) bool {
+	return e.Value == 0 || e.Epoch != epoch || seen != e.Value
+}
+
+// Remove deletes sequence name's znode, with its windows and marker, in
+// one transaction on session s that succeeds only if the znode is still at
+// version, and records there that the name is deleted up to dead (see
+// Deletion). The store must already hold the tombstone. It returns the
+// transaction's error as it is (ErrBadVersion, ErrNotEmpty, ErrNoNode,
+// ErrNodeExists when something changed meanwhile: read again).
+func (c *Client) Remove(ctx context.Context, s zkclient.Session, name string, version int32, dead int64) error {
+	if err := c.EnsureMeta(ctx); err != nil {
+		return err
+	}
+	p := c.Path(name)
+	children, _, err := s.Children(ctx, p)
+	c.stats.requests.Add(1)
+	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
+		return fmt.Errorf("list %s: %w", p, err)
+	}
+	d, err := c.ReadDeletion(ctx, name)
+	if err != nil {
+		return err
+	}
+	ops := make([]zkclient.Op, 0, len(children)+2)
+	for _, ch := range children {
+		// Unconditional on purpose: whatever a window or marker holds goes.
+		ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
+	}
+	ops = append(ops, zkclient.DeleteOp(p, version))
+	ops = append(ops, c.deletionOps(name, dead, d)...)
+	_, err = s.Multi(sent(ctx), ops...)
+	c.stats.requests.Add(1)
+	return err
+}
