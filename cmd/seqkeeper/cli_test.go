@@ -500,8 +500,10 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/w"); ok {
 		t.Fatal("the znode survived delete")
 	}
-	// --yes, and a registration tombstones start-1 (nothing issued).
-	if out := c.ok("delete", "keep", "--yes", "-o", "json"); out != `{"deleted":true,"sequence":"keep","tombstone_ceiling":0}`+"\n" {
+	// --yes, and a registration with start 1, which issued nothing: a
+	// tombstone always ends something, so it takes ID 1 (a name created
+	// again starts at 2).
+	if out := c.ok("delete", "keep", "--yes", "-o", "json"); out != `{"deleted":true,"sequence":"keep","tombstone_ceiling":1}`+"\n" {
 		t.Fatalf("delete --yes -o json: %q", out)
 	}
 	if _, errOut, code := c.run("", "delete", "gone", "--yes"); code != 1 || !strings.Contains(errOut, "unknown sequence") {

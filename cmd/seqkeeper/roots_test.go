@@ -558,3 +558,57 @@ func assertStoresApart(t *testing.T, bucket *testenv.S3, rs []*rootUnderTest) {
 		t.Logf("%s: store %s: %d objects, records %v", r.name, r.prefix, len(keys), names)
 	}
 }
+
+// A store, an election path or a cluster marker belongs to one root: a
+// second root started on another root's is refused (exit 2) with a
+// message naming the root already there, before it joins any election.
+// Shared, each of them broke that root (docs/architecture.md, "Roots that
+// share a setting").
+func TestRootsThatShareASettingAreRefused(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	ctx := context.Background()
+	a := struct{ root, election, marker, store string }{
+		root: c.root, election: c.election, marker: c.root + "-cluster",
+		store: "file://" + t.TempDir(),
+	}
+	for _, p := range []struct{ path, what string }{{a.election, "election_path"}, {a.marker, "marker_path"}} {
+		if err := c.admin.Claim(ctx, p.path, p.what); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := persist.Open(ctx, a.store, persist.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Root: a.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, 0, persist.Record{Name: "x", Ceiling: 5}); err != nil {
+		t.Fatal(err)
+	}
+	other := c.root + "-b"
+	own := struct{ election, marker, store string }{other + "-election", other + "-cluster", "file://" + t.TempDir()}
+	for _, tc := range []struct {
+		name                    string
+		election, marker, store string
+		want                    string
+	}{
+		{"store", own.election, own.marker, a.store, "the store belongs to another sequences root"},
+		{"election path", a.election, own.marker, own.store, "election_path " + a.election},
+		{"marker path", own.election, a.marker, own.store, "marker_path " + a.marker},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(cctx, seqkeeperBinary(t), "--root", other, "serve", "--id", "b0", "--http", "127.0.0.1:0")
+			cmd.Env = append(c.environ(), "SEQKEEPER_ELECTION_PATH="+tc.election, "SEQKEEPER_MARKER_PATH="+tc.marker, "SEQKEEPER_STORE="+tc.store)
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), a.root) {
+				t.Fatalf("serve of root %s sharing the %s of %s: %v; want exit 2 naming %q and the root %s; output:\n%s", other, tc.name, a.root, err, tc.want, a.root, out)
+			}
+		})
+	}
+}

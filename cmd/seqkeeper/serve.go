@@ -19,6 +19,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -108,6 +109,19 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	if r.store, err = openStore(ctx, cfg, cfg.CreateBucket); err != nil {
 		return err
+	}
+	// One root per store, election and marker: a second root sharing one
+	// would share its primary, or mix its records into this root's.
+	if err := r.store.Check(ctx); errors.Is(err, persist.ErrOtherRoot) {
+		return &usageError{fmt.Errorf("store: %w", err)}
+	}
+	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
+		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
+			if errors.Is(err, seqzk.ErrClaimed) {
+				return &usageError{err}
+			}
+			return err
+		}
 	}
 	r.store.ObserveRequests(metrics.observeStore)
 	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, Logger: log})

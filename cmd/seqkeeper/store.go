@@ -47,5 +47,5 @@ func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.S
 		}
 		return nil, err
 	}
-	return persist.NewStore(b, persist.StoreOptions{})
+	return persist.NewStore(b, persist.StoreOptions{Root: cfg.Root})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,6 +45,10 @@ var opTable = []opSpec{
 	{"recreate", 18, (*env).opRecreate},
 	{"delayed-take", 18, (*env).opDelayedTake},
 	{"advance", 12, (*env).opAdvance},
+	{"export", 4, (*env).opExport},
+	{"import-beside", 5, (*env).opImportBeside},
+	{"operator-restore", 5, (*env).opOperatorRestore},
+	{"verify", 5, (*env).opVerify},
 
 	// Faults: about one operation in sixty.
 	{"handover", 2, (*env).opHandover},
@@ -56,7 +59,7 @@ var opTable = []opSpec{
 	{"zk-snapshot", 2, (*env).opSnapshot},
 	{"zk-restore", 2, (*env).opRestore},
 	{"zk-wipe", 1, (*env).opWipe},
-	{"store-loss", 2, (*env).opStoreLoss},
+	{"store-fault", 4, (*env).opStoreFault},
 	{"move", 1, (*env).opMove},
 }
 
@@ -98,6 +101,9 @@ func runModel(t *testing.T, set settings, maxOps int) outcome {
 			e.resumeStale()
 		}
 		e.storeCovers()
+		if op%5 == 0 {
+			e.archiveStore()
+		}
 		// Each operation's choices come from the seed and its index alone.
 		r := rand.New(rand.NewPCG(set.seed, uint64(op)))
 		o := pickOp(r)
@@ -203,7 +209,30 @@ func subRange(r *rand.Rand, in sequence.Range, most int64) sequence.Range {
 func (e *env) opTake(r *rand.Rand) (string, bool) {
 	w := e.pickWorker(r)
 	name := e.pickName(r)
-	return e.take(w, w.label, name, count(r), callTimeout), true
+	gone := e.deletedForGood(name)
+	line := e.take(w, w.label, name, count(r), callTimeout)
+	e.servedAfterDelete(gone, name, line)
+	return line, true
+}
+
+// deletedForGood reports whether name is deleted and may not come back:
+// not created again since, and no restore of ZooKeeper from a copy taken
+// before its delete. The driver calls it before a take.
+func (e *env) deletedForGood(name string) bool {
+	_, gone := e.deleted[name]
+	return gone && !e.undeletable[name]
+}
+
+// servedAfterDelete fails the run when a take of a name deleted for good
+// (gone, read before the take) handed out IDs: a deleted incarnation was
+// served again.
+func (e *env) servedAfterDelete(gone bool, name, line string) {
+	if !gone || strings.Contains(line, "-> error") {
+		return
+	}
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	e.m.fail(fmt.Sprintf("DELETED SEQUENCE SERVED: %q, deleted at op #%d and not created again, handed out IDs at op #%d: %s", name, e.deleted[name], e.m.op, line))
 }
 
 // opBurst runs takes by several workers at once, mostly on one sequence,
@@ -226,11 +255,18 @@ func (e *env) opBurst(r *rand.Rand) (string, bool) {
 		}
 	}
 	lines := make([]string, len(ws))
+	gone := make([]bool, len(ws))
+	for i := range ws {
+		gone[i] = e.deletedForGood(names[i])
+	}
 	var wg sync.WaitGroup
 	for i, w := range ws {
 		wg.Go(func() { lines[i] = e.take(w, w.label, names[i], counts[i], callTimeout) })
 	}
 	wg.Wait()
+	for i := range ws {
+		e.servedAfterDelete(gone[i], names[i], lines[i])
+	}
 	return "burst: " + strings.Join(lines, "; "), true
 }
 
@@ -507,12 +543,20 @@ func (e *env) opDelete(r *rand.Rand) (string, bool) {
 	if len(live) == 0 {
 		return "", false
 	}
-	return e.deleteName(live[r.IntN(len(live))]), true
+	return e.deleteName(live[r.IntN(len(live))], r.IntN(2) == 0), true
 }
 
-func (e *env) deleteName(name string) string {
+// deleteName deletes name as 'seqkeeper delete' does, or over the HTTP
+// API's admin route.
+func (e *env) deleteName(name string, overHTTP bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	tomb, err := deleteSequence(ctx, e.admin, e.store, name)
+	var tomb int64
+	var err error
+	if overHTTP {
+		tomb, err = e.httpDelete(ctx, name)
+	} else {
+		tomb, err = deleteSequence(ctx, e.admin, e.store, name)
+	}
 	cancel()
 	// A delete that found no znode wrote no tombstone (the name may be
 	// lost by ZooKeeper and about to be restored): it deleted nothing.
@@ -525,12 +569,17 @@ func (e *env) deleteName(name string) string {
 		return fmt.Sprintf("delete %s -> %s (still there)", name, class)
 	}
 	e.deleted[name] = m.op
+	delete(e.undeletable, name)
 	l := m.ledgers[name]
 	if err == nil && !m.lost[name] && tomb < l.highest {
 		m.fail(fmt.Sprintf("TOMBSTONE BELOW ISSUED: deleting %q at op #%d left a tombstone with ceiling %d, but %d was handed out: a re-created %q could hand it out again",
 			name, m.op, tomb, l.highest, name))
 	}
-	return fmt.Sprintf("delete %s -> %s, tombstone ceiling %d (highest handed out %d)", name, class, tomb, l.highest)
+	via := ""
+	if overHTTP {
+		via = " over HTTP"
+	}
+	return fmt.Sprintf("delete %s%s -> %s, tombstone ceiling %d (highest handed out %d)", name, via, class, tomb, l.highest)
 }
 
 // existsSure reports whether the znode of name exists, retrying read
@@ -557,12 +606,19 @@ func (e *env) opRecreate(r *rand.Rand) (string, bool) {
 	if len(gone) == 0 {
 		return "", false
 	}
-	return e.recreateName(gone[r.IntN(len(gone))]), true
+	return e.recreateName(gone[r.IntN(len(gone))], r.IntN(2) == 0), true
 }
 
-func (e *env) recreateName(name string) string {
+// recreateName registers a deleted name again, as a bare znode (a worker's
+// registration) or over the HTTP API's admin route.
+func (e *env) recreateName(name string, overHTTP bool) string {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	err := e.admin.Register(ctx, name, e.spec(name).reg)
+	var err error
+	if overHTTP {
+		err = e.httpCreate(ctx, name)
+	} else {
+		err = e.admin.Register(ctx, name, e.spec(name).reg)
+	}
 	cancel()
 	m := e.m
 	m.mu.Lock()
@@ -571,15 +627,17 @@ func (e *env) recreateName(name string) string {
 	switch {
 	case err == nil:
 	case class == "exists":
-		if e.rollbackOp > e.deleted[name] {
-			m.notes["deleted sequence back after a ZooKeeper rollback or wipe"]++
+		if e.undeletable[name] {
+			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete"]++
 		} else {
-			m.notes["RESURRECTED: deleted sequence back with no ZooKeeper data loss since (lost tombstone?)"]++
+			m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
+				name, e.deleted[name], m.op))
 		}
 	default:
 		return fmt.Sprintf("recreate %s -> %s", name, class)
 	}
 	delete(e.deleted, name)
+	delete(e.undeletable, name)
 	return fmt.Sprintf("recreate %s -> %s", name, class)
 }
 
@@ -629,7 +687,7 @@ func (e *env) opDelayedTake(r *rand.Rand) (string, bool) {
 	switch r.IntN(6) {
 	case 0:
 		if e.live(name) && !e.skip["delete"] && !e.skip["recreate"] {
-			line += "; then " + e.deleteName(name) + "; " + e.recreateName(name) + "; " + takes(r.IntN(8))
+			line += "; then " + e.deleteName(name, r.IntN(2) == 0) + "; " + e.recreateName(name, r.IntN(2) == 0) + "; " + takes(r.IntN(8))
 		}
 	case 1:
 		if !e.skip["zk-restart"] {
@@ -785,6 +843,11 @@ func (e *env) opRestore(r *rand.Rand) (string, bool) {
 	c := e.copies[i]
 	e.zkFault(r.IntN(2) == 0, func() error { return e.ens.RestoreData(0, c.dir) })
 	e.rollbackOp = e.m.op
+	for name, op := range e.deleted {
+		if c.op < op {
+			e.undeletable[name] = true // the copy has it: it may be back
+		}
+	}
 	what := fmt.Sprintf("zk-restore copy %d (taken at op #%d)", i, c.op)
 	e.fault(what)
 	e.afterZK(r, what)
@@ -802,49 +865,6 @@ func (e *env) opWipe(r *rand.Rand) (string, bool) {
 	e.fault("zk-wipe")
 	e.afterZK(r, "zk-wipe")
 	return "zk-wipe", true
-}
-
-// opStoreLoss deletes one bucket object of the store (the store lost the
-// records in it), if ZooKeeper holds a validated state of every live
-// sequence and the bucket holds no tombstone of a deleted name.
-func (e *env) opStoreLoss(r *rand.Rand) (string, bool) {
-	if !e.zkHealthy() {
-		return "", false
-	}
-	byBucket := map[int][]string{}
-	for _, s := range e.specs {
-		byBucket[bucketOf(s.name)] = append(byBucket[bucketOf(s.name)], s.name)
-	}
-	var candidates []int
-	for b := range storeBuckets {
-		names := byBucket[b]
-		if len(names) == 0 {
-			continue
-		}
-		usable := true
-		for _, n := range names {
-			usable = usable && e.live(n)
-		}
-		if _, err := os.Stat(e.bucketFile(b)); usable && err == nil {
-			candidates = append(candidates, b)
-		}
-	}
-	if len(candidates) == 0 {
-		return "", false
-	}
-	b := candidates[r.IntN(len(candidates))]
-	if err := os.Remove(e.bucketFile(b)); err != nil {
-		e.fatalf("delete a store object: %v", err)
-	}
-	e.m.mu.Lock()
-	e.m.storeGen++
-	for _, n := range byBucket[b] {
-		e.m.lost[n] = true
-	}
-	e.m.mu.Unlock()
-	what := fmt.Sprintf("store-loss bucket %04x (%s)", b, strings.Join(byBucket[b], ", "))
-	e.fault(what)
-	return what, true
 }
 
 // checkLatent fails the run if ZooKeeper holds a validated state whose

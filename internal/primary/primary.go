@@ -327,7 +327,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		p.log.Warn().Err(err).Msg("primary: could not compare the store's tombstones with ZooKeeper's deletion records; trying again at the next audit")
 	}
 	if !exists {
-		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
+		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
 			return fmt.Errorf("primary: create the cluster marker: %w", err)
 		}
 	}

@@ -117,7 +117,7 @@ func (p *Primary) restore(ctx context.Context) error {
 		if p.era, err = p.seq.CurrentEra(ctx, p.zkEpoch); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
-		if err := p.zk.EnsurePath(ctx, p.cfg.MarkerPath); err != nil {
+		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
 			return fmt.Errorf("restore: cluster marker: %w", err)
 		}
 	}

@@ -1,0 +1,62 @@
+package seqzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// ErrClaimed reports a znode that seqkeeper keeps for one sequences root
+// (an election path, a cluster marker) and that belongs to another root:
+// two roots sharing it would share one primary, or one marker. A
+// configuration error; the message names the root that holds it.
+var ErrClaimed = errors.New("belongs to another sequences root")
+
+// claimHeader is the first line of a claimed znode's data; the second is
+// "root <quoted path>".
+const claimHeader = "seqkeeper-claim v1"
+
+// Claim makes the znode at path (created with its parents when missing)
+// record that it belongs to this client's root, or fails with ErrClaimed,
+// naming the root that holds it. A znode with no data (created before
+// claims existed) is claimed; data that is not a claim is refused as not
+// seqkeeper's. what names the znode for messages ("election_path").
+func (c *Client) Claim(ctx context.Context, path, what string) error {
+	if err := c.zk.EnsurePath(ctx, path); err != nil {
+		return fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	want := []byte(claimHeader + "\nroot " + strconv.Quote(c.opts.Root) + "\n")
+	for attempt := 0; ; attempt++ {
+		data, stat, err := c.zk.Get(ctx, path)
+		c.stats.requests.Add(1)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", what, path, err)
+		}
+		if len(data) > 0 {
+			rest, ok := strings.CutPrefix(string(data), claimHeader+"\nroot ")
+			q, ok2 := strings.CutSuffix(rest, "\n")
+			root, err := strconv.Unquote(q)
+			switch {
+			case !ok || !ok2 || err != nil:
+				return fmt.Errorf("%s %s holds data that is not seqkeeper's (%.40q): %w; give this root a path of its own", what, path, data, ErrClaimed)
+			case root != c.opts.Root:
+				return fmt.Errorf("%s %s %w %q (this seqkeeper serves %q): give every root its own %s", what, path, ErrClaimed, root, c.opts.Root, what)
+			}
+			return nil
+		}
+		_, err = c.zk.Set(sent(ctx), path, want, stat.Version)
+		c.stats.requests.Add(1)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zkclient.ErrBadVersion) && attempt < 5:
+			continue // someone wrote it first: read theirs
+		default:
+			return fmt.Errorf("claim %s %s for %s: %w", what, path, c.opts.Root, err)
+		}
+	}
+}
