@@ -59,7 +59,7 @@ var opTable = []opSpec{
 	{"zk-snapshot", 2, (*env).opSnapshot},
 	{"zk-restore", 2, (*env).opRestore},
 	{"zk-wipe", 1, (*env).opWipe},
-	{"store-fault", 4, (*env).opStoreFault},
+	{"store-fault", 6, (*env).opStoreFault},
 	{"move", 1, (*env).opMove},
 }
 
