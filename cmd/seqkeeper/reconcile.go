@@ -58,15 +58,24 @@ in the current ZooKeeper epoch, registrations).`,
 
 func newRestoreCmd(g *globals) *cobra.Command {
 	var dryRun bool
+	var lost []string
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Reconcile ZooKeeper with the store now (a running primary does this by itself)",
-		Long: `Re-create sequences the store knows and ZooKeeper lacks, at their stored
-ceiling + 1; raise the store to cover ceilings ZooKeeper holds above it; and
-revalidate sequences not validated in the current ZooKeeper epoch. Re-created
-and revalidated sequences get twice min_reserve IDs, as the primary gives an
-idle sequence. Every new ceiling is written to the store before ZooKeeper.
-With --dry-run, print the plan only.`,
+		Long: `Re-create sequences the store holds live and ZooKeeper lost, at their stored
+ceiling + 1; raise the store to cover ceilings ZooKeeper holds above it;
+revalidate sequences not validated in the current ZooKeeper epoch; and copy
+tombstones between the store and ZooKeeper where one side lost them.
+Re-created and revalidated sequences get twice min_reserve IDs, as the
+primary gives an idle sequence. Every new ceiling is written to the store
+before ZooKeeper, and a sequence is created only if no delete of it
+happened meanwhile, so restore is safe beside a running primary.
+
+A sequence missing from ZooKeeper is re-created only when ZooKeeper is known
+to have lost data since it last held it (its root's data gone, or a leader
+election since). One missing with no such loss was deleted by hand: name it
+with --lost to re-create it all the same. With --dry-run, print the plan
+only.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -75,6 +84,9 @@ With --dry-run, print the plan only.`,
 				return err
 			}
 			defer done()
+			if err := r.MarkLost(lost); err != nil {
+				return &usageError{err}
+			}
 			r.Plan()
 			if !dryRun {
 				if err := reconcile.Apply(ctx, seqs, store, r, g.cfg.MinReserve); err != nil {
@@ -86,6 +98,7 @@ With --dry-run, print the plan only.`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be done, change nothing")
+	cmd.Flags().StringSliceVar(&lost, "lost", nil, "re-create this sequence, missing from ZooKeeper with no loss it shows (repeat, or comma-separate)")
 	return cmd
 }
 

@@ -143,8 +143,13 @@ func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.R
 		if !ok || r.Dead < d.Ceiling {
 			fix.Dead, fix.Ceiling = d.Ceiling, max(d.Ceiling, r.Ceiling)
 		}
-		if p.seqs[name] != nil && ok && r.Deleted() && d.Ceiling >= r.Dead {
+		if t := p.seqs[name]; t != nil && t.corrupt == nil && !t.state.Registered && ok && r.Deleted() && d.Ceiling >= r.Dead {
+			// The incarnation takes its configuration along: a record
+			// of an incarnation without it would restore the sequence
+			// with the defaults (an unbounded space).
+			st := t.state
 			fix.Live, fix.Ceiling = state.AddSat(d.Ceiling, 1), max(fix.Ceiling, r.Ceiling)
+			fix.Start, fix.End, fix.Windows, fix.Legacy = st.Start, st.End, st.Windows, st.Legacy
 		}
 		if fix.Dead > 0 || fix.Live > 0 {
 			repairs = append(repairs, fix)

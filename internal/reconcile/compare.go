@@ -70,6 +70,11 @@ type Finding struct {
 	Record persist.Record `json:"-"`
 	// Deletion is ZooKeeper's copy of the name's tombstone, as read.
 	Deletion seqzk.Deletion `json:"-"`
+	// Unexplained is set for a sequence the store holds live and
+	// ZooKeeper lacks although ZooKeeper lost no data since it last held
+	// it: deleted by hand, or lost in a way the era cannot see. Only an
+	// operator can say which (MarkLost).
+	Unexplained bool `json:"-"`
 }
 
 // Report is the result of Compare.
@@ -186,9 +191,34 @@ func missing(r persist.Record, d seqzk.Deletion, era seqzk.Era, epoch int64) (Fi
 	case era.Lost(r.Seen, epoch):
 		f.Problem, f.Action = "in the store but not in ZooKeeper: lost with ZooKeeper's data", RecreateZnode
 	default:
-		f.Problem = "in the store but not in ZooKeeper, which lost no data since it last held it: deleted by hand; not restored"
+		f.Problem, f.Unexplained = "in the store but not in ZooKeeper, which lost no data since it last held it: deleted by hand? not restored unless you say it was lost (restore --lost NAME)", true
 	}
 	return f, true
+}
+
+// MarkLost records an operator's word that the named sequences, which the
+// store holds live and ZooKeeper lacks with no loss ZooKeeper shows
+// (Finding.Unexplained), were lost: Apply re-creates them. A name that is
+// not such a finding is an error, and nothing is marked.
+func (r *Report) MarkLost(names []string) error {
+	idx := make(map[string]int, len(r.Findings))
+	for i, f := range r.Findings {
+		idx[f.Sequence] = i
+	}
+	for _, name := range names {
+		i, ok := idx[name]
+		if !ok || !r.Findings[i].Unexplained && r.Findings[i].Action != RecreateZnode {
+			return fmt.Errorf("--lost %s: not a sequence that the store holds live and ZooKeeper lacks (see 'seqkeeper verify')", name)
+		}
+	}
+	for _, name := range names {
+		f := &r.Findings[idx[name]]
+		if f.Unexplained {
+			f.Action, f.Unexplained = RecreateZnode, false
+			f.Problem += "; lost, says the operator"
+		}
+	}
+	return nil
 }
 
 // check classifies one sequence ZooKeeper holds: st as read (readErr the

@@ -281,3 +281,41 @@ func TestApplyStoreFirst(t *testing.T) {
 		t.Fatal("the sequence was re-created although the store did not take its ceiling")
 	}
 }
+
+// A sequence missing from ZooKeeper with no loss ZooKeeper shows (deleted
+// by hand) is left alone, until the operator says it was lost.
+func TestRestoreOnTheOperatorsWord(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	epoch, err := r.seqs.CurrentEpoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	era, err := r.seqs.CurrentEra(ctx, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.put(persist.Record{Name: "by-hand", Live: 1, Start: 1, Ceiling: 300, Seen: era.Value})
+	rep, err := reconcile.Compare(ctx, r.seqs, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || !rep.Findings[0].Unexplained || rep.Findings[0].Action != reconcile.Nothing {
+		t.Fatalf("findings: %+v; want by-hand unexplained, no action", rep.Findings)
+	}
+	if err := rep.MarkLost([]string{"nope"}); err == nil {
+		t.Fatal("MarkLost of a name that is not missing: no error")
+	}
+	if err := rep.MarkLost([]string{"by-hand"}); err != nil {
+		t.Fatal(err)
+	}
+	rep.Plan()
+	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, 50); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.seqs.Take(ctx, "by-hand", 1)
+	if err != nil || got[0].Start != 301 {
+		t.Fatalf("take after the restore: %s, %v; want 301", got, err)
+	}
+}
