@@ -85,12 +85,15 @@ var (
 	descZKDown       = prometheus.NewDesc("seqkeeper_zookeeper_disconnected_seconds", "How long this replica has been without a ZooKeeper session; 0 while it has one.", nil, nil)
 	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
 	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
-	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition, op=\"delete\" the deletions of compacted log segments (not billed by S3).", []string{"op"}, nil)
+	descStoreReqs    = prometheus.NewDesc("seqkeeper_store_requests_total", "Requests this replica sent to the store backend (S3: each one billed), by op; op=\"put_conflict\" counts the PUTs that failed their precondition, op=\"delete\" the deletions of compacted log segments (not billed by S3), op=\"list\" the listings of the log and of the bucket objects.", []string{"op"}, nil)
 	descStoreHealthy = prometheus.NewDesc("seqkeeper_store_healthy", "1 when the store answered this replica's last request (the primary's work, or a check once a minute), else 0.", nil, nil)
 	descCompactions  = prometheus.NewDesc("seqkeeper_store_compactions_total", "Compactions of the store's log into its bucket objects by the primary, by result.", []string{"result"}, nil)
 	descCompacted    = prometheus.NewDesc("seqkeeper_store_compacted_segments_total", "Store log segments folded into bucket objects by the primary.", nil, nil)
 	descRevalidated  = prometheus.NewDesc("seqkeeper_primary_revalidations_total", "Sequences fast-forwarded after a ZooKeeper leader election or a re-created znode.", nil, nil)
 	descRestored     = prometheus.NewDesc("seqkeeper_primary_restored_total", "Sequence znodes re-created from the store.", nil, nil)
+	descRepaired     = prometheus.NewDesc("seqkeeper_primary_repaired_total", "Records the store or ZooKeeper had lost (one object lost or rolled back) that the primary wrote again from the other: tombstones, a live sequence's incarnation.", nil, nil)
+	descHandDeleted  = prometheus.NewDesc("seqkeeper_primary_hand_deleted_total", "Sequences found missing from ZooKeeper with no data loss since the primary last saw them (deleted by hand, without a tombstone): not restored.", nil, nil)
+	descStoreRepairs = prometheus.NewDesc("seqkeeper_store_repairs_total", "Store objects this replica found lost or rolled back and rebuilt (the meta and epoch objects).", nil, nil)
 	descSequences    = prometheus.NewDesc("seqkeeper_sequences", "Sequences the primary maintains (0 on a standby).", nil, nil)
 	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy.", nil, nil)
 	descRunway       = prometheus.NewDesc("seqkeeper_runway_seconds", "How long the sequences' reserves last at their recent rates: a histogram over the sequences the primary maintains (capped at a day for idle ones).", nil, nil)
@@ -102,7 +105,8 @@ var (
 
 func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerms, descZKDown, descRaises, descStorePuts, descStoreReqs,
-		descStoreHealthy, descCompactions, descCompacted, descRevalidated, descRestored, descSequences, descUnhealthy,
+		descStoreHealthy, descCompactions, descCompacted, descRevalidated, descRestored, descRepaired, descHandDeleted, descStoreRepairs,
+		descSequences, descUnhealthy,
 		descRunway, descRunwayMin, descLegacyMin, descSeqRunway, descSeqLegacy} {
 		ch <- d
 	}
@@ -131,12 +135,16 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descStoreReqs, rq.Puts, "put")
 	counter(descStoreReqs, rq.PutConflicts, "put_conflict")
 	counter(descStoreReqs, rq.Deletes, "delete")
+	counter(descStoreReqs, rq.Lists, "list")
+	counter(descStoreRepairs, r.store.Repairs())
 	gauge(descStoreHealthy, boolFloat(r.store.Health().Healthy()))
 	counter(descCompactions, ps.Compactions, "ok")
 	counter(descCompactions, ps.CompactErrors, "error")
 	counter(descCompacted, ps.Compacted)
 	counter(descRevalidated, ps.Revalidated)
 	counter(descRestored, ps.Restored)
+	counter(descRepaired, ps.Repaired)
+	counter(descHandDeleted, ps.HandDeleted)
 	collectSequences(ch, r.primary.StatusOf, c.topN)
 }
 
