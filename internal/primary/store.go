@@ -200,36 +200,20 @@ func (p *Primary) checkFence(ctx context.Context) error {
 	return fmt.Errorf("%w: leader epoch %d, held by %q, has replaced this primary's epoch %d", persist.ErrFenced, epoch, holder, p.epoch)
 }
 
-// refresh re-reads the records of names from the store into p.records
-// (one by one for a few, a full load for many) and returns what it read,
-// whole, by name (a name the store has no record of is not in it).
+// refresh re-reads the records of names from the store into p.records (in
+// one reading of the log and of the buckets that hold them) and returns
+// what it read, whole, by name (a name the store has no record of is not
+// in it).
 func (p *Primary) refresh(ctx context.Context, names []string) (map[string]persist.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.StoreTimeout)
 	defer cancel()
-	var read []persist.Record
-	if len(names) > 64 {
-		all, err := p.deps.Store.Load(ctx)
-		if err != nil {
-			return nil, err
-		}
-		read = all
-	} else {
-		for _, name := range names {
-			got, err := p.deps.Store.Get(ctx, name)
-			if errors.Is(err, persist.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			read = append(read, got)
-		}
+	fresh, err := p.deps.Store.GetMany(ctx, names)
+	if err != nil {
+		return nil, err
 	}
-	fresh := make(map[string]persist.Record, len(read))
 	p.view.Lock()
-	for _, r := range read {
+	for _, r := range fresh {
 		p.records[r.Name] = storedOf(r)
-		fresh[r.Name] = r
 	}
 	p.view.Unlock()
 	return fresh, nil

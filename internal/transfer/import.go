@@ -257,7 +257,10 @@ func existing(e Entry, st sequence.State) (action, reason string) {
 			st.Start, st.End, st.Windows, e.Start, e.End, e.Windows)
 	case st.Registered:
 		return Refused, "the target has not initialised it yet: start 'seqkeeper serve' there and import again"
-	case st.Next >= e.from():
+	case st.Next >= e.from() || st.Next > min(st.End, state.MaxID-1):
+		// At or past the export, or exhausted: it hands out nothing
+		// below the export's ceiling (a stored ceiling may lie past the
+		// end of the space: a tombstone of an exhausted sequence).
 		return Unchanged, ""
 	}
 	if err := seqzk.CheckAdvance(st, e.from()); err != nil {

@@ -276,3 +276,31 @@ func TestImportRefuses(t *testing.T) {
 }
 
 func jsonInt(v int64) string { b, _ := json.Marshal(v); return string(b) }
+
+// Regression (found by the model test, seed 0x18eba237b9d25720): an
+// exhausted sequence whose stored ceiling lies past its end (a tombstone
+// of an exhausted incarnation ends the next ID too) was created exhausted
+// by the import, and a second import tried to advance it past its end and
+// refused the line. An exhausted sequence is at or past any export.
+func TestImportExhaustedAboveItsEnd(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	src, dst := newRoot(t, z, "src"), newRoot(t, z, "dst")
+	src.sequence("b", seqzk.Registration{Start: 10, End: 20}, 20)
+	src.take("b", 11)
+	// The store holds more than the space: what a tombstone of an
+	// exhausted incarnation leaves for the one after it.
+	if err := primary.PutAtCurrentEpoch(context.Background(), src.store, persist.Record{Name: "b", Ceiling: 21}); err != nil {
+		t.Fatal(err)
+	}
+	text, e := src.export()
+	if e["b"].Ceiling != 21 {
+		t.Fatalf("exported %+v; want the stored ceiling 21", e["b"])
+	}
+	if got := actions(dst.importText(text)); got["b"] != transfer.Created {
+		t.Fatalf("first import: %v", got)
+	}
+	if got := actions(dst.importText(text)); got["b"] != transfer.Unchanged {
+		t.Fatalf("second import: %v; want b unchanged", got)
+	}
+}
