@@ -56,6 +56,13 @@ func (p *Primary) prepareBirths(ctx context.Context, names []string) {
 	if len(regs) == 0 {
 		return
 	}
+	// An initialisation's guard lives under the root's own znode: make
+	// sure it exists (if it was deleted by hand, the next restore reads
+	// that as a loss of the root's data and sets a new era).
+	if err := p.seq.EnsureMeta(ctx); err != nil {
+		p.log.Warn().Err(err).Msg("primary: cannot create the root's own znode; initialising new sequences later")
+		return
+	}
 	dels, err := p.deletionsOf(ctx, regs)
 	if err != nil {
 		p.log.Warn().Err(err).Int("sequences", len(regs)).Msg("primary: cannot read the deletion records of new sequences; initialising them later")

@@ -182,8 +182,14 @@ func (c *Client) RecordDeletion(ctx context.Context, name string, ceiling int64)
 	}
 }
 
-// EnsureMeta creates the root and its own znode when they are missing.
+// EnsureMeta creates the root and its own znode when they are missing (a
+// read when they exist).
 func (c *Client) EnsureMeta(ctx context.Context) error {
+	ok, _, err := c.zk.Exists(ctx, c.MetaPath())
+	c.stats.requests.Add(1)
+	if err == nil && ok {
+		return nil
+	}
 	if err := c.zk.EnsurePath(ctx, c.MetaPath()); err != nil {
 		return fmt.Errorf("create %s: %w", c.MetaPath(), err)
 	}
