@@ -54,18 +54,28 @@ type Deletion struct {
 // what it is.
 const deletionHeader = "seqkeeper-deleted v1"
 
-func encodeDeletion(ceiling int64) []byte {
-	return []byte(deletionHeader + "\nceiling " + strconv.FormatInt(ceiling, 10) + "\n")
-}
+func encodeDeletion(ceiling int64) []byte { return encodeValue(deletionHeader, "ceiling", ceiling) }
 
 func decodeDeletion(path string, data []byte) (int64, error) {
-	rest, ok := strings.CutPrefix(string(data), deletionHeader+"\nceiling ")
-	n, ok2 := strings.CutSuffix(rest, "\n")
-	v, err := strconv.ParseInt(n, 10, 64)
-	if !ok || !ok2 || err != nil || v < 0 || strconv.FormatInt(v, 10) != n {
+	v, ok := decodeValue(data, deletionHeader, "ceiling")
+	if !ok || v < 0 {
 		return 0, fmt.Errorf("%w: deletion record %s: %.60q is not %q and a ceiling", state.ErrCorrupt, path, data, deletionHeader)
 	}
 	return v, nil
+}
+
+// encodeValue is the data of a small seqkeeper znode: a header line, then
+// "<key> <decimal>".
+func encodeValue(header, key string, v int64) []byte {
+	return []byte(header + "\n" + key + " " + strconv.FormatInt(v, 10) + "\n")
+}
+
+// decodeValue parses what encodeValue wrote, in that form only.
+func decodeValue(data []byte, header, key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(string(data), header+"\n"+key+" ")
+	n, ok2 := strings.CutSuffix(rest, "\n")
+	v, err := strconv.ParseInt(n, 10, 64)
+	return v, ok && ok2 && err == nil && strconv.FormatInt(v, 10) == n
 }
 
 // ReadDeletion returns the ZooKeeper copy of name's tombstone
@@ -221,9 +231,7 @@ type Era struct {
 // is "era <n>".
 const eraHeader = "seqkeeper-root v1"
 
-func encodeEra(value int64) []byte {
-	return []byte(eraHeader + "\nera " + strconv.FormatInt(value, 10) + "\n")
-}
+func encodeEra(value int64) []byte { return encodeValue(eraHeader, "era", value) }
 
 // ReadEra returns the root's era. Empty data (the znode created by a
 // delete before any primary set an era) is no era; data that is not an era
@@ -241,10 +249,8 @@ func (c *Client) ReadEra(ctx context.Context) (Era, error) {
 	if len(data) == 0 {
 		return e, nil
 	}
-	rest, ok := strings.CutPrefix(string(data), eraHeader+"\nera ")
-	n, ok2 := strings.CutSuffix(rest, "\n")
-	v, err := strconv.ParseInt(n, 10, 64)
-	if !ok || !ok2 || err != nil || v <= 0 {
+	v, ok := decodeValue(data, eraHeader, "era")
+	if !ok || v <= 0 {
 		return Era{}, fmt.Errorf("%w: %s holds %.60q, not %q and an era", state.ErrCorrupt, c.MetaPath(), data, eraHeader)
 	}
 	e.Value, e.Epoch = v, v>>32
