@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -842,5 +843,49 @@ func TestListPagesAndFilters(t *testing.T) {
 	}
 	if _, errOut, code := c.run("", "list", "--health", "sick"); code != 2 || !strings.Contains(errOut, "want one of ok, at_ceiling") {
 		t.Errorf("list --health sick: exit %d, %q", code, errOut)
+	}
+}
+
+// Recovery by hand in the case it exists for: ZooKeeper lost the whole
+// root, no replica runs. verify, restore --dry-run and restore work (they
+// failed on the missing root), the lost sequence comes back above its
+// stored ceiling, and the deleted one does not come back.
+func TestRecoveryByHandOfALostRoot(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	dir := t.TempDir()
+	c.env["SEQKEEPER_STORE"] = "file://" + dir
+	b, err := persist.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Root: c.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a primary left in the store: a live sequence and a tombstone.
+	if err := s.Put(context.Background(), 0,
+		persist.Record{Name: "orders", Live: 1, Start: 1, End: math.MaxInt64, Ceiling: 5000},
+		persist.Record{Name: "gone", Ceiling: 300, Dead: 300}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := c.conn.Exists(context.Background(), c.root); ok {
+		t.Fatal("the root exists: the test needs it lost")
+	}
+	if out := c.ok("verify"); !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "0 unsafe") {
+		t.Fatalf("verify on a lost root:\n%s", out)
+	}
+	if out := c.ok("restore", "--dry-run"); !strings.Contains(out, "re-create at 5001") {
+		t.Fatalf("restore --dry-run:\n%s", out)
+	}
+	c.ok("restore")
+	if out := c.ok("take", "orders", "-n", "3"); strings.TrimSpace(out) != "5001:5003" {
+		t.Fatalf("take after the restore: %q; want 5001:5003", out)
+	}
+	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/gone"); ok {
+		t.Fatal("the deleted sequence came back")
+	}
+	if out := c.ok("verify"); !strings.Contains(out, "0 unsafe") {
+		t.Fatalf("verify after the restore:\n%s", out)
 	}
 }
