@@ -3,6 +3,9 @@ package zkclient
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/seqkeeper/seqkeeper/zkclient/internal/zk"
 )
@@ -41,16 +44,23 @@ var ErrClosed = errors.New("zookeeper client closed")
 //
 // A write that failed with a transient error may or may not have been
 // applied; callers must re-read before deciding anything from it.
+//
+// A failure of the connection itself is transient too: go-zookeeper hands a
+// request whose bytes could not be written (a reset connection, a broken
+// pipe, a write deadline) the network's own error, whose outcome is as
+// unknown as a lost reply's.
 func IsTransient(err error) bool {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return false
 	}
-	for _, target := range []error{ErrConnectionClosed, ErrNoServer, ErrSessionExpired, ErrSessionMoved, ErrClosing, ErrNoSession} {
+	for _, target := range []error{ErrConnectionClosed, ErrNoServer, ErrSessionExpired, ErrSessionMoved, ErrClosing, ErrNoSession,
+		io.EOF, io.ErrUnexpectedEOF, net.ErrClosed, syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED} {
 		if errors.Is(err, target) {
 			return true
 		}
 	}
-	return false
+	var ne net.Error
+	return errors.As(err, &ne)
 }
 
 // MultiError is the error of a transaction that one of its operations

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,10 @@ type Options struct {
 	// "multi") and how long the round trip took, failed or not (for a
 	// latency histogram). It runs on the request's goroutine: keep it fast.
 	ObserveRequest func(op string, d time.Duration)
+	// Dial, if set, opens the connection to one server instead of a plain
+	// TCP dial: a transport of the caller's (TLS, a proxy), or a test's
+	// that fails on purpose. Default net.DialTimeout.
+	Dial func(network, address string, timeout time.Duration) (net.Conn, error)
 }
 
 // errNoHosts marks a connection that could not start because no server
@@ -177,8 +182,12 @@ func (c *Client) connect() error {
 	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
 		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
 	}))
+	dial := zk.Dialer(net.DialTimeout)
+	if c.opts.Dial != nil {
+		dial = c.opts.Dial
+	}
 	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
-		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithHostProvider(hosts),
+		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithHostProvider(hosts), zk.WithDialer(dial),
 		zk.WithEventCallback(func(ev zk.Event) {
 			// Watches first, on every connection, current or not: a
 			// replaced connection's watches still end (NotWatching).
