@@ -142,3 +142,35 @@ func TestAdvanceRefusals(t *testing.T) {
 		t.Fatalf("advance of a missing sequence: %v", err)
 	}
 }
+
+// An advance is not demand (issue 31, item 3): advancing an idle sequence
+// far ahead leaves its reserve at what the advance gave it (twice
+// min_reserve from the new next). The primary used to count the jump as
+// consumption and reserve millions of IDs, which every later failover,
+// restore or move then skipped.
+func TestAdvanceIsNotDemand(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	r.start("p1", nil) // min_reserve 100, runway 1 s
+	c := r.client(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	if err := c.Register(ctx, "idle", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "idle initialised", func() bool { st, _, err := c.Describe(ctx, "idle"); return err == nil && !st.Registered })
+	const to = 1_000_000
+	if _, err := primary.Advance(ctx, c, r.store(), "idle", to, 100); err != nil {
+		t.Fatal(err)
+	}
+	// Several sweeps (200 ms each) and rate samples (1 s) later.
+	time.Sleep(2500 * time.Millisecond)
+	st, _, err := c.Describe(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reserve := st.Ceiling - st.Next + 1; st.Next < to || reserve > 2*100 {
+		t.Fatalf("after advancing to %d: next %d, ceiling %d: a reserve of %d IDs; want at most twice min_reserve (200)", to, st.Next, st.Ceiling, reserve)
+	}
+}

@@ -51,6 +51,13 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 	switch {
 	case st.Registered || t.lastAt == 0:
 		t.lastNext, t.lastAt = st.Next, now
+	case st.Marker != t.state.Marker:
+		// Stamped anew since the last look (an operator's advance, a
+		// restore, a revalidation): next moved by decree, not by takes.
+		// The rate's baseline starts again here, or the jump would count
+		// as demand and size a reserve that every later failover, restore
+		// or move skips.
+		t.lastNext, t.lastAt = st.Next, now
 	case st.Next < t.lastNext:
 		// Older than what we know: an event read before our own write
 		// (a resync races it) or a rollback about to be revalidated. The
