@@ -140,7 +140,7 @@ func (g *globals) printDescribe(d describeOutput) {
 	case d.Health == httpapi.HealthWaiting:
 		health += ": no primary has initialised it yet; is 'seqkeeper serve' running?"
 	case d.Health == httpapi.HealthExhausted:
-		health += ": every ID of the space has been issued; recycle IDs or use a new sequence"
+		health += ": every ID of the space has been issued or skipped; widen it (seqkeeper widen NAME --max N) or use a new sequence"
 	case d.Health == httpapi.HealthLegacy:
 		health += ": no ceiling; IDs taken faster than the primary reacts are not covered by the store (docs/cli.md)"
 	}

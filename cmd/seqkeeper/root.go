@@ -195,6 +195,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newVerifyCmd(g),
 		newRestoreCmd(g),
 		newAdvanceCmd(g),
+		newWidenCmd(g),
 		newExportCmd(g),
 		newImportCmd(g),
 	)

@@ -85,7 +85,8 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	// was validated), the advance moves it above everything the store
 	// covered, as the primary would: the headroom is counted from there.
 	storedFloor := state.AddSat(rec.Ceiling, 1)
-	ceiling := max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), reconcile.Headroom(minReserve), st.End))
+	headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, st.Start, st.End, st.Legacy))
+	ceiling := max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), headroom, st.End))
 	rec.Ceiling = max(rec.Ceiling, ceiling)
 	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
 		return Advanced{}, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, rec.Ceiling, err)

@@ -14,16 +14,18 @@ import (
 
 // reserve sizes a sequence's reserve from its consumption rate, and at
 // least twice what was taken since the current rate sample began (under a
-// second ago), so a burst is covered before the rate catches up.
+// second ago), so a burst is covered before the rate catches up; a bounded
+// space caps it (reconcile.CapReserve).
 func (p *Primary) reserve(t *tracked) int64 {
 	want := t.rate * p.cfg.Runway.Seconds()
 	if !t.state.Legacy && !t.state.Registered && t.state.Next > t.lastNext {
 		want = max(want, 2*float64(t.state.Next-t.lastNext))
 	}
+	st := t.state
 	if want > float64(p.cfg.MaxReserve) {
-		return p.cfg.MaxReserve
+		return reconcile.CapReserve(p.cfg.MaxReserve, st.Start, st.End, st.Legacy)
 	}
-	return max(p.cfg.MinReserve, int64(math.Ceil(want)))
+	return reconcile.CapReserve(max(p.cfg.MinReserve, int64(math.Ceil(want))), st.Start, st.End, st.Legacy)
 }
 
 // rateWindow is the shortest interval over which a consumption rate is

@@ -1,6 +1,7 @@
 package primary
 
 import (
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"maps"
 	"slices"
 	"time"
@@ -163,6 +164,8 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 		s.Healthy, s.Problem = false, "ZooKeeper ceiling above the stored ceiling"
 	case st.Legacy && s.LegacyMargin < 0:
 		s.Healthy, s.Problem = false, "legacy counter ran past its stored mark"
+	case !st.Legacy && st.Next > min(st.End, state.MaxID-1) && len(st.Recycled) == 0:
+		s.Healthy, s.Problem, s.RunwaySeconds = false, "exhausted: every ID of its space is issued or skipped; widen it ('seqkeeper widen') or move to a new sequence", 0
 	}
 	return s
 }

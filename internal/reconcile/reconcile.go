@@ -33,6 +33,24 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
+// SpaceShare bounds the reserve of a bounded sequence: at most a
+// SpaceShare-th of its space, so that a ZooKeeper data loss (which skips
+// up to two reserves) costs it at most an eighth of its space, however
+// large min_reserve is. Without it, a space smaller than the reserve was
+// reserved whole at once, and a wipe left it exhausted with no ID taken.
+const SpaceShare = 16
+
+// CapReserve returns reserve bounded for a sequence whose space is
+// start..end (see SpaceShare). An unbounded space (end 0 or state.MaxID)
+// and a legacy counter keep reserve.
+func CapReserve(reserve, start, end int64, legacy bool) int64 {
+	if legacy || end == 0 || end >= state.MaxID {
+		return reserve
+	}
+	space := end - max(start, 1) + 1
+	return max(1, min(reserve, space/SpaceShare))
+}
+
 // Headroom returns how many IDs a sequence gets above its floor (or above
 // next, for a raise) when its ceiling is set: twice its reserve, so that it
 // falls to the low-water mark (reserve) only after it has used as much
@@ -68,7 +86,7 @@ func Floor(st sequence.State, rec persist.Record, stored bool) int64 {
 // ZooKeeper. A legacy counter comes back at its mark, and the mark moves up
 // by the same headroom.
 func Recreate(r persist.Record, minReserve int64) (sequence.State, persist.Record) {
-	n := Headroom(minReserve)
+	n := Headroom(CapReserve(minReserve, r.Start, r.End, r.Legacy))
 	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
 	if st.End == 0 {
 		st.End = state.MaxID

@@ -135,3 +135,41 @@ func CheckAdvance(st state.State, to int64) error {
 	}
 	return nil
 }
+
+// Widen moves the end of sequence name's space up to end, for an
+// operator: a bounded sequence that has used up its space, or is about to,
+// goes on handing out IDs above its old end. It never narrows a space (IDs
+// up to the old end may have been handed out) and refuses, with
+// ErrAdvanceRefused and nothing written, a legacy counter (it has no end)
+// and an end beyond state.MaxID. A registration's end simply changes. The
+// ceiling is not raised: the primary raises it (store first) once it sees
+// the wider space. The durable store must already hold the new end in the
+// sequence's record, or a restore after a ZooKeeper loss would bring the
+// sequence back with the old one. It returns the state written (the one
+// read when nothing had to change).
+func (c *Client) Widen(ctx context.Context, name string, end int64) (state.State, error) {
+	return c.update(ctx, name, func(st *state.State) (bool, error) {
+		if err := CheckWiden(*st, end); err != nil {
+			return false, err
+		}
+		if st.End == end {
+			return false, nil
+		}
+		st.End = end
+		return true, nil
+	})
+}
+
+// CheckWiden says why a sequence in state st cannot be widened to end, or
+// returns nil.
+func CheckWiden(st state.State, end int64) error {
+	switch {
+	case st.Legacy:
+		return fmt.Errorf("sequence %q: %w: a legacy 8-byte counter has no end of space to widen", st.Name, ErrAdvanceRefused)
+	case end < st.End:
+		return fmt.Errorf("sequence %q: %w: --max %d is below its end %d: a space never narrows (IDs up to %d may have been handed out)", st.Name, ErrAdvanceRefused, end, st.End, st.End)
+	case end < 1:
+		return fmt.Errorf("sequence %q: %w: --max %d: IDs start at 1", st.Name, ErrAdvanceRefused, end)
+	}
+	return nil
+}

@@ -374,7 +374,7 @@ func TestTakeErrors(t *testing.T) {
 	}
 	exhausted := State{Name: "orders", Start: 1, Next: 11, Ceiling: 10, End: 10}
 	_, err := exhausted.Take(1)
-	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "extend the end") {
+	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), "widen the space") || !strings.Contains(err.Error(), "issued or skipped") {
 		t.Errorf("Take on an exhausted state: error = %v, want ErrExhausted with advice", err)
 	}
 }

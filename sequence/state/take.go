@@ -67,7 +67,7 @@ func (s *State) Take(n int64) (Ranges, error) {
 		return out, nil
 	}
 	if len(s.Recycled) == 0 && s.Next > s.last() {
-		return nil, fmt.Errorf("sequence %q: %w: every ID up to end %d has been issued; extend the end of the space or move to a new sequence", s.Name, ErrExhausted, s.End)
+		return nil, fmt.Errorf("sequence %q: %w: every ID up to end %d has been issued or skipped (a restore after a ZooKeeper data loss skips what the store had reserved); widen the space ('seqkeeper widen %s --max N') or move to a new sequence", s.Name, ErrExhausted, s.End, s.Name)
 	}
 
 	var out Ranges

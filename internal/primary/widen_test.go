@@ -1,0 +1,84 @@
+package primary_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
+
+// A bounded space smaller than min_reserve (issue 31, item 4): its first
+// reserve used to cover the whole space, so that a ZooKeeper loss left it
+// exhausted with no ID ever taken. Its reserve is now a sixteenth of its
+// space: it survives a loss with most of its IDs left, says "issued or
+// skipped" when it is used up, and its space can be widened while it runs.
+func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	r.start("p1", nil) // min_reserve 100
+	c := r.client(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	if err := c.Register(ctx, "cap", seqzk.Registration{End: 200}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cap initialised", func() bool { st, _, err := c.Describe(ctx, "cap"); return err == nil && !st.Registered })
+	st, _, err := c.Describe(ctx, "cap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ceiling >= 100 {
+		t.Fatalf("cap's first ceiling is %d of a space of 200: the reserve is not sized to the space", st.Ceiling)
+	}
+	loseZnodes(t, c, "cap") // ZooKeeper loses it, with no ID taken
+	waitFor(t, "cap restored", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("cap")); return ok })
+	seen := ids{}
+	got, err := c.Take(ctx, "cap", 5)
+	if err != nil {
+		t.Fatalf("take after the loss: %v; want IDs left", err)
+	}
+	seen.add(t, "after the loss", got)
+	var last int64
+	for {
+		got, err := c.Take(ctx, "cap", 20)
+		if errors.Is(err, sequence.ErrExhausted) {
+			if !strings.Contains(err.Error(), "issued or skipped") || !strings.Contains(err.Error(), "seqkeeper widen cap") {
+				t.Fatalf("exhausted: %v; want it to say issued or skipped, and how to widen", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, "before the end", got)
+		last = got[len(got)-1].End
+	}
+	if last != 200 {
+		t.Fatalf("the last ID taken before the end was %d, want 200", last)
+	}
+	if _, err := primary.Widen(ctx, c, r.store(), "cap", 150); !errors.Is(err, seqzk.ErrAdvanceRefused) {
+		t.Fatalf("narrowing: %v; want refused", err)
+	}
+	w, err := primary.Widen(ctx, c, r.store(), "cap", 400)
+	if err != nil || w.End != 400 {
+		t.Fatalf("widen: %+v, %v", w, err)
+	}
+	if rec, err := r.store().Get(ctx, "cap"); err != nil || rec.End != 400 {
+		t.Fatalf("the store's record after widening: %+v, %v; want the end 400", rec, err)
+	}
+	got, err = c.Take(ctx, "cap", 10)
+	if err != nil {
+		t.Fatalf("take after widening: %v", err)
+	}
+	seen.add(t, "after widening", got)
+	if got[0].Start != 201 {
+		t.Fatalf("took %s after widening; want from 201", got)
+	}
+}
