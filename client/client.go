@@ -55,6 +55,9 @@ type Client struct {
 	hc   *http.Client
 	eps  []*endpoint
 	next atomic.Uint64 // round robin
+	// served remembers which replica handed out which IDs: a recycle goes
+	// back to it.
+	served served
 }
 
 // endpoint is one replica and when it may be tried again.
@@ -148,22 +151,53 @@ func (c *Client) Take(ctx context.Context, name string, count int64) (Ranges, er
 		Ranges Ranges `json:"ranges"`
 	}
 	path := "/v1/sequences/" + url.PathEscape(name) + "/ids?count=" + strconv.FormatInt(count, 10)
-	if err := c.do(ctx, http.MethodPost, path, nil, nil, true, &out); err != nil {
+	ep, err := c.do(ctx, nil, http.MethodPost, path, nil, nil, true, &out)
+	if err != nil {
 		return nil, err
 	}
 	if len(out.Ranges) == 0 {
 		return nil, fmt.Errorf("client: take of %q: an answer without IDs", name)
 	}
+	c.served.add(name, ep, out.Ranges)
 	return out.Ranges, nil
 }
 
 // Recycle pushes ids back to sequence name (POST .../recycle), so they are
-// handed out again. With key (see NewPushKey; the same on every retry of
-// one logical push) a call whose answer was lost is retried and answered
-// definitively: already reports a push that had landed before. Without a
-// key such a call fails with ErrUncertain and must not be repeated: count
-// the IDs as lost.
+// handed out again. A replica takes back only IDs that it handed out
+// itself, so each part of ids goes to the replica that handed it out to
+// this Client; without a key, to that replica only: when it does not
+// answer, the part fails (ErrUnavailable) and its IDs count as lost. IDs
+// this Client did not take go to any replica, which refuses them unless it
+// handed them out (ErrNotHandedOut).
+//
+// With key (see NewPushKey; the same on every retry of one logical push) a
+// call whose answer was lost is retried and answered definitively: already
+// reports a push that had landed before (each part sent to another replica
+// carries a key derived from key). Without a key such a call fails with
+// ErrUncertain and must not be repeated: count the IDs as lost.
 func (c *Client) Recycle(ctx context.Context, name string, ids Ranges, key string) (already bool, err error) {
+	order, parts := c.served.split(name, ids)
+	var errs []error
+	all := true
+	for i, ep := range order {
+		k := key
+		if key != "" && len(order) > 1 {
+			k = fmt.Sprintf("%s.%d", key[:min(len(key), 60)], i)
+		}
+		a, err := c.recycleAt(ctx, ep, name, parts[ep], k)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		all = all && a
+	}
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return all, nil
+}
+
+// recycleAt sends one recycle to ep (any replica when nil).
+func (c *Client) recycleAt(ctx context.Context, ep *endpoint, name string, ids Ranges, key string) (bool, error) {
 	body, err := json.Marshal(map[string]Ranges{"ranges": ids})
 	if err != nil {
 		return false, err
@@ -175,7 +209,7 @@ func (c *Client) Recycle(ctx context.Context, name string, ids Ranges, key strin
 	var out struct {
 		AlreadyApplied bool `json:"already_applied"`
 	}
-	err = c.do(ctx, http.MethodPost, "/v1/sequences/"+url.PathEscape(name)+"/recycle", body, hdr, key != "", &out)
+	_, err = c.do(ctx, ep, http.MethodPost, "/v1/sequences/"+url.PathEscape(name)+"/recycle", body, hdr, key != "", &out)
 	return out.AlreadyApplied, err
 }
 
@@ -184,23 +218,30 @@ func NewPushKey() string {
 	return fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
 }
 
-// do sends a request to the replicas in turn until one answers it, or
-// RetryFor or ctx ends. retry says whether a request whose answer was lost
-// may be sent again; without it such a request fails with ErrUncertain.
-func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr http.Header, retry bool, out any) error {
+// do sends a request to the replicas in turn (to only when it is not nil)
+// until one answers it, or RetryFor or ctx ends, and returns the replica
+// that answered. retry says whether a request whose answer was lost may be
+// sent again; without it such a request fails with ErrUncertain.
+func (c *Client) do(ctx context.Context, to *endpoint, method, path string, body []byte, hdr http.Header, retry bool, out any) (*endpoint, error) {
 	deadline := time.Now().Add(c.opts.RetryFor)
 	var last error
 	for {
 		ep, wait := c.pick()
+		if to != nil && (!retry || last == nil) {
+			// A recycle goes to the replica that handed the IDs out;
+			// without a key, to it only. With a key, a retry elsewhere
+			// is answered definitively (already applied, or refused).
+			ep, wait = to, to.wait()
+		}
 		if wait > 0 {
 			if time.Now().Add(wait).After(deadline) {
-				return fmt.Errorf("client: %w: %w", ErrUnavailable, last)
+				return nil, fmt.Errorf("client: %w: %w", ErrUnavailable, last)
 			}
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return ctx.Err()
+				return nil, ctx.Err()
 			case <-t.C:
 			}
 			continue
@@ -208,29 +249,29 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, hdr h
 		sent, err := c.attempt(ctx, ep, method, path, body, hdr, out)
 		if err == nil {
 			ep.up()
-			return nil
+			return ep, nil
 		}
 		if ctx.Err() != nil {
 			if sent && !retry {
-				return fmt.Errorf("client: %s %s: %w (cancelled after the request was sent: count its IDs as lost): %w", method, path, ErrUncertain, ctx.Err())
+				return nil, fmt.Errorf("client: %s %s: %w (cancelled after the request was sent: count its IDs as lost): %w", method, path, ErrUncertain, ctx.Err())
 			}
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		var ae *APIError
 		switch {
 		case errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable:
-			return err // the caller's to act on
+			return nil, err // the caller's to act on
 		case errors.As(err, &ae):
 			ep.down(retryAfter(ae))
 		case sent && !retry:
 			ep.down(0)
-			return fmt.Errorf("client: %s %s: %w (the answer was lost; without an idempotency key it must not be sent again: count its IDs as lost): %w", method, path, ErrUncertain, err)
+			return nil, fmt.Errorf("client: %s %s: %w (the answer was lost; without an idempotency key it must not be sent again: count its IDs as lost): %w", method, path, ErrUncertain, err)
 		default:
 			ep.down(0)
 		}
 		last = err
 		if time.Now().After(deadline) {
-			return fmt.Errorf("client: %w: %w", ErrUnavailable, last)
+			return nil, fmt.Errorf("client: %w: %w", ErrUnavailable, last)
 		}
 	}
 }
@@ -323,6 +364,13 @@ func (ep *endpoint) down(wait time.Duration) {
 	b = min(b, backoffMax)
 	b = b/2 + rand.N(b/2+1) // jitter in the upper half
 	ep.downUntil = time.Now().Add(max(b, wait))
+}
+
+// wait is how long until ep may be tried again (0: now).
+func (ep *endpoint) wait() time.Duration {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return max(0, time.Until(ep.downUntil))
 }
 
 // up records that ep answered.

@@ -49,7 +49,7 @@ func TestFailoverKeepsIDsUnique(t *testing.T) {
 			defer func() {
 				cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				if err := a.Close(cctx); err != nil && !errors.Is(err, client.ErrUnavailable) {
+				if err := a.Close(cctx); err != nil && !errors.Is(err, client.ErrUnavailable) && !errors.Is(err, client.ErrNotHandedOut) {
 					t.Errorf("taker %d: close: %v", w, err)
 				}
 			}()
@@ -123,7 +123,7 @@ func TestErrorsTheCallerCanActOn(t *testing.T) {
 	if _, err := cl.Take(ctx, "small", 1); !errors.Is(err, client.ErrExhausted) {
 		t.Errorf("take of an exhausted sequence: %v", err)
 	}
-	if _, err := cl.Recycle(ctx, "small", client.Ranges{{Start: 50, End: 60}}, ""); !errors.Is(err, client.ErrBadPush) {
+	if _, err := cl.Recycle(ctx, "small", client.Ranges{{Start: 50, End: 60}}, ""); !errors.Is(err, client.ErrNotHandedOut) {
 		t.Errorf("recycle of IDs never issued: %v", err)
 	}
 	wrong, _ := client.New(client.Options{Endpoints: []string{rep.url()}, Token: "wrong"})
@@ -175,9 +175,10 @@ func TestUncertainPushIsNotRetried(t *testing.T) {
 	c.create("pushy", seqzk.Registration{}, 1000)
 	rep := c.replica("")
 	proxy := testenv.NewProxy(t, rep.addr)
-	cl, _ := client.New(client.Options{Endpoints: []string{"http://" + proxy.Addr(), rep.url()}, RequestTimeout: 500 * time.Millisecond})
+	// The IDs are taken through the proxy: their recycle goes back there.
+	viaProxy, _ := client.New(client.Options{Endpoints: []string{"http://" + proxy.Addr()}, RequestTimeout: 500 * time.Millisecond})
 	ctx := context.Background()
-	got, err := cl.Take(ctx, "pushy", 100)
+	got, err := viaProxy.Take(ctx, "pushy", 100)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,23 +190,20 @@ func TestUncertainPushIsNotRetried(t *testing.T) {
 		return sequence.Ranges(st.Recycled).Count()
 	}
 	proxy.PauseReplies()
-	var err1 error
-	for range 2 { // the round robin may start at the direct replica
-		_, err1 = cl.Recycle(ctx, "pushy", client.Ranges{{Start: got[0].Start, End: got[0].Start + 9}}, "")
-		if err1 != nil {
-			break
-		}
-	}
-	if !errors.Is(err1, client.ErrUncertain) {
-		t.Fatalf("unkeyed recycle through a proxy that holds the answer: %v; want ErrUncertain", err1)
+	_, err = viaProxy.Recycle(ctx, "pushy", client.Ranges{{Start: got[0].Start, End: got[0].Start + 9}}, "")
+	if !errors.Is(err, client.ErrUncertain) {
+		t.Fatalf("unkeyed recycle through a proxy that holds the answer: %v; want ErrUncertain", err)
 	}
 	if n := recycled(); n > 10 {
 		t.Fatalf("%d IDs recycled; the uncertain push was sent again", n)
 	}
+	// With a key, a retry after the lost answer may go to another
+	// endpoint of the same replica, which answers it definitively.
+	both, _ := client.New(client.Options{Endpoints: []string{"http://" + proxy.Addr(), rep.url()}, RequestTimeout: 500 * time.Millisecond})
 	key := client.NewPushKey()
 	ids := client.Ranges{{Start: got[0].Start + 20, End: got[0].Start + 29}}
 	for range 2 {
-		already, err := cl.Recycle(ctx, "pushy", ids, key)
+		already, err := both.Recycle(ctx, "pushy", ids, key)
 		if err != nil {
 			t.Fatalf("keyed recycle: %v", err)
 		}
@@ -216,6 +214,38 @@ func TestUncertainPushIsNotRetried(t *testing.T) {
 	proxy.Resume()
 	if n := recycled(); n != 20 && n != 10 {
 		t.Errorf("%d IDs recycled; want the keyed push once (plus the uncertain one if it landed)", n)
+	}
+}
+
+// A recycle goes back to the replica that handed the IDs out, the only one
+// that takes them back, whatever the round robin says; IDs the client did
+// not take are refused by the replica (ErrNotHandedOut).
+func TestRecycleGoesToTheReplicaThatHandedOut(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t, false)
+	c.create("back", seqzk.Registration{}, 10_000)
+	reps := []*replica{c.replica(""), c.replica(""), c.replica("")}
+	cl, err := client.New(client.Options{Endpoints: []string{reps[0].url(), reps[1].url(), reps[2].url()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var taken client.Ranges
+	for range 6 { // over every replica
+		got, err := cl.Take(ctx, "back", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken = append(taken, got...)
+	}
+	for _, r := range taken {
+		if _, err := cl.Recycle(ctx, "back", client.Ranges{{Start: r.Start, End: r.Start + 1}}, ""); err != nil {
+			t.Fatalf("recycle of %d:%d: %v", r.Start, r.Start+1, err)
+		}
+	}
+	other, _ := client.New(client.Options{Endpoints: []string{reps[0].url(), reps[1].url(), reps[2].url()}})
+	if _, err := other.Recycle(ctx, "back", client.Ranges{{Start: taken[0].Start + 5, End: taken[0].Start + 5}}, ""); err != nil && !errors.Is(err, client.ErrNotHandedOut) {
+		t.Fatalf("recycle by a client that did not take the IDs: %v; want success (its round robin hit the replica) or ErrNotHandedOut", err)
 	}
 }
 

@@ -15,6 +15,12 @@ var (
 	// ErrBadPush: the recycle was refused (the IDs could be handed out
 	// twice); nothing was recycled.
 	ErrBadPush = errors.New("recycle refused")
+	// ErrNotHandedOut: the replica refused the recycle because it did not
+	// hand out these IDs (or took them back already): leave them unused.
+	// Recycle sends IDs to the replica that handed them out to this
+	// Client; this comes back when that replica was restarted, or for IDs
+	// another Client took.
+	ErrNotHandedOut = errors.New("not handed out by this replica")
 	// ErrUnauthorized: the token is missing or wrong.
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrExhausted: the sequence's ID space is used up.
@@ -53,6 +59,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrInvalid
 	case "bad_push":
 		return target == ErrBadPush
+	case "not_handed_out":
+		return target == ErrNotHandedOut
 	case "unauthorized":
 		return target == ErrUnauthorized
 	case "exhausted":

@@ -267,8 +267,9 @@ func TestFailoverAgainstServeProcesses(t *testing.T) {
 
 // actionable classifies an error a taker got: its kind, and whether the
 // caller can act on it (ErrUnavailable: retry later; ErrUncertain: the
-// documented answer of a push whose outcome is unknown). A refused push
-// (ErrBadPush) or any other error is a failure.
+// documented answer of a push whose outcome is unknown; ErrNotHandedOut:
+// the replica that handed the IDs out was restarted since, and leaves them
+// unused). A refused push (ErrBadPush) or any other error is a failure.
 func actionable(err error) (string, bool) {
 	var ae *client.APIError
 	switch {
@@ -278,6 +279,8 @@ func actionable(err error) (string, bool) {
 		return "unavailable", true
 	case errors.Is(err, client.ErrUncertain):
 		return "uncertain", true
+	case errors.Is(err, client.ErrNotHandedOut):
+		return "not_handed_out", true
 	case errors.As(err, &ae):
 		return ae.Code, false
 	}

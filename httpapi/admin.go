@@ -118,6 +118,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if e != nil {
 		s.drop(e) // its IDs lie below the tombstone: never handed out again
 	}
+	s.handed.forget(name)
 	s.log.Info().Str("sequence", name).Int64("tombstone_ceiling", ceiling).Str("remote", r.RemoteAddr).Msg("delete over HTTP")
 	writeJSON(w, http.StatusOK, DeleteResponse{Sequence: name, Deleted: true, TombstoneCeiling: ceiling})
 }

@@ -23,6 +23,7 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"    // 405
 	CodeExhausted        = "exhausted"             // 409: the sequence's ID space is used up
 	CodeExists           = "exists"                // 409: create of a name that exists with other settings
+	CodeNotHandedOut     = "not_handed_out"        // 409: recycle of IDs this replica did not hand out: refused, leave them unused
 	CodeUncertain        = "uncertain"             // 500: recycle outcome unknown; without a key treat the IDs as lost, with one retry with the same key
 	CodeCorrupt          = "corrupt_state"         // 500: the sequence's data is unreadable
 	CodeInternal         = "internal"              // 500
@@ -34,6 +35,9 @@ const (
 	CodeUnavailable      = "unavailable"           // 503: timed out or cancelled
 	CodeNotReady         = "not_ready"             // 503: /readyz failed
 )
+
+// errNotHandedOut marks a recycle of IDs this replica did not hand out.
+var errNotHandedOut = errors.New("recycle refused")
 
 // errShuttingDown is returned for ID requests after Close.
 var errShuttingDown = errors.New("this replica is shutting down; use another replica")
@@ -57,6 +61,8 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, CodeInvalidName
 	case errors.Is(err, sequence.ErrInvalidPushKey):
 		return http.StatusBadRequest, CodeBadRequest
+	case errors.Is(err, errNotHandedOut):
+		return http.StatusConflict, CodeNotHandedOut
 	case errors.Is(err, sequence.ErrBadPush):
 		return http.StatusBadRequest, CodeBadPush
 	case errors.Is(err, sequence.ErrUnknownSequence):

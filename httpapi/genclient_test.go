@@ -64,7 +64,7 @@ func TestGeneratedClient(t *testing.T) {
 		t.Fatalf("recycle retried with its key: %v %d %s", err, again.StatusCode(), again.Body)
 	}
 	bad, err := c.RecycleIDsWithResponse(ctx, "gen", nil, genclient.RecycleRequest{Ranges: [][]int64{{1 << 40, 1 << 40}}})
-	if err != nil || bad.JSON400 == nil || bad.JSON400.Error.Code != genclient.ErrorErrorCodeBadPush {
+	if err != nil || bad.JSON409 == nil || bad.JSON409.Error.Code != genclient.ErrorErrorCodeNotHandedOut {
 		t.Fatalf("recycle of IDs never issued: %v %d %s", err, bad.StatusCode(), bad.Body)
 	}
 

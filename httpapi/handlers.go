@@ -40,10 +40,12 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, sequence.ErrUnknownSequence) {
 			s.drop(e)
+			s.handed.forget(name)
 		}
 		s.fail(w, r, err)
 		return
 	}
+	s.handed.add(name, got)
 	s.served.Add(got.Count())
 	e.served.Add(got.Count())
 	writeIDs(w, name, got)
@@ -184,10 +186,12 @@ func (s *Server) drop(e *allocEntry) {
 // definitively instead of recycling the IDs twice.
 const IdempotencyKeyHeader = "Idempotency-Key"
 
-// handleRecycle serves POST /v1/sequences/{name}/recycle. The IDs go back
-// to the sequence in ZooKeeper (sequence.Client.Push, or PushOnce with an
-// Idempotency-Key), never into this replica's allocator, and the push
-// refuses IDs that were never issued or are already recycled.
+// handleRecycle serves POST /v1/sequences/{name}/recycle. Only IDs that
+// this replica handed out (and did not take back since) are accepted
+// (handed.go); they go back to the sequence in ZooKeeper
+// (sequence.Client.Push, or PushOnce with an Idempotency-Key), never into
+// this replica's allocator, and the push refuses IDs that were never
+// issued or are already recycled.
 func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := sequence.ValidateName(name); err != nil {
@@ -226,15 +230,29 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, `body: "ranges" is empty: nothing to recycle`)
 		return
 	}
-	ids := sequence.Ranges(body.Ranges)
+	ids, err := sequence.NormalizeRanges(body.Ranges)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("sequence %q: %w: %v", name, sequence.ErrBadPush, err))
+		return
+	}
+	retry := keyed && s.handed.knowsKey(name, key, ids)
+	if !retry {
+		if missing := s.handed.take(name, ids); len(missing) > 0 {
+			s.refuseRecycle(w, r, name, key, ids, missing)
+			return
+		}
+	}
 	already := false
-	var err error
 	if keyed {
+		s.handed.rememberKey(name, key, ids)
 		already, err = s.seqs.PushOnce(r.Context(), name, key, ids)
 	} else {
 		err = s.seqs.Push(r.Context(), name, ids)
 	}
 	if err != nil {
+		if !retry && (errors.Is(err, sequence.ErrBadPush) || errors.Is(err, sequence.ErrUnknownSequence)) {
+			s.handed.putBack(name, ids) // refused: nothing changed
+		}
 		s.fail(w, r, err)
 		return
 	}
@@ -243,6 +261,22 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 		s.recycled.Add(n)
 	}
 	writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: n, AlreadyApplied: already})
+}
+
+// refuseRecycle answers a recycle of IDs this replica did not hand out:
+// 404 for a sequence that does not exist; 200 already_applied for the
+// retry of a keyed recycle that another replica applied (the key is in the
+// state: nothing is pushed); else 400 bad_push, naming the IDs.
+func (s *Server) refuseRecycle(w http.ResponseWriter, r *http.Request, name, key string, ids, missing sequence.Ranges) {
+	st, _, err := s.seqs.Describe(r.Context(), name)
+	switch {
+	case err != nil && !errors.Is(err, sequence.ErrCorrupt):
+		s.fail(w, r, err)
+	case key != "" && err == nil && slices.Contains(st.Pushed, key):
+		writeJSON(w, http.StatusOK, RecycleResponse{Sequence: name, Recycled: ids.Count(), AlreadyApplied: true})
+	default:
+		s.fail(w, r, notHandedOut(name, missing))
+	}
 }
 
 // handleList serves GET /v1/sequences.

@@ -130,11 +130,55 @@ func TestRecycleIdempotencyKeyErrors(t *testing.T) {
 	// Refused pushes with a key are refused as without one, and record
 	// nothing: the same key then works for a valid push.
 	code, body := rep.recycle("r", `{"ranges":[[999999,1000000]]}`, "k1")
-	wantError(t, "never issued, keyed", code, body, 400, httpapi.CodeBadPush)
+	wantError(t, "never issued, keyed", code, body, 409, httpapi.CodeNotHandedOut)
 	code, body = rep.recycle("r", `{"ranges":[[3,5]]}`, "k1")
 	if code != 200 || !strings.Contains(string(body), `"already_applied":false`) {
 		t.Fatalf("valid push after a refused one with the same key: %d %s", code, body)
 	}
 	code, body = rep.recycle("none", `{"ranges":[[1,1]]}`, "k1")
 	wantError(t, "unknown sequence, keyed", code, body, 404, httpapi.CodeUnknownSequence)
+}
+
+// One curl must not hand out IDs twice (issue 31, item 2): replica A holds
+// a batch in its allocator and has served the first IDs of it; a recycle
+// of IDs A holds but has not served yet, sent to replica B, was accepted
+// and both replicas then handed them out. A replica now takes back only
+// IDs it handed out itself: B refuses, and so does A for the IDs it still
+// holds; A accepts what it served, once.
+func TestRecycleOnlyWhatThisReplicaHandedOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.create("r", seqzk.Registration{}, 100_000)
+	a := e.replica(httpapi.Options{Allocator: sequence.AllocatorOptions{InitialBatch: 100}}, sequence.Options{})
+	b := e.replica(httpapi.Options{}, sequence.Options{})
+	served := a.ids("r", 7)
+	if served.String() != "1:7" {
+		t.Fatalf("a served %s", served)
+	}
+	before := e.zkData("r")
+	// 8:9 are in a's allocator, issued in ZooKeeper, not handed out.
+	for who, rp := range map[string]*replica{"the other replica": b, "the replica holding them": a} {
+		code, body := rp.recycle("r", `{"ranges":[[8,9]]}`)
+		wantError(t, "recycle through "+who, code, body, 409, httpapi.CodeNotHandedOut)
+		if !strings.Contains(string(body), "were not handed out by this replica") {
+			t.Errorf("recycle through %s: %s; want it to say why", who, body)
+		}
+	}
+	// Nor what a served, through b.
+	code, body := b.recycle("r", `{"ranges":[[3,4]]}`)
+	wantError(t, "a's IDs through b", code, body, 409, httpapi.CodeNotHandedOut)
+	if after := e.zkData("r"); after != before {
+		t.Fatalf("refused recycles changed the state:\n%s\nbecame\n%s", before, after)
+	}
+	// a takes back what it served, once.
+	if code, body := a.recycle("r", `{"ranges":[[3,4]]}`); code != 200 {
+		t.Fatalf("recycle through a of what it served: %d %s", code, body)
+	}
+	code, body = a.recycle("r", `{"ranges":[[3,4]]}`)
+	wantError(t, "the same IDs again", code, body, 409, httpapi.CodeNotHandedOut)
+	// And the IDs a holds are handed out once: by a.
+	next := a.ids("r", 2)
+	if next.String() != "8:9" {
+		t.Fatalf("a served %s next; want 8:9", next)
+	}
 }

@@ -115,6 +115,10 @@ type Server struct {
 	// history samples the rate and runway for GET /v1/history.
 	history *history
 
+	// handed are the IDs this replica handed out, the only ones it takes
+	// back (handed.go).
+	handed *handedOut
+
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
 	closed bool
@@ -181,6 +185,7 @@ func New(opts Options) (*Server, error) {
 		log:           opts.Logger.With().Str("component", "httpapi").Logger(),
 		mux:           http.NewServeMux(),
 		allocs:        make(map[string]*allocEntry),
+		handed:        newHandedOut(),
 		topN:          opts.TopSequences,
 		history:       newHistory(),
 		console:       consoleHandler(),

@@ -300,8 +300,8 @@ func TestRecycle(t *testing.T) {
 		status     int
 		code       string
 	}{
-		{"again", `{"ranges":[[3,5]]}`, 400, httpapi.CodeBadPush},
-		{"never issued", `{"ranges":[[999999,1000000]]}`, 400, httpapi.CodeBadPush},
+		{"again", `{"ranges":[[3,5]]}`, 409, httpapi.CodeNotHandedOut},
+		{"never issued", `{"ranges":[[999999,1000000]]}`, 409, httpapi.CodeNotHandedOut},
 		{"zero", `{"ranges":[[0,2]]}`, 400, httpapi.CodeBadPush},
 		{"reversed", `{"ranges":[[9,8]]}`, 400, httpapi.CodeBadPush},
 		{"overlapping", `{"ranges":[[8,9],[9,9]]}`, 400, httpapi.CodeBadPush},

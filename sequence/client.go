@@ -130,8 +130,15 @@ func (c *Client) Next(ctx context.Context, name string) (int64, error) {
 // again before fresh ones. It refuses, with an error wrapping ErrBadPush and
 // without changing anything, ranges holding IDs the sequence never issued,
 // lying outside its space, already recycled, or held by an open window:
-// accepting them could hand an ID out twice. Push only IDs you took and will
-// not use.
+// accepting them could hand an ID out twice.
+//
+// Push only IDs that this process took and will not use. The sequence
+// cannot tell them from IDs another process took: an ID counts as issued
+// as soon as any process took it into a batch (an Allocator's, a sidecar's),
+// long before that process hands it out, and a push of it from elsewhere
+// is accepted and then handed out twice. The HTTP API enforces this rule
+// for its callers (a replica takes back only IDs it handed out); the
+// library cannot, and leaves it to its caller.
 //
 // Push retries compare-and-set conflicts until ctx is done. If the
 // connection is lost before the reply it does not retry, since the first

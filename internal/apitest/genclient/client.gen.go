@@ -102,6 +102,7 @@ const (
 	ErrorErrorCodeInvalidName          ErrorErrorCode = "invalid_name"
 	ErrorErrorCodeMethodNotAllowed     ErrorErrorCode = "method_not_allowed"
 	ErrorErrorCodeNotFound             ErrorErrorCode = "not_found"
+	ErrorErrorCodeNotHandedOut         ErrorErrorCode = "not_handed_out"
 	ErrorErrorCodeNotReady             ErrorErrorCode = "not_ready"
 	ErrorErrorCodeRecreated            ErrorErrorCode = "recreated"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
@@ -137,6 +138,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeMethodNotAllowed:
 		return true
 	case ErrorErrorCodeNotFound:
+		return true
+	case ErrorErrorCodeNotHandedOut:
 		return true
 	case ErrorErrorCodeNotReady:
 		return true
