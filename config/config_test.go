@@ -269,7 +269,8 @@ func TestParseStrict(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{"unknown key", "zk: a:1\nzk_sesion_timeout: 5s\n", `config file f.yaml: line 2: unknown key "zk_sesion_timeout": known keys are zk, `},
+		{"unknown key", "zk: a:1\nzk_sesion_timeout: 5s\n", `config file f.yaml: line 2: unknown key "zk_sesion_timeout": did you mean "zk_session_timeout"?`},
+		{"unknown key, nothing close", "zk: a:1\nzookeepers: 5s\n", `config file f.yaml: line 2: unknown key "zookeepers": known keys are zk, `},
 		{"dashed key", "zk-session-timeout: 5s\n", `line 1: unknown key "zk-session-timeout": did you mean "zk_session_timeout"?`},
 		{"repeated key", "root: /a\nstore: \nroot: /b\n", `line 3: key "root" repeated (first at line 1)`},
 		{"bad duration", "runway: 60\n", `line 1: runway: "60" is not a duration`},

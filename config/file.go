@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/seqkeeper/seqkeeper/internal/suggest"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -100,7 +102,7 @@ func (c *Config) Parse(name string, data []byte) error {
 		key := k.Value
 		s, ok := lookup(key)
 		if !ok {
-			return errorf(k.Line, "unknown key %q%s", key, suggest(key))
+			return errorf(k.Line, "unknown key %q%s", key, didYouMean(key))
 		}
 		if prev, dup := seen[key]; dup {
 			return errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev)
@@ -155,11 +157,14 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 	return "", fmt.Errorf("want a value, found %s", kindName(v))
 }
 
-// suggest points at the setting the user probably meant.
-func suggest(key string) string {
+// didYouMean points at the setting the user probably meant.
+func didYouMean(key string) string {
 	norm := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(key))
 	if _, ok := lookup(norm); ok {
 		return fmt.Sprintf(": did you mean %q?", norm)
+	}
+	if hint := suggest.Phrase(suggest.Closest(norm, Keys()), strconv.Quote); hint != "" {
+		return hint
 	}
 	return fmt.Sprintf(": known keys are %s", strings.Join(Keys(), ", "))
 }

@@ -244,7 +244,7 @@ func (s *Server) failNamed(w http.ResponseWriter, r *http.Request, name string, 
 func publicMessage(code, name string, err error) string {
 	switch code {
 	case CodeUnknownSequence:
-		return fmt.Sprintf("sequence %q does not exist; create it with 'seqkeeper create %s'", name, name)
+		return fmt.Sprintf("sequence %q does not exist: check its name (GET /v1/sequences lists them); an operator creates one with 'seqkeeper create %s' or POST /v1/sequences", name, name)
 	case CodeZKUnavailable:
 		return "this replica has no ZooKeeper session right now; retry, or use another replica"
 	case CodeCorrupt:

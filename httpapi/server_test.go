@@ -321,7 +321,7 @@ func TestRecycle(t *testing.T) {
 	code, _, body = rep.call("POST", "/v1/sequences/none/recycle", "", `{"ranges":[[1,1]]}`)
 	wantError(t, "unknown sequence", code, body, 404, httpapi.CodeUnknownSequence)
 	// A 404 tells the caller what to do, not where the state lives.
-	if want := `sequence \"none\" does not exist; create it with 'seqkeeper create none'`; !strings.Contains(string(body), want) || strings.Contains(string(body), "/all-sequences") || strings.Contains(string(body), "znode") {
+	if want := `sequence \"none\" does not exist: check its name`; !strings.Contains(string(body), want) || strings.Contains(string(body), "/all-sequences") || strings.Contains(string(body), "znode") {
 		t.Errorf("unknown sequence: %s; want %s and no znode path", body, want)
 	}
 

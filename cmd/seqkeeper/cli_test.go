@@ -889,3 +889,35 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 		t.Fatalf("verify after the restore:\n%s", out)
 	}
 }
+
+// A mistyped root or name gets advice that cannot duplicate IDs (issue 31,
+// item 5): the root's absence is said, a name close to the typo is
+// suggested, and nobody is told to create a sequence that may exist under
+// the right root or name. Unknown flags and config keys get their close
+// matches too.
+func TestMistypesGetSafeAdvice(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	_, errOut, code := c.run("", "describe", "orders")
+	if code != 1 || !strings.Contains(errOut, "the root "+c.root+" does not exist") || strings.Contains(errOut, "create it") {
+		t.Fatalf("describe under a root that does not exist: exit %d %q", code, errOut)
+	}
+	c.ok("create", "orders")
+	c.initialise("orders", 100)
+	for _, args := range [][]string{{"take", "ordres"}, {"describe", "ordrs"}} {
+		_, errOut, code = c.run("", args...)
+		if code != 1 || !strings.Contains(errOut, `did you mean "orders"`) {
+			t.Errorf("%s: exit %d %q; want the close name suggested", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if _, errOut, code = c.run("", "take", "orders", "--coutn", "2"); code != 2 || !strings.Contains(errOut, "did you mean --count") {
+		t.Errorf("a mistyped flag: exit %d %q", code, errOut)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("runwya: 5s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code = c.run("", "--config", bad, "list"); code != 2 || !strings.Contains(errOut, `did you mean "runway"`) {
+		t.Errorf("a mistyped config key: exit %d %q", code, errOut)
+	}
+}

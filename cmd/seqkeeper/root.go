@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/seqkeeper/seqkeeper/internal/suggest"
+	"github.com/spf13/pflag"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -96,8 +99,45 @@ func run(ctx context.Context, g *globals, args []string) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(g.stderr, "seqkeeper:", err)
+	msg := err.Error()
+	var unknown *seqzk.UnknownSequenceError
+	if errors.As(err, &unknown) && g.cfg != nil {
+		if hint := g.unknownHint(ctx, unknown.Name); hint != "" {
+			msg += "; " + hint
+		}
+	}
+	fmt.Fprintln(g.stderr, "seqkeeper:", msg)
 	return exitCode(err)
+}
+
+// flagError adds to an unknown flag's error the flags of cmd it is close
+// to.
+func flagError(cmd *cobra.Command, err error) error {
+	bad, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if hint := suggest.Phrase(suggest.Closest(bad, names), func(s string) string { return "--" + s }); hint != "" {
+		return fmt.Errorf("%w%s", err, hint)
+	}
+	return err
+}
+
+// unknownHint says what to do about a sequence that does not exist (see
+// seqzk.Client.Hint), on a connection of its own: the command's is closed
+// by now. "" when ZooKeeper cannot be reached quickly.
+func (g *globals) unknownHint(ctx context.Context, name string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	zc, seqs, err := g.connect(ctx)
+	if err != nil {
+		return ""
+	}
+	defer zc.Close()
+	return seqs.Hint(ctx, name)
 }
 
 // usageError marks errors caused by how the command was called (bad flags,
@@ -174,7 +214,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.Version = buildVersion()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &usageError{flagError(cmd, err)} })
 
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file with the same settings as the flags (env "+config.EnvConfigFile+")")

@@ -7,12 +7,14 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/backoff"
+	"github.com/seqkeeper/seqkeeper/internal/suggest"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -326,9 +328,57 @@ func (c *Client) load(ctx context.Context, name string, n *node, dataWatch bool)
 // zkError turns a ZooKeeper error into the package's errors.
 func (c *Client) zkError(name string, err error) error {
 	if errors.Is(err, zkclient.ErrNoNode) {
-		return fmt.Errorf("sequence %q: %w: %s does not exist; create it with 'seqkeeper create %s'", name, ErrUnknownSequence, c.Path(name), name)
+		return &UnknownSequenceError{Name: name, Root: c.opts.Root}
 	}
 	return fmt.Errorf("sequence %q: %w", name, err)
+}
+
+// UnknownSequenceError reports a sequence whose znode does not exist under
+// Root. It matches ErrUnknownSequence. Its message does not tell the caller
+// to create the sequence: a mistyped name or root would then get a second
+// sequence beside the real one, starting at 1 (Hint says what to do).
+type UnknownSequenceError struct {
+	Name, Root string
+}
+
+func (e *UnknownSequenceError) Error() string {
+	return fmt.Sprintf("sequence %q: %v: %s/%s does not exist", e.Name, ErrUnknownSequence, e.Root, e.Name)
+}
+
+// Is matches ErrUnknownSequence.
+func (e *UnknownSequenceError) Is(target error) bool { return target == ErrUnknownSequence }
+
+// maxHintChildren bounds the root's size for which Hint lists it to look
+// for names close to a mistyped one.
+const maxHintChildren = 10_000
+
+// Hint says what to do about a sequence name that does not exist: that the
+// root itself does not exist (a wrong root, or nothing created under it
+// yet), or the names it holds that are close to name (a typo), or how to
+// list and create sequences. It reads ZooKeeper; a read that fails gives
+// the last.
+func (c *Client) Hint(ctx context.Context, name string) string {
+	ok, stat, err := c.zk.Exists(ctx, c.opts.Root)
+	c.stats.requests.Add(1)
+	switch {
+	case err == nil && !ok:
+		return fmt.Sprintf("the root %s does not exist: no sequence was created under it yet, or the root is wrong (--root, SEQKEEPER_ROOT); do not create %q before checking it", c.opts.Root, name)
+	case err == nil && stat.NumChildren <= maxHintChildren:
+		if names, err := c.Names(ctx); err == nil {
+			if close := suggest.Closest(name, names); len(close) > 0 {
+				return "did you mean " + quoteAll(close) + "? ('seqkeeper list' shows the sequences)"
+			}
+		}
+	}
+	return fmt.Sprintf("'seqkeeper list' shows the sequences under %s; 'seqkeeper create %s' makes a new one, starting at 1", c.opts.Root, name)
+}
+
+func quoteAll(s []string) string {
+	q := make([]string, len(s))
+	for i, x := range s {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, " or ")
 }
 
 // sent is the context of a write. Once the client has decided to write, it
