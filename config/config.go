@@ -290,7 +290,7 @@ func (c *Config) Validate() error {
 	}
 
 	if msg := storeProblem(c.Store); msg != "" {
-		bad("store", "%q: %s", c.Store, msg)
+		bad("store", "%s: %s", RedactURL(c.Store), msg)
 	}
 
 	if msg := hostPortProblem(c.HTTP, true); msg != "" {
@@ -384,6 +384,36 @@ func hostPortProblem(s string, anyHost bool) string {
 		return fmt.Sprintf("port %q is not a port number", port)
 	}
 	return ""
+}
+
+// RedactURL returns a URL for a message or a log line with every secret it
+// may hold taken out: user information (of the URL and of any URL in its
+// query, such as an S3 endpoint) and the values of query parameters other
+// than endpoint and region. Text that does not parse as a URL is not shown
+// at all.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("(an unparseable URL of %d bytes)", len(s))
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			for i, v := range vs {
+				if k != "endpoint" && k != "region" {
+					vs[i] = "REDACTED"
+				} else if e, err := url.Parse(v); err == nil && e.User != nil {
+					e.User = url.User("REDACTED")
+					vs[i] = e.String()
+				}
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return strconv.Quote(u.String())
 }
 
 // storeProblem checks the shape of a store URL, or returns "".

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/seqkeeper/seqkeeper/persist"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -632,5 +634,34 @@ func TestAllowStandaloneZooKeeperFromEverySource(t *testing.T) {
 	}
 	if _, err := resolve("", nil, "--allow-standalone-zookeeper=sure"); err == nil || !strings.Contains(err.Error(), `"sure" is not true or false`) {
 		t.Fatalf("bad flag value: %v", err)
+	}
+}
+
+// No secret appears in a message (issue 31, item 6): a store URL with
+// credentials, in the URL or in its endpoint, is refused without them.
+func TestStoreErrorsShowNoSecret(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{
+		"s3://AKIAEXAMPLE:SuperSecret123@bucket/p",
+		"s3://bucket/p?endpoint=http://minio:SuperSecret123@x:9000&region=r&x=SuperSecret123",
+		"file://user:SuperSecret123@host/x",
+		"%zz:SuperSecret123",
+	} {
+		c := DefaultConfig()
+		c.ZK = []string{"a:1"}
+		c.Store = store
+		err := c.Validate()
+		if err == nil && !strings.Contains(store, "endpoint") {
+			t.Errorf("%s: no error", store)
+		}
+		if err != nil && strings.Contains(err.Error(), "SuperSecret123") {
+			t.Errorf("the error shows the secret: %v", err)
+		}
+	}
+	for _, raw := range []string{"s3://bucket/p?endpoint=http://minio:SuperSecret123@x:9000"} {
+		_, err := persist.ParseS3URL(raw)
+		if err == nil || strings.Contains(err.Error(), "SuperSecret123") {
+			t.Errorf("ParseS3URL(%s) = %v; want an error without the secret", raw, err)
+		}
 	}
 }

@@ -319,7 +319,14 @@ func ParseS3URL(rawURL string) (S3Config, error) {
 		case "endpoint":
 			ep, err := url.Parse(v[0])
 			if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" || ep.User != nil {
-				return bad("endpoint must be an http:// or https:// URL without credentials, got %q", v[0])
+				shown := v[0]
+				if ep != nil && ep.User != nil {
+					ep.User = url.User("REDACTED")
+					shown = ep.String()
+				} else if err != nil {
+					shown = fmt.Sprintf("an unparseable URL of %d bytes", len(v[0]))
+				}
+				return bad("endpoint must be an http:// or https:// URL without credentials, got %q", shown)
 			}
 			cfg.Endpoint = v[0]
 		case "region":
