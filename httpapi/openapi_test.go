@@ -56,6 +56,17 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 			if !slices.Equal(schemes, want) {
 				t.Errorf("%s: security %v in the document, want %v (the route is %s)", key, schemes, want, rt.Access)
 			}
+			// The query parameters the route takes (the others it
+			// refuses) are the document's.
+			var query []string
+			for _, p := range slices.Concat(item.Parameters, op.Parameters) {
+				if p.Value != nil && p.Value.In == "query" {
+					query = append(query, p.Value.Name)
+				}
+			}
+			if rt.Query != nil && !slices.Equal(slices.Sorted(slices.Values(query)), slices.Sorted(slices.Values(rt.Query))) {
+				t.Errorf("%s: query parameters %v in the document, %v in the route table", key, query, rt.Query)
+			}
 		}
 	}
 	for key := range inTable {

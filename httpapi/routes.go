@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"fmt"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +51,11 @@ type Route struct {
 	Method string
 	Path   string
 	Access Access
+	// Query are the query parameters the route takes: any other is
+	// refused (400 bad_request), so that a misspelt one (?n=5 for
+	// ?count=5) is not silently ignored. Nil for the routes outside /v1
+	// (probes, metrics, the console), which take whatever is sent.
+	Query []string
 }
 
 // route is a Route with its handler.
@@ -59,25 +66,25 @@ type route struct {
 
 // routeTable is every route the Server serves.
 var routeTable = []route{
-	{Route{"POST", "/v1/sequences/{name}/ids", Taker}, (*Server).handleIDs},
-	{Route{"POST", "/v1/sequences/{name}/recycle", Taker}, (*Server).handleRecycle},
-	{Route{"GET", "/v1/sequences", Taker}, (*Server).handleList},
-	{Route{"POST", "/v1/sequences", Admin}, (*Server).handleCreate},
-	{Route{"GET", "/v1/sequences/{name}", Taker}, (*Server).handleDescribe},
-	{Route{"DELETE", "/v1/sequences/{name}", Admin}, (*Server).handleDelete},
-	{Route{"GET", "/v1/status", Taker}, (*Server).handleStatus},
-	{Route{"GET", "/v1/openapi.json", Open}, (*Server).handleOpenAPI},
-	{Route{"GET", "/v1/history", Taker}, (*Server).handleHistory},
+	{Route{"POST", "/v1/sequences/{name}/ids", Taker, []string{"count"}}, (*Server).handleIDs},
+	{Route{"POST", "/v1/sequences/{name}/recycle", Taker, []string{}}, (*Server).handleRecycle},
+	{Route{"GET", "/v1/sequences", Taker, []string{"limit", "cursor", "prefix", "health"}}, (*Server).handleList},
+	{Route{"POST", "/v1/sequences", Admin, []string{}}, (*Server).handleCreate},
+	{Route{"GET", "/v1/sequences/{name}", Taker, []string{}}, (*Server).handleDescribe},
+	{Route{"DELETE", "/v1/sequences/{name}", Admin, []string{}}, (*Server).handleDelete},
+	{Route{"GET", "/v1/status", Taker, []string{"sequences", "name"}}, (*Server).handleStatus},
+	{Route{"GET", "/v1/openapi.json", Open, []string{}}, (*Server).handleOpenAPI},
+	{Route{"GET", "/v1/history", Taker, []string{}}, (*Server).handleHistory},
 	// The status console (console.go): open files, which read the /v1
 	// routes with the token.
-	{Route{"GET", "/ui/{file...}", Open}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},
-	{Route{"GET", "/ui", Open}, func(_ *Server, w http.ResponseWriter, r *http.Request) { redirectToConsole(w, r) }},
-	{Route{"GET", "/metrics", Taker}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
+	{Route{"GET", "/ui/{file...}", Open, nil}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},
+	{Route{"GET", "/ui", Open, nil}, func(_ *Server, w http.ResponseWriter, r *http.Request) { redirectToConsole(w, r) }},
+	{Route{"GET", "/metrics", Taker, nil}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
 	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
 	// the store) makes it fail, so an outage never restarts replicas.
-	{Route{"GET", "/livez", Open}, (*Server).handleLive},
-	{Route{"GET", "/healthz", Open}, (*Server).handleLive}, // the name before /livez
-	{Route{"GET", "/readyz", Open}, (*Server).handleReady},
+	{Route{"GET", "/livez", Open, nil}, (*Server).handleLive},
+	{Route{"GET", "/healthz", Open, nil}, (*Server).handleLive}, // the name before /livez
+	{Route{"GET", "/readyz", Open, nil}, (*Server).handleReady},
 }
 
 // Routes returns every route of the API, in a fixed order.
@@ -143,7 +150,13 @@ func (s *Server) instrument(route string, h http.Handler) http.Handler {
 // SHA-256 digests keeps the comparisons constant-time whatever the
 // lengths.
 func (s *Server) guard(rt route) http.Handler {
-	serve := func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		if bad, ok := unknownParam(r.URL.RawQuery, rt.Query); !ok {
+			badRequest(w, "unknown query parameter %q on %s %s; it takes %s", bad, rt.Method, rt.Path, paramList(rt.Query))
+			return
+		}
+		rt.handle(s, w, r)
+	}
 	switch {
 	case rt.Access == Open, rt.Access == Taker && !s.hasToken && !s.hasAdminToken:
 		return http.HandlerFunc(serve)
@@ -170,6 +183,36 @@ func (s *Server) guard(rt route) http.Handler {
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the replica was started with (%s)", name))
 		}
 	})
+}
+
+// unknownParam returns the first query parameter of raw that allowed does
+// not list, and false; true when there is none or allowed is nil (any).
+// It does not allocate for the common queries.
+func unknownParam(raw string, allowed []string) (string, bool) {
+	if allowed == nil {
+		return "", true
+	}
+	for raw != "" {
+		var part string
+		part, raw, _ = strings.Cut(raw, "&")
+		key, _, _ := strings.Cut(part, "=")
+		if strings.ContainsAny(key, "%+") {
+			if k, err := url.QueryUnescape(key); err == nil {
+				key = k
+			}
+		}
+		if key != "" && !slices.Contains(allowed, key) {
+			return key, false
+		}
+	}
+	return "", true
+}
+
+func paramList(allowed []string) string {
+	if len(allowed) == 0 {
+		return "no query parameters"
+	}
+	return "only " + strings.Join(allowed, ", ")
 }
 
 // handleOpenAPI serves GET /v1/openapi.json.

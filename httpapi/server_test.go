@@ -822,3 +822,28 @@ func BenchmarkIDRouteVsBare(b *testing.B) {
 	b.ReportMetric(routeRate/float64(b.N), "route-req/s")
 	b.ReportMetric(bareRate/float64(b.N), "bare-req/s")
 }
+
+// The API is strict about its query (issue 31, frictions): a parameter a
+// route does not take is refused, naming it, rather than ignored (?n=5
+// returned one ID).
+func TestUnknownQueryParameterIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.create("q", seqzk.Registration{}, 1000)
+	rep := e.replica(httpapi.Options{}, sequence.Options{})
+	for _, tc := range []struct{ method, path, bad string }{
+		{"POST", "/v1/sequences/q/ids?n=5", "n"},
+		{"POST", "/v1/sequences/q/ids?count=2&cout=5", "cout"},
+		{"GET", "/v1/sequences?limt=1", "limt"},
+		{"GET", "/v1/sequences/q?verbose=1", "verbose"},
+	} {
+		code, _, body := rep.call(tc.method, tc.path, "", "")
+		wantError(t, tc.path, code, body, 400, httpapi.CodeBadRequest)
+		if !strings.Contains(string(body), `unknown query parameter \"`+tc.bad+`\"`) {
+			t.Errorf("%s: %s; want the parameter named", tc.path, body)
+		}
+	}
+	if got := rep.ids("q", 5); got.Count() != 5 {
+		t.Fatalf("?count=5: %v", got)
+	}
+}
