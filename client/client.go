@@ -32,7 +32,7 @@ const (
 
 // Options configure a Client. Endpoints is required.
 type Options struct {
-	// Endpoints are the replicas' base URLs, e.g. "https://10.0.0.1:8080".
+	// Endpoints are the replicas' base URLs, e.g. "https://10.0.0.1:7070".
 	Endpoints []string
 	// Token is the bearer token (the replicas' http_token); empty: none.
 	Token string
@@ -73,7 +73,7 @@ type endpoint struct {
 // New checks opts and returns a Client.
 func New(opts Options) (*Client, error) {
 	if len(opts.Endpoints) == 0 {
-		return nil, errors.New("client: Options.Endpoints is empty: give the base URL of at least one replica, e.g. http://127.0.0.1:8080")
+		return nil, errors.New("client: Options.Endpoints is empty: give the base URL of at least one replica, e.g. http://127.0.0.1:7070")
 	}
 	if opts.RequestTimeout == 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
@@ -94,7 +94,7 @@ func New(opts Options) (*Client, error) {
 	for _, e := range opts.Endpoints {
 		u, err := url.Parse(e)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("client: endpoint %q: want a base URL such as http://10.0.0.1:8080", e)
+			return nil, fmt.Errorf("client: endpoint %q: want a base URL such as http://10.0.0.1:7070", e)
 		}
 		c.eps = append(c.eps, &endpoint{base: strings.TrimRight(e, "/")})
 	}

@@ -291,4 +291,15 @@ func TestExampleRuns(t *testing.T) {
 	if m == nil || string(m[1]) == "0" {
 		t.Errorf("after the example the replica counts %q recycled IDs; want its unused IDs back", m)
 	}
+	// A failure is an exit status, not a 0 after a message (issue 31).
+	for what, args := range map[string][]string{
+		"a wrong token":       {"-endpoints", rep.url(), "-token", "wrong", "-sequence", "example"},
+		"an unknown sequence": {"-endpoints", rep.url(), "-token", "tok", "-sequence", "nosuch"},
+	} {
+		out, err := exec.Command("go", append([]string{"run", "../examples/httpclient"}, args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("the example with %s: %v; want exit status 1\n%s", what, err, out)
+		}
+	}
 }

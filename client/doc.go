@@ -19,7 +19,7 @@
 // An Allocator hands out single IDs from memory, fetching batches in the
 // background, like sequence.Allocator:
 //
-//	c, err := client.New(client.Options{Endpoints: []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080"}, Token: token})
+//	c, err := client.New(client.Options{Endpoints: []string{"http://10.0.0.1:7070", "http://10.0.0.2:7070"}, Token: token})
 //	a, err := client.NewAllocator(c, "orders", client.AllocatorOptions{})
 //	id, err := a.Next(ctx)
 //	...

@@ -1,10 +1,12 @@
 // Command httpclient takes IDs from seqkeeper replicas over HTTP with the
 // Go client (package client), which links no ZooKeeper:
 //
-//	go run ./examples/httpclient -endpoints http://127.0.0.1:8080,http://127.0.0.1:8081 -sequence orders -n 5
+//	go run ./examples/httpclient -endpoints http://127.0.0.1:7071,http://127.0.0.1:7072,http://127.0.0.1:7073 -sequence orders -n 5
 //
-// With the demo stack of the README running, the endpoints are the
-// replicas' published ports; give -token when they require one.
+// 7070 is a replica's port (serve's default http); the demo stack of the
+// README publishes its three replicas on 7071-7073. Give -token when they
+// require one. It exits 1 when the IDs cannot be taken (an unknown
+// sequence, a wrong token, no replica), 2 for bad flags.
 package main
 
 import (
@@ -19,7 +21,7 @@ import (
 )
 
 func main() {
-	endpoints := flag.String("endpoints", "http://127.0.0.1:8080", "comma-separated base URLs of the replicas")
+	endpoints := flag.String("endpoints", "http://127.0.0.1:7070", "comma-separated base URLs of the replicas")
 	token := flag.String("token", os.Getenv("SEQKEEPER_HTTP_TOKEN"), "bearer token (default $SEQKEEPER_HTTP_TOKEN)")
 	name := flag.String("sequence", "orders", "sequence to take IDs from")
 	n := flag.Int("n", 5, "how many IDs to print")
@@ -37,18 +39,19 @@ func main() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	defer func() {
-		// Unused IDs go back to the sequence, so none is wasted.
-		if err := a.Close(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}()
+	code := 0
 	for range *n {
 		id, err := a.Next(ctx)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
-			return
+			code = 1
+			break
 		}
 		fmt.Println(id)
 	}
+	// Unused IDs go back to the sequence, so none is wasted.
+	if err := a.Close(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
 }
