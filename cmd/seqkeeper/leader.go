@@ -80,7 +80,6 @@ over within a session timeout.`,
 			return nil
 		},
 	}
-	g.bindSettings(cmd, "election_path")
 	return cmd
 }
 

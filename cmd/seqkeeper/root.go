@@ -25,16 +25,17 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// globalSettings are the settings every command takes as flags; the others
-// are set in the config file or the environment, or bound by the commands
-// that use them.
-var globalSettings = []string{"zk", "root", "store", "log_level"}
+// globalSettings are the settings every command takes as flags: the
+// connection and the root's znodes, so that a serve command line works for
+// an operator command too. The others are set in the config file or the
+// environment, or bound by the commands that use them.
+var globalSettings = []string{"zk", "root", "election_path", "marker_path", "zk_session_timeout", "zk_connect_timeout", "store", "log_level"}
 
 // serveSettings are the settings serve takes as flags of its own, as
 // docs/cli.md lists them. zk_digest has no flag: a flag shows in the
 // process list.
 var serveSettings = []string{
-	"log_format", "zk_session_timeout", "zk_connect_timeout", "election_path", "marker_path",
+	"log_format",
 	"http", "http_token", "http_token_file", "http_admin_token", "http_admin_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
 	"create_bucket", "http_tls_cert_file", "http_tls_key_file", "http_tls_client_ca_file", "shutdown_delay",
