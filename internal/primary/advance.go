@@ -31,7 +31,11 @@ func (a Advanced) Changed() bool { return a.State.Name != "" }
 
 // Skipped returns the IDs the advance made sure are never handed out: the
 // ones between the old next and the new one, and the recycled IDs it
-// dropped. (The unissued IDs of the windows it dropped are lost too.)
+// dropped. (The unissued IDs of the windows it dropped are lost too.) Of
+// a state ZooKeeper may have lost writes of, only the IDs above the
+// store's floor count (see seqzk.Client.Advance): below it, IDs may have
+// been handed out after the state was written, and clients may still push
+// them back.
 func (a Advanced) Skipped() sequence.Ranges {
 	if !a.Changed() {
 		return nil

@@ -30,7 +30,11 @@ var ErrAdvanceRefused = errors.New("advance refused")
 // is checked in the same transaction.
 //
 // It returns the state its write replaced (to tell which IDs were
-// skipped) and the state it wrote. It refuses, with ErrAdvanceRefused and
+// skipped) and the state it wrote. A replaced state it could not trust is
+// returned as the primary's revalidation would have made it (next at
+// least storedFloor, no recycled IDs): below storedFloor, its next and its
+// recycled IDs may be from before ZooKeeper lost writes, so IDs there may
+// have been handed out since, and the advance skipped none of them. It refuses, with ErrAdvanceRefused and
 // nothing written, what CheckAdvance refuses.
 func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceiling int64) (replaced, advanced state.State, err error) {
 	if err := ValidateName(name); err != nil {
@@ -85,6 +89,9 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 		case err == nil:
 			if !wrote {
 				replaced, wrote = old, true
+				if !trusted {
+					replaced = revalidated(old, storedFloor)
+				}
 			}
 			if c.observe(res[set].Stat) == st.ZKEpoch {
 				return replaced, st, nil
@@ -114,6 +121,15 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 			return replaced, state.State{}, c.zkError(name, err)
 		}
 	}
+}
+
+// revalidated is untrusted state st as the primary's revalidation makes
+// it: above everything the store covers (storedFloor), with no recycled
+// IDs.
+func revalidated(st state.State, storedFloor int64) state.State {
+	st.Next = clampNext(max(st.Next, storedFloor), st.End)
+	st.Recycled = nil
+	return st
 }
 
 // CheckAdvance returns why sequence state st cannot be advanced to to
