@@ -14,6 +14,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -37,6 +38,7 @@ type cluster struct {
 	servers []string
 	root    string
 	admin   *seqzk.Client
+	store   *persist.Store // the primary's; nil without one
 }
 
 func newCluster(t *testing.T, withPrimary bool) *cluster {
@@ -62,6 +64,7 @@ func newCluster(t *testing.T, withPrimary bool) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.store = store
 	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = z.Root + "/cluster"
 	cfg.Runway, cfg.MinReserve, cfg.SweepInterval = time.Second, 1000, 200*time.Millisecond
@@ -129,6 +132,9 @@ type replica struct {
 	c     *cluster
 	addr  string
 	token string
+	// adminToken turns the admin routes on (they write tombstones to the
+	// cluster's store).
+	adminToken string
 
 	mu  sync.Mutex
 	hs  *http.Server
@@ -138,11 +144,17 @@ type replica struct {
 
 func (c *cluster) replica(token string) *replica {
 	c.t.Helper()
+	return c.adminReplica(token, "")
+}
+
+// adminReplica is a replica whose admin routes take adminToken.
+func (c *cluster) adminReplica(token, adminToken string) *replica {
+	c.t.Helper()
 	port, err := testenv.FreePort()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	r := &replica{c: c, addr: fmt.Sprintf("127.0.0.1:%d", port), token: token}
+	r := &replica{c: c, addr: fmt.Sprintf("127.0.0.1:%d", port), token: token, adminToken: adminToken}
 	r.start()
 	c.t.Cleanup(func() { r.stop(false) })
 	return r
@@ -160,7 +172,12 @@ func (r *replica) start() {
 	if err != nil {
 		r.c.t.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Options{Sequences: seqs, ZooKeeper: zc, Token: r.token, Registry: prometheus.NewRegistry()})
+	opts := httpapi.Options{Sequences: seqs, ZooKeeper: zc, Token: r.token, Registry: prometheus.NewRegistry()}
+	if r.adminToken != "" {
+		opts.AdminToken = r.adminToken
+		opts.Admin = &admin.Service{ZooKeeper: zc, Sequences: r.c.seqzk(), Store: r.c.store}
+	}
+	srv, err := httpapi.New(opts)
 	if err != nil {
 		r.c.t.Fatal(err)
 	}

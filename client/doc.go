@@ -24,4 +24,9 @@
 //	id, err := a.Next(ctx)
 //	...
 //	err = a.Close(ctx) // pushes the unused IDs back
+//
+// With the replicas' admin token (http_admin_token) as Options.Token,
+// Create and Delete register and delete sequences through the admin
+// routes; the replica writes a deleted sequence's tombstone to the store
+// before it leaves ZooKeeper.
 package client

@@ -21,6 +21,11 @@ var (
 	// Client; this comes back when that replica was restarted, or for IDs
 	// another Client took.
 	ErrNotHandedOut = errors.New("not handed out by this replica")
+	// ErrExists: Create of a name that exists with other settings.
+	ErrExists = errors.New("sequence exists with other settings")
+	// ErrForbidden: an admin call (Create, Delete) without the admin
+	// token, or to replicas whose admin routes are off.
+	ErrForbidden = errors.New("forbidden")
 	// ErrUnauthorized: the token is missing or wrong.
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrExhausted: the sequence's ID space is used up.
@@ -63,6 +68,10 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrNotHandedOut
 	case "unauthorized":
 		return target == ErrUnauthorized
+	case "exists":
+		return target == ErrExists
+	case "forbidden":
+		return target == ErrForbidden
 	case "exhausted":
 		return target == ErrExhausted
 	case "uncertain":

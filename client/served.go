@@ -86,3 +86,10 @@ func (s *served) split(name string, ids Ranges) (order []*endpoint, parts map[*e
 	}
 	return order, parts
 }
+
+// forget drops what is remembered of name (it was deleted).
+func (s *served) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.runs, name)
+}

@@ -77,7 +77,7 @@ var (
 	// creation zxid): a newer one, or, after ZooKeeper was restored from an
 	// older copy, one of the lost history until the primary records the
 	// znode it now sees. Read the znode again and retry.
-	ErrOtherIncarnation = errors.New("the store describes another incarnation of the znode")
+	ErrOtherIncarnation error = readAgainError("the store describes another incarnation of the znode")
 	// ErrOtherRoot: an object of the store was written for another
 	// sequences root than the one this Store serves (StoreOptions.Root):
 	// two roots share one store, which would mix their records. A

@@ -53,3 +53,24 @@ func (s *Store) Tombstone(ctx context.Context, name string, ceiling int64) (Reco
 		return got, nil
 	}
 }
+
+// Bury writes the tombstone of sequence name (Tombstone) and returns the
+// ceiling it holds: the store is the seqzk.Tombstoner of a delete
+// (sequence.Client.Delete). A newer incarnation is ErrOtherIncarnation,
+// whose ReadAgain method says to read the sequence again.
+func (s *Store) Bury(ctx context.Context, name string, ceiling int64) (int64, error) {
+	rec, err := s.Tombstone(ctx, name, ceiling)
+	if err != nil {
+		return 0, err
+	}
+	return rec.Ceiling, nil
+}
+
+// readAgainError is an error after which the caller should read the
+// sequence again and retry (ErrOtherIncarnation).
+type readAgainError string
+
+func (e readAgainError) Error() string { return string(e) }
+
+// ReadAgain reports that the caller should read the sequence again.
+func (readAgainError) ReadAgain() bool { return true }

@@ -2,6 +2,7 @@ package sequence
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -60,6 +61,16 @@ var (
 	ErrCorrupt = state.ErrCorrupt
 	// ErrInvalidPushKey reports an idempotency key PushOnce cannot record.
 	ErrInvalidPushKey = state.ErrInvalidPushKey
+	// ErrExists reports a Create of a name that exists with other
+	// settings.
+	ErrExists = seqzk.ErrExists
+	// ErrInvalidSettings reports settings no sequence can have (a
+	// negative start, a max below the start, too many windows).
+	ErrInvalidSettings = seqzk.ErrInvalidSettings
+	// ErrDeleteContended reports a Delete that gave up because the
+	// sequence kept changing under it: the tombstone is written, the
+	// sequence not deleted yet. Run it again.
+	ErrDeleteContended = seqzk.ErrDeleteContended
 )
 
 // ValidateName reports whether name can name a sequence: 1 to 200 of
@@ -88,9 +99,10 @@ type Options struct {
 // concurrent use; calls on the same sequence are serialised within a Client
 // (separate Clients, or separate processes, contend through ZooKeeper).
 //
-// A Client can only take, push and read: raising ceilings, validating,
-// rotating and restoring sequences are the primary's (seqkeeper serve), so
-// that no worker can break the promise that no ID is handed out twice.
+// A Client can take, push and read, and create and delete sequences:
+// raising ceilings, validating, rotating and restoring sequences are the
+// primary's (seqkeeper serve), so that no worker can break the promise
+// that no ID is handed out twice.
 type Client struct {
 	c *seqzk.Client
 }
@@ -166,6 +178,58 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids Ranges) (al
 // bypassing the cache, and the names of its open windows.
 func (c *Client) Describe(ctx context.Context, name string) (State, []string, error) {
 	return c.c.Describe(ctx, name)
+}
+
+// CreateOptions are the settings of a sequence Create registers. The zero
+// value asks for the defaults: IDs from 1 to 2^63-1, no windows.
+type CreateOptions struct {
+	// Start is the first ID (default 1) and Max the last (default
+	// 2^63-1).
+	Start, Max int64
+	// Windows is how many lock-free windows takers may open, about one per
+	// concurrent client of a very busy sequence (default 0).
+	Windows int
+}
+
+// Create registers sequence name with opts; the primary initialises it,
+// and a Take may wait a moment for that (up to Options.CeilingWait). It
+// creates the root when it is missing. A sequence that exists with the
+// same settings is not an error (created is false), so Create can run at
+// every start of a program; one that exists with other settings fails
+// with an error wrapping ErrExists that says how they differ. Settings
+// no sequence can have fail with ErrInvalidSettings. A name deleted before
+// starts above every ID its earlier incarnations handed out.
+func (c *Client) Create(ctx context.Context, name string, opts CreateOptions) (created bool, err error) {
+	r := seqzk.Registration{Start: opts.Start, End: opts.Max, Windows: opts.Windows}
+	if err := r.Check(func(f string) string { return strings.ToUpper(f[:1]) + f[1:] }); err != nil {
+		return false, err
+	}
+	return c.c.Create(ctx, name, r)
+}
+
+// A Tombstoner durably records deleted sequences, for Delete: the store
+// the primary writes its ceilings to. A *persist.Store is one: open it
+// with the primary's store URL and root, persist.Open(ctx, url,
+// persist.OpenOptions{}) and persist.NewStore(backend,
+// persist.StoreOptions{Root: root}).
+type Tombstoner = seqzk.Tombstoner
+
+// Delete deletes sequence name for good and returns the tombstone's
+// ceiling, the highest ID the sequence may have handed out. The tombstone
+// goes to store first, and only then does the sequence leave ZooKeeper (in
+// one compare-and-set, read again when a take or a raise lands first), so
+// that a ZooKeeper outage cannot bring the sequence back and a sequence
+// created later under the name starts above the ceiling. IDs taken from
+// the sequence and not used are lost; takers get ErrUnknownSequence once
+// it is gone.
+//
+// It needs the store because ZooKeeper alone cannot promise that: a
+// program without the store's credentials deletes through a replica's HTTP
+// API (client.Client.Delete) or the CLI (seqkeeper delete). It fails with
+// ErrDeleteContended, the tombstone written, if the sequence keeps
+// changing under it; run it again.
+func (c *Client) Delete(ctx context.Context, name string, store Tombstoner) (tombstoneCeiling int64, err error) {
+	return c.c.Delete(ctx, name, store)
 }
 
 // Window is one open window of a sequence (see Inspect).

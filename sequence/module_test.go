@@ -72,8 +72,33 @@ func TestOutsideModuleGetsTheFixedClientAndNoTestMachinery(t *testing.T) {
 	bin := filepath.Join(dir, "outside")
 	goCmd("build", "-o", bin, ".")
 	out, err := exec.CommandContext(context.Background(), bin,
-		"-zk", strings.Join(e.servers, ","), "-root", e.root, "-sequence", "orders").CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "1:3" {
-		t.Fatalf("outside program: %v, %q; want it to take 1:3", err, out)
+		"-zk", strings.Join(e.servers, ","), "-root", e.root).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "1:3\n4" {
+		t.Fatalf("outside program: %v, %q; want it to take 1:3, then 4 from an allocator", err, out)
+	}
+}
+
+// The README's library example is the outside program's takeOrders, which
+// TestOutsideModuleGetsTheFixedClientAndNoTestMachinery builds and runs: it
+// compiles, and it handles every error (it used to drop them all, and
+// panicked after 30 s without a ZooKeeper).
+func TestTheREADMELibraryExampleIsTheOneThatRuns(t *testing.T) {
+	_, self, _, _ := runtime.Caller(0)
+	repo := filepath.Dir(filepath.Dir(self))
+	src, err := os.ReadFile(filepath.Join(repo, "sequence", "testdata", "outside", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok1 := strings.Cut(string(src), "// README begin\n")
+	example, _, ok2 := strings.Cut(rest, "\n// README end")
+	if !ok1 || !ok2 {
+		t.Fatal("sequence/testdata/outside/main.go lost its README begin and end marks")
+	}
+	readme, err := os.ReadFile(filepath.Join(repo, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```go\n"+example+"```") {
+		t.Errorf("README.md's library example is not takeOrders of sequence/testdata/outside/main.go; copy it:\n%s", example)
 	}
 }

@@ -38,7 +38,7 @@ is refilled before it runs dry. IDs stay unique, no longer in order.`,
 				return err
 			}
 			defer zc.Close()
-			created, err := admin.Create(cmd.Context(), zc, seqs, name, r)
+			created, err := admin.Create(cmd.Context(), seqs, name, r)
 			switch {
 			case err == nil && !created && !ifNotExists:
 				return fmt.Errorf("sequence %q %w (with --if-not-exists that is a success when its settings match)", name, seqzk.ErrExists)

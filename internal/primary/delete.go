@@ -2,112 +2,26 @@ package primary
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/backoff"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/sequence/state"
-	"github.com/seqkeeper/seqkeeper/zkclient"
-
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// deleteAttempts bounds the re-reads when the sequence keeps changing under
-// Delete (clients taking, the primary raising).
-const deleteAttempts = 20
+// The store buries deleted sequences.
+var _ seqzk.Tombstoner = (*persist.Store)(nil)
 
 // ErrDeleteContended reports a Delete that gave up because the sequence
 // kept changing under it. The tombstone is written; the znode is not
 // deleted yet.
-var ErrDeleteContended = errors.New("sequence keeps changing under delete")
+var ErrDeleteContended = seqzk.ErrDeleteContended
 
-// Delete deletes sequence name for good. First the store records a
-// tombstone holding the sequence's ceiling (persist.Store.Tombstone), so
-// that a sequence created later under the name starts above every ID this
-// one issued and a restore never brings it back; then the znode goes, with
-// its windows and marker, in one transaction that also writes ZooKeeper's
-// copy of the tombstone (seqzk.Deletion) and succeeds only if the znode is
-// still at the version whose ceiling the tombstone holds. Otherwise it
-// reads again (and tombstones again if the ceiling rose). It returns the
-// ceiling the tombstone holds: the sequence's, or an earlier incarnation's
-// when that was higher.
-//
-// Delete may run beside a primary and busy clients: a raise that races the
-// tombstone cannot undo it (the store's record of a deleted incarnation
-// stays deleted whatever is written for it later), and a primary that is
-// creating the name again (a restore, an initialisation) checks ZooKeeper's
-// copy of the tombstone in the transaction that creates it.
+// Delete deletes sequence name for good, with the tombstone in store
+// first: see seqzk.Client.Delete.
 func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
-	if err := sequence.ValidateName(name); err != nil {
-		return 0, err
-	}
-	p := seqs.Path(name)
-	stored := int64(-1)
-	for attempt := 0; attempt < deleteAttempts; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		s := seqs.ZK().Session()
-		data, stat, err := s.Get(ctx, p)
-		if errors.Is(err, zkclient.ErrNoNode) {
-			if stored >= 0 {
-				return stored, nil // deleted by someone else after our tombstone
-			}
-			return 0, fmt.Errorf("sequence %q: %w: %s does not exist", name, sequence.ErrUnknownSequence, p)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("sequence %q: read %s: %w", name, p, err)
-		}
-		st, err := state.ParseState(name, data)
-		if err != nil {
-			return 0, fmt.Errorf("%w; repair the znode before deleting it (its ceiling must be known for the tombstone)", err)
-		}
-		ceiling := TombstoneCeiling(st)
-		if ceiling > stored {
-			rec, err := store.Tombstone(ctx, name, ceiling)
-			if errors.Is(err, persist.ErrOtherIncarnation) && attempt < deleteAttempts-1 {
-				// A newer incarnation was born meanwhile: read again.
-				if err := backoff.Sleep(ctx, time.Duration(attempt+1)*100*time.Millisecond); err != nil {
-					return 0, err
-				}
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("sequence %q: write the tombstone (ceiling %d) to the store: %w; nothing was deleted", name, ceiling, err)
-			}
-			// What the store holds: at least ceiling, and more when an
-			// earlier incarnation of the name issued more.
-			stored = max(rec.Ceiling, ceiling)
-		}
-		// ZooKeeper's copy says what the store's does: the deleted
-		// incarnations handed out nothing above it, and any later one
-		// is born above it.
-		err = seqs.Remove(ctx, s, name, stat.Version, max(stored, ceiling))
-		switch {
-		case err == nil:
-			return stored, nil
-		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNotEmpty), errors.Is(err, zkclient.ErrNoNode),
-			errors.Is(err, zkclient.ErrNodeExists):
-			continue // changed meanwhile (a take, a raise, a new window): read again
-		default:
-			return 0, fmt.Errorf("sequence %q: delete %s (tombstone written): %w; run delete again", name, p, err)
-		}
-	}
-	return 0, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again (the tombstone is written)", name, ErrDeleteContended, deleteAttempts)
+	return seqs.Delete(ctx, name, store)
 }
 
 // TombstoneCeiling is the highest ID a sequence in state st may have
-// issued: its ceiling, or for a legacy counter the counter itself, or for a
-// registration nothing (start-1).
-func TombstoneCeiling(st sequence.State) int64 {
-	switch {
-	case st.Legacy:
-		return st.Next
-	case st.Registered:
-		return st.Start - 1
-	}
-	return st.Ceiling
-}
+// issued: see seqzk.TombstoneCeiling.
+func TombstoneCeiling(st sequence.State) int64 { return seqzk.TombstoneCeiling(st) }

@@ -72,7 +72,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 		close(g.release)
 		t.Fatal(err)
 	}
-	if _, err := admin.Create(ctx, c.ZK(), c, "s", seqzk.Registration{}); err != nil {
+	if _, err := admin.Create(ctx, c, "s", seqzk.Registration{}); err != nil {
 		close(g.release)
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 		close(g.release)
 		t.Fatal(err)
 	}
-	if _, err := admin.Create(ctx, c.ZK(), c, "old", seqzk.Registration{}); err != nil {
+	if _, err := admin.Create(ctx, c, "old", seqzk.Registration{}); err != nil {
 		close(g.release)
 		t.Fatal(err)
 	}

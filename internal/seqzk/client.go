@@ -339,9 +339,14 @@ func (c *Client) zkError(name string, err error) error {
 // sequence beside the real one, starting at 1 (Hint says what to do).
 type UnknownSequenceError struct {
 	Name, Root string
+	// Deleted is set when the sequence was seen and then deleted.
+	Deleted bool
 }
 
 func (e *UnknownSequenceError) Error() string {
+	if e.Deleted {
+		return fmt.Sprintf("sequence %q: %v: %s/%s was deleted", e.Name, ErrUnknownSequence, e.Root, e.Name)
+	}
 	return fmt.Sprintf("sequence %q: %v: %s/%s does not exist", e.Name, ErrUnknownSequence, e.Root, e.Name)
 }
 

@@ -47,7 +47,11 @@ func (c *Client) Take(ctx context.Context, name string, n int64) (state.Ranges, 
 				return nil, err
 			}
 		case errors.Is(err, ErrUnknownSequence) && c.wasSeen(name):
-			// It existed: ZooKeeper lost it, and the primary restores it.
+			// It existed: it was deleted, or ZooKeeper lost it and the
+			// primary restores it.
+			if c.deletedSinceSeen(ctx, name) {
+				return nil, &UnknownSequenceError{Name: name, Root: c.opts.Root, Deleted: true}
+			}
 			if waitSince.IsZero() {
 				waitSince = time.Now()
 			}
@@ -261,6 +265,21 @@ func (c *Client) wasSeen(name string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.seen
+}
+
+// deletedSinceSeen reports whether the incarnation of sequence name this
+// client read was deleted: ZooKeeper's copy of a tombstone for the name was
+// written after that incarnation was created (a delete writes it in the
+// transaction that removes the znode). Anything else, a read that fails
+// included, may be a loss the primary repairs, and Take waits for that.
+func (c *Client) deletedSinceSeen(ctx context.Context, name string) bool {
+	n := c.node(c.Path(name))
+	n.mu.Lock()
+	czxid := n.czxid
+	n.mu.Unlock()
+	ok, stat, err := c.zk.Exists(ctx, c.deletionPath(name))
+	c.stats.requests.Add(1)
+	return err == nil && ok && czxid != 0 && stat.Mzxid > czxid
 }
 
 // waitRestore waits for a sequence znode that disappeared to come back,
