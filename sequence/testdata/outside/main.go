@@ -53,7 +53,7 @@ func takeOrders(ctx context.Context, servers []string, root string) error {
 	if err != nil {
 		return err
 	}
-	defer alloc.Close(ctx) // pushes unused IDs back
+	defer alloc.Close(ctx)     // pushes unused IDs back
 	id, err := alloc.Next(ctx) // one at a time, from memory
 	if err != nil {
 		return err
