@@ -209,6 +209,26 @@ min_reserve: 5
 	}
 }
 
+// Every bad line of the file and every bad variable of the environment is
+// reported at once (issue 31: parse errors came one at a time, although
+// the docs promised all at once).
+func TestResolveReportsEveryParseErrorAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "seqkeeper.yaml")
+	file := "zk: a:1\nmin_reserv: 5\nzk_session_timeout: ten\nzk: b:1\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Resolve(path, env(map[string]string{"SEQKEEPER_MIN_RESERVE": "many", "SEQKEEPER_RUNWAY": "soon"}), nil)
+	for _, want := range []string{"line 2: unknown key \"min_reserv\"", "line 3: zk_session_timeout", "line 4: key \"zk\" repeated", "SEQKEEPER_MIN_RESERVE", "SEQKEEPER_RUNWAY"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Resolve = %v\nwant it to say %q", err, want)
+		}
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("Resolve = %v, want ErrInvalid", err)
+	}
+}
+
 func TestResolveValidatesTheResult(t *testing.T) {
 	_, err := Resolve("", env(map[string]string{"SEQKEEPER_ZK": "a:1", "SEQKEEPER_MIN_RESERVE": "0"}), nil)
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "min_reserve") {

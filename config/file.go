@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/seqkeeper/seqkeeper/internal/suggest"
 	"io"
 	"os"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/seqkeeper/seqkeeper/internal/suggest"
 )
 
 // maxFileSize bounds a config file; a real one is a few hundred bytes.
@@ -56,7 +57,8 @@ func (c *Config) LoadFile(path string) error {
 //
 // Parsing is strict: an unknown or repeated key, a value of the wrong type,
 // a nested mapping or a second document is an error naming the file, the
-// line and the key; nothing of c is changed then. An empty file sets
+// line and the key, every bad line at once (errors.Join); nothing of c is
+// changed then. An empty file sets
 // nothing. Every error wraps ErrInvalid.
 func (c *Config) Parse(name string, data []byte) error {
 	errorf := func(line int, format string, args ...any) error {
@@ -94,27 +96,35 @@ func (c *Config) Parse(name string, data []byte) error {
 
 	next := *c // applied to c only if the whole file is good
 	seen := map[string]int{}
+	var errs []error // every bad line, not only the first
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
-			return errorf(k.Line, "keys must be plain setting names, found %s", kindName(k))
+			errs = append(errs, errorf(k.Line, "keys must be plain setting names, found %s", kindName(k)))
+			continue
 		}
 		key := k.Value
 		s, ok := lookup(key)
 		if !ok {
-			return errorf(k.Line, "unknown key %q%s", key, didYouMean(key))
+			errs = append(errs, errorf(k.Line, "unknown key %q%s", key, didYouMean(key)))
+			continue
 		}
 		if prev, dup := seen[key]; dup {
-			return errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev)
+			errs = append(errs, errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev))
+			continue
 		}
 		seen[key] = k.Line
 		text, err := scalarText(s, v)
 		if err != nil {
-			return errorf(v.Line, "%s: %v", key, err)
+			errs = append(errs, errorf(v.Line, "%s: %v", key, err))
+			continue
 		}
 		if err := s.set(&next, text); err != nil {
-			return errorf(v.Line, "%s: %v", key, err)
+			errs = append(errs, errorf(v.Line, "%s: %v", key, err))
 		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	*c = next
 	return nil

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -200,18 +201,20 @@ func EnvName(key string) string { return EnvPrefix + strings.ToUpper(key) }
 // ApplyEnv overlays the settings found in the environment, read through
 // lookup (os.LookupEnv in production). A variable that is set but empty is
 // ignored, so that "SEQKEEPER_STORE=" in a compose file means "not set".
-// Errors name the variable and wrap ErrInvalid.
+// Errors name the variable and wrap ErrInvalid; every bad variable is
+// reported at once (errors.Join).
 func (c *Config) ApplyEnv(lookup func(string) (string, bool)) error {
+	var errs []error
 	for _, s := range settings {
 		v, ok := lookup(EnvName(s.key))
 		if !ok || v == "" {
 			continue
 		}
 		if err := s.set(c, v); err != nil {
-			return fmt.Errorf("%w: environment variable %s: %v", ErrInvalid, EnvName(s.key), err)
+			errs = append(errs, fmt.Errorf("%w: environment variable %s: %v", ErrInvalid, EnvName(s.key), err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Flags binds settings to command-line flags. Register flags with Add on
@@ -285,21 +288,21 @@ func (f *Flags) Apply(c *Config) error {
 // Resolve builds the effective configuration: DefaultConfig, then the file
 // at path (if path is not empty), then the environment read through
 // lookupEnv, then flags (may be nil); and validates it. Every error wraps
-// ErrInvalid.
+// ErrInvalid. The errors of the file and of the environment come together,
+// every one of them; the settings are validated (again every problem at
+// once) when they all parsed.
 func Resolve(path string, lookupEnv func(string) (string, bool), flags *Flags) (*Config, error) {
 	c := DefaultConfig()
+	var errs []error
 	if path != "" {
-		if err := c.LoadFile(path); err != nil {
-			return nil, err
-		}
+		errs = append(errs, c.LoadFile(path))
 	}
-	if err := c.ApplyEnv(lookupEnv); err != nil {
-		return nil, err
-	}
+	errs = append(errs, c.ApplyEnv(lookupEnv))
 	if flags != nil {
-		if err := flags.Apply(c); err != nil {
-			return nil, err
-		}
+		errs = append(errs, flags.Apply(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
