@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
@@ -365,6 +366,36 @@ func TestS3ErrorsNameTheFix(t *testing.T) {
 	_, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: env.Endpoint, Region: env.Region, CreateBucket: true})
 	if err == nil || !strings.Contains(err.Error(), "no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY") {
 		t.Fatalf("no credentials: %v", err)
+	}
+
+	// Credentials the server does not take: the message names the
+	// variable to check (issue 31: it was the SDK's bare
+	// SignatureDoesNotMatch).
+	for _, c := range []struct{ access, secret, want string }{
+		{env.AccessKey, env.SecretKey + "x", "refused the request's signature: the secret key does not match the access key; check AWS_SECRET_ACCESS_KEY"},
+		{"nobody-" + env.AccessKey, env.SecretKey, "does not know the access key: check AWS_ACCESS_KEY_ID"},
+	} {
+		b, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Endpoint: env.Endpoint, Region: env.Region, AccessKey: c.access, SecretKey: c.secret})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := b.Get(ctx, "epoch"); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), env.Endpoint) || strings.Contains(err.Error(), c.secret) {
+			t.Errorf("wrong credentials: %v\nwant it to say %q and name %s, and not show the secret", err, c.want, env.Endpoint)
+		}
+	}
+
+	// No endpoint: the store is AWS itself, which this machine cannot
+	// reach (nothing outside is). The message says how to name MinIO.
+	t.Setenv("AWS_ENDPOINT_URL", "")
+	t.Setenv("AWS_ENDPOINT_URL_S3", "")
+	aws, err := NewS3(ctx, S3Config{Bucket: env.Bucket, Region: "us-east-1", AccessKey: env.AccessKey, SecretKey: env.SecretKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, _, err := aws.Get(short, "epoch"); err == nil || !strings.Contains(err.Error(), "add ?endpoint=http://HOST:9000 to the store URL") {
+		t.Errorf("no endpoint, AWS unreachable: %v; want advice to add ?endpoint=", err)
 	}
 
 	// A TLS server whose certificate no system CA signed.

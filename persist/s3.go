@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -53,6 +54,8 @@ type S3Backend struct {
 	bucket string
 	prefix string // "" or ending in '/'
 	desc   string
+	// endpoint is S3Config.Endpoint: "" is AWS itself.
+	endpoint string
 }
 
 // NewS3 returns a backend for cfg. It does no network I/O unless
@@ -101,7 +104,7 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix}
+	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix, endpoint: cfg.Endpoint}
 	b.desc = strings.TrimSuffix("s3://"+cfg.Bucket+"/"+prefix, "/")
 	if cfg.Endpoint != "" {
 		b.desc += " (" + cfg.Endpoint + ")"
@@ -255,6 +258,11 @@ func (b *S3Backend) mapError(err error) error {
 	if errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalid) {
 		return fmt.Errorf("the store's TLS certificate is not trusted: add its CA to the system bundle (/etc/ssl/certs/ca-certificates.crt in the image) or point SSL_CERT_FILE at a bundle that holds it: %w", err)
 	}
+	var netErr *net.OpError
+	var dnsErr *net.DNSError
+	if b.endpoint == "" && (errors.As(err, &netErr) || errors.As(err, &dnsErr)) {
+		return fmt.Errorf("AWS S3 did not answer: the store URL has no ?endpoint=, so the store is AWS itself; for MinIO or another S3-compatible server add ?endpoint=http://HOST:9000 to the store URL: %w", err)
+	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
 		switch ae.ErrorCode() {
@@ -269,9 +277,31 @@ func (b *S3Backend) mapError(err error) error {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		case "NoSuchKey":
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "AccessDenied":
+			return fmt.Errorf("%s: %w", b.credentialsAdvice(ae.ErrorCode()), err)
 		}
 	}
 	return err
+}
+
+// credentialsAdvice says which setting to check when the server refused
+// the credentials (code is its error code). Without an endpoint the store
+// is AWS itself, where MinIO's keys are unknown: the usual cause is a
+// forgotten ?endpoint=.
+func (b *S3Backend) credentialsAdvice(code string) string {
+	where := "the S3 server at " + b.endpoint
+	if b.endpoint == "" {
+		where = "AWS S3 (the store URL has no ?endpoint=, so it is AWS itself; for MinIO or another S3-compatible server add ?endpoint=http://HOST:9000 to the store URL)"
+	}
+	switch code {
+	case "InvalidAccessKeyId":
+		return fmt.Sprintf("%s does not know the access key: check AWS_ACCESS_KEY_ID (or the profile or role the AWS credential chain found)", where)
+	case "SignatureDoesNotMatch":
+		return fmt.Sprintf("%s refused the request's signature: the secret key does not match the access key; check AWS_SECRET_ACCESS_KEY", where)
+	case "InvalidToken", "ExpiredToken":
+		return fmt.Sprintf("%s refused the session token: check or renew AWS_SESSION_TOKEN (or the role's credentials)", where)
+	}
+	return fmt.Sprintf("%s denied access to bucket %q: the credentials lack permission (s3:GetObject, s3:PutObject, s3:DeleteObject, s3:ListBucket on it), or the bucket belongs to another account", where, b.bucket)
 }
 
 // ParseS3URL parses the --store form s3://bucket/prefix?endpoint=URL&region=R.
