@@ -240,6 +240,20 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newExportCmd(g),
 		newImportCmd(g),
 	)
+	root.SetOut(g.stdout) // before the completion commands capture it
+	root.SetErr(g.stderr)
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		// cobra's own prints its help and exits 0 for a shell it does not
+		// know (tcsh): say so, as a usage error.
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("completion: name a shell: bash, zsh, fish or powershell")
+			}
+			return usagef("completion: no completion for %q: seqkeeper completes bash, zsh, fish and powershell", args[0])
+		}
+	}
 	return root
 }
 
@@ -267,6 +281,16 @@ func (g *globals) load() error {
 	if err != nil {
 		return &usageError{err}
 	}
+	if err := g.resolveOutput(); err != nil {
+		return err
+	}
+	g.cfg = cfg
+	return nil
+}
+
+// resolveOutput settles the output format: -o, else $SEQKEEPER_OUTPUT,
+// else text.
+func (g *globals) resolveOutput() error {
 	if g.output == "" {
 		g.output, _ = g.lookupEnv(envOutput)
 	}
@@ -277,7 +301,6 @@ func (g *globals) load() error {
 	default:
 		return usagef("-o %q: want text, json or yaml", g.output)
 	}
-	g.cfg = cfg
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,16 @@ func newVersionCmd(g *globals) *cobra.Command {
 		Args:        usageArgs(cobra.NoArgs),
 		Annotations: map[string]string{annotationNoConfig: "true"},
 		RunE: func(*cobra.Command, []string) error {
+			if err := g.resolveOutput(); err != nil {
+				return err
+			}
+			if g.jsonOutput() {
+				return g.printJSON(struct {
+					Version  string `json:"version"`
+					Revision string `json:"revision,omitempty"`
+					Go       string `json:"go"`
+				}{buildVersion(), buildRevision(), runtime.Version()})
+			}
 			fmt.Fprintln(g.stdout, buildVersion())
 			return nil
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -53,8 +54,29 @@ func TestVersionFlagAndCompletion(t *testing.T) {
 			t.Errorf("completion %s: exit %d, stderr %q, no %q in %d bytes", shell, code, errOut, marker, len(out))
 		}
 	}
+	// A shell cobra cannot complete, or none: a usage error (exit 2),
+	// not the help with exit 0 (issue 31).
+	for _, args := range [][]string{{"completion", "tcsh"}, {"completion"}} {
+		out, errOut, code := run1(args...)
+		if code != 2 || !strings.Contains(errOut, "bash, zsh, fish") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 naming the shells", args, code, out, errOut)
+		}
+	}
+	// version -o json (and yaml) print the version as data.
+	out, errOut, code := run1("version", "-o", "json")
+	var v struct{ Version, Go string }
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Version != buildVersion() || v.Go == "" {
+		t.Errorf("version -o json: exit %d, %q %q", code, out, errOut)
+	}
+	if out, _, code := run1("version", "-o", "yaml"); code != 0 || !strings.HasPrefix(out, "version: ") {
+		t.Errorf("version -o yaml: exit %d, %q", code, out)
+	}
+	if _, errOut, code := run1("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, "want text, json or yaml") {
+		t.Errorf("version -o xml: exit %d, %q", code, errOut)
+	}
+
 	// What the shells call while completing: subcommands by prefix.
-	out, errOut, code := run1("__complete", "desc")
+	out, errOut, code = run1("__complete", "desc")
 	if code != 0 || !strings.Contains(out, "describe") {
 		t.Fatalf("__complete desc: exit %d, %q %q", code, out, errOut)
 	}
