@@ -88,10 +88,15 @@ only.`,
 				return &usageError{err}
 			}
 			r.Plan()
-			if !dryRun {
-				if err := reconcile.Apply(ctx, seqs, store, r, g.cfg.MinReserve); err != nil {
-					return err
+			if dryRun {
+				for i := range r.Findings {
+					if f := &r.Findings[i]; f.Description != "" {
+						f.Outcome = "dry run: not done"
+					}
 				}
+			} else if err := reconcile.Apply(ctx, seqs, store, r, g.cfg.MinReserve); err != nil {
+				g.printFindings(r, true) // what was done before the failure
+				return err
 			}
 			g.printFindings(r, true)
 			return nil
@@ -123,6 +128,9 @@ func (g *globals) printFindings(r *reconcile.Report, all bool) int {
 		}
 		if f.Description != "" {
 			line += " -> " + f.Description
+		}
+		if f.Outcome != "" {
+			line += ": " + f.Outcome
 		}
 		fmt.Fprintln(g.stdout, line)
 	}

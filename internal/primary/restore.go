@@ -204,8 +204,8 @@ func (p *Primary) restore(ctx context.Context) error {
 	}
 	p.view.Unlock()
 	created, stale, err := p.seq.Restore(ctx, rs, p.zkEpoch)
-	p.count(func(s *Stats) { s.Restored += int64(created) })
-	p.log.Warn().Int("restored", created).Int("of", len(rs)).Int("stale_epoch", len(stale)).
+	p.count(func(s *Stats) { s.Restored += int64(len(created)) })
+	p.log.Warn().Int("restored", len(created)).Int("of", len(rs)).Int("stale_epoch", len(stale)).
 		Msg("primary: restored sequences ZooKeeper lost at their stored ceiling + 1")
 	if err == nil {
 		p.wiped = false

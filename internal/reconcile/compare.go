@@ -61,6 +61,9 @@ type Finding struct {
 	Stored   int64  `json:"stored_ceiling,omitempty"`
 	// Description says what Apply does (set by Plan).
 	Description string `json:"action,omitempty"`
+	// Outcome says what Apply did about it: "done", or why not (set by
+	// Apply for the findings with an action).
+	Outcome string `json:"outcome,omitempty"`
 
 	// Action is what Apply does about it.
 	Action Action `json:"-"`
@@ -336,18 +339,45 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 	if err := store.Put(ctx, storeEpoch, recs...); err != nil {
 		return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
 	}
-	if _, _, err := seqs.Restore(ctx, recreate, r.ZKEpoch); err != nil {
+	for i := range r.Findings {
+		if f := &r.Findings[i]; f.Action == RecordTombstone || f.Action == CoverInStore {
+			f.Outcome = "done"
+		}
+	}
+	made, _, err := seqs.Restore(ctx, recreate, r.ZKEpoch)
+	created := make(map[string]bool, len(made))
+	for _, name := range made {
+		created[name] = true
+	}
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		switch {
+		case f.Action != RecreateZnode:
+		case created[f.Sequence]:
+			f.Outcome = "done"
+		case err == nil:
+			f.Outcome = "not done: it was created or deleted by someone else meanwhile (a running primary restores by itself); run 'seqkeeper verify' to see it now"
+		}
+	}
+	if err != nil {
 		return err
 	}
-	for _, f := range r.Findings {
+	for i := range r.Findings {
+		f := &r.Findings[i]
 		if f.Action != MirrorTombstone {
 			continue
 		}
-		if err := seqs.RecordDeletion(ctx, f.Sequence, f.Record.Ceiling); err != nil && !errors.Is(err, seqzk.ErrExists) {
+		err := seqs.RecordDeletion(ctx, f.Sequence, f.Record.Ceiling)
+		if err != nil && !errors.Is(err, seqzk.ErrExists) {
 			return err
 		}
+		f.Outcome = "done"
+		if err != nil {
+			f.Outcome = "not done: ZooKeeper holds a deletion record for it already"
+		}
 	}
-	for _, f := range r.Findings {
+	for i := range r.Findings {
+		f := &r.Findings[i]
 		if f.Action != Revalidate {
 			continue
 		}
@@ -355,6 +385,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		if _, err := seqs.Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End)); err != nil {
 			return err
 		}
+		f.Outcome = "done"
 	}
 	return nil
 }

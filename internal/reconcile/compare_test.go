@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,6 +199,11 @@ func TestCompareAndApply(t *testing.T) {
 	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, minReserve); err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range rep.Findings {
+		if want := map[bool]string{true: "done", false: ""}[f.Action != reconcile.Nothing]; f.Outcome != want {
+			t.Errorf("%s: outcome %q after Apply; want %q", f.Sequence, f.Outcome, want)
+		}
+	}
 
 	after := r.compare()
 	for name, f := range after {
@@ -253,6 +259,35 @@ func TestCompareAndApply(t *testing.T) {
 	}
 	if _, ok := after["gone"]; ok {
 		t.Errorf("gone: still a finding after Apply wrote ZooKeeper's copy: %+v", after["gone"])
+	}
+}
+
+// A sequence created by someone else between Compare and Apply (a running
+// primary restoring it) is not created twice, and the finding says it was
+// not done: restore used to print "re-create at N" either way (issue 31).
+func TestApplySaysWhatItDidNotDo(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	r.put(persist.Record{Name: "lost", Start: 1, Ceiling: 700}, persist.Record{Name: "raced", Start: 1, Ceiling: 900})
+	rep, err := reconcile.Compare(ctx, r.seqs, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Plan()
+	r.initialise("raced", 1000) // created meanwhile
+	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, 50); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range rep.Findings {
+		got[f.Sequence] = f.Description + ": " + f.Outcome
+	}
+	if got["lost"] != "re-create at 701: done" || !strings.HasPrefix(got["raced"], "re-create at 901: not done: it was created or deleted by someone else meanwhile") {
+		t.Fatalf("outcomes %q", got)
+	}
+	if st, _, err := r.seqs.Describe(ctx, "raced"); err != nil || st.Ceiling != 1000 {
+		t.Fatalf("raced: %+v, %v; want the state created meanwhile left alone", st, err)
 	}
 }
 

@@ -30,7 +30,7 @@ type Restoration struct {
 
 // Restore creates the znodes of sequences that do not exist, in batched
 // multi() transactions (all or nothing per batch, each under 512 KB), and
-// returns how many it created. It is the primary's operation after
+// returns the names it created. It is the primary's operation after
 // ZooKeeper lost data (and an import's): every state must already be
 // covered by the durable store. States are stamped with epoch and a fresh
 // marker, created in the same transaction; each transaction also writes
@@ -43,12 +43,12 @@ type Restoration struct {
 // someone else after the caller decided is left alone (the caller decides
 // again from what it reads then). An invalid state is left out and
 // reported in err; it does not hold back the others.
-func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (created int, stale []string, err error) {
+func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (created, stale []string, err error) {
 	if len(rs) == 0 {
-		return 0, nil, nil
+		return nil, nil, nil
 	}
 	if err := c.EnsureMeta(ctx); err != nil {
-		return 0, nil, err
+		return nil, nil, err
 	}
 	// Validate everything and cut it into transactions first.
 	var batches [][]Restoration
@@ -57,7 +57,7 @@ func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (cr
 	size := 0
 	for _, r := range rs {
 		if err := ctx.Err(); err != nil {
-			return 0, nil, err
+			return nil, nil, err
 		}
 		st := r.State
 		if err := ValidateName(st.Name); err != nil {
@@ -106,7 +106,7 @@ func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (cr
 			n, st, err := c.restoreBatch(ctx, b, epoch)
 			mu.Lock()
 			defer mu.Unlock()
-			created += n
+			created = append(created, n...)
 			stale = append(stale, st...)
 			if err != nil {
 				failed.Store(true)
@@ -139,7 +139,7 @@ func (c *Client) createOps(st state.State) []zkclient.Op {
 
 // restoreBatch creates the znodes of one batch of Restore in one multi()
 // transaction, or one by one when some exist already or their guard failed.
-func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch int64) (created int, stale []string, err error) {
+func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch int64) (created, stale []string, err error) {
 	ops := make([]zkclient.Op, 0, 4*len(batch)+1)
 	for _, r := range batch {
 		ops = append(ops, c.restoreOps(r)...)
@@ -149,12 +149,13 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 	c.stats.requests.Add(1)
 	switch {
 	case err == nil:
-		if c.observe(res[len(res)-1].Stat) != epoch {
-			for _, r := range batch {
-				stale = append(stale, r.State.Name)
-			}
+		for _, r := range batch {
+			created = append(created, r.State.Name)
 		}
-		return len(batch), stale, nil
+		if c.observe(res[len(res)-1].Stat) != epoch {
+			stale = append(stale, created...)
+		}
+		return created, stale, nil
 	case errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode):
 		// Some exist already, or were deleted since the caller decided:
 		// create the rest one by one, each under its own guard.
@@ -166,7 +167,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 			c.stats.requests.Add(1)
 			switch {
 			case err == nil:
-				created++
+				created = append(created, r.State.Name)
 				stale = append(stale, r.State.Name) // epoch not verified
 			case errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode):
 			default:
@@ -175,6 +176,6 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 		}
 		return created, stale, nil
 	default:
-		return 0, nil, fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
+		return nil, nil, fmt.Errorf("restore %d sequences under %s: %w", len(batch), c.opts.Root, err)
 	}
 }

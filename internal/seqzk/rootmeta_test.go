@@ -126,8 +126,8 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch, _ := c.CurrentEpoch(ctx)
-	if n, _, err := c.Restore(ctx, []seqzk.Restoration{{State: st, Guard: before}}, epoch); err != nil || n != 0 {
-		t.Fatalf("restore under a stale guard: created %d, %v; want none", n, err)
+	if n, _, err := c.Restore(ctx, []seqzk.Restoration{{State: st, Guard: before}}, epoch); err != nil || len(n) != 0 {
+		t.Fatalf("restore under a stale guard: created %v, %v; want none", n, err)
 	}
 	if ok, _, _ := c.ZK().Exists(ctx, c.Path("q")); ok {
 		t.Fatal("q was created against its deletion")

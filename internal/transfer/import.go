@@ -181,16 +181,19 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 		if err != nil {
 			return fmt.Errorf("learn ZooKeeper's epoch: %w; run import again", err)
 		}
-		n, _, err := seqs.Restore(ctx, creates, epoch)
+		made, _, err := seqs.Restore(ctx, creates, epoch)
 		if err != nil {
 			return fmt.Errorf("create sequences in ZooKeeper (the store holds their ceilings): %w; run import again", err)
 		}
-		if n < len(creates) {
-			// Some were created meanwhile (a primary restoring them from
-			// the store, or an operator): say so, they are checked by a
-			// second run.
-			for _, i := range created {
-				out[i].Reason = fmt.Sprintf("%d of %d sequences existed by the time they were created; run import again to check them", len(creates)-n, len(creates))
+		done := make(map[string]bool, len(made))
+		for _, name := range made {
+			done[name] = true
+		}
+		for _, i := range created {
+			if !done[out[i].Name] {
+				// Created (a primary restoring it from the store, an
+				// operator) or deleted meanwhile: a second run checks it.
+				out[i].Reason = "it was created or deleted by someone else while the import ran; run import again to check it"
 			}
 		}
 	}
