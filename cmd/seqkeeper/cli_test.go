@@ -921,3 +921,26 @@ func TestMistypesGetSafeAdvice(t *testing.T) {
 		t.Errorf("a mistyped config key: exit %d %q", code, errOut)
 	}
 }
+
+// A take that gets fewer IDs than asked says so, and why (issue 31: 'take
+// capped -n 60' on a 50-ID space printed 1:50 and nothing else). The exit
+// code stays 0: the IDs printed were handed out.
+func TestTakeSaysWhenItGotFewer(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.ok("create", "capped", "--max", "50")
+	c.initialise("capped", 50)
+	out, errOut, code := c.run("", "take", "capped", "-n", "60")
+	if code != 0 || out != "1:50\n" || !strings.Contains(errOut, "took 50 of the 60 IDs asked for: its space ends at 50: the sequence is exhausted now") {
+		t.Fatalf("take -n 60 of 50: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	c.ok("create", "short")
+	c.initialise("short", 10)
+	out, errOut, code = c.run("", "take", "short", "-n", "20")
+	if code != 0 || out != "1:10\n" || !strings.Contains(errOut, "took 10 of the 20 IDs asked for: fewer remain below the reserved ceiling") {
+		t.Fatalf("take -n 20 below a ceiling of 10: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, errOut, _ := c.run("", "take", "short", "-n", "1"); strings.Contains(errOut, "took") {
+		t.Fatalf("a take that got what it asked for says %q", errOut)
+	}
+}

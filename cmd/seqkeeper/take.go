@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 )
 
 // maxTake bounds take -n; a larger batch belongs in a program using the
@@ -26,7 +27,9 @@ func newTakeCmd(g *globals) *cobra.Command {
 print the ranges handed out, one start:end per line (a single ID as id:id).
 Recycled IDs come first. Fewer than N are printed when fewer remain below the
 reserved ceiling; at the ceiling, take waits up to ceiling_wait for the
-primary to raise it. The IDs are yours: push back the ones you do not use.`,
+primary to raise it, and at the end of a bounded space it takes what is
+left; either way it says so on stderr (the exit code stays 0: the IDs
+printed are yours). The IDs are yours: push back the ones you do not use.`,
 		Example: "  seqkeeper take orders -n 100\n  seqkeeper take orders -o json\n  seqkeeper take orders -n 3 --every 1s   (a demo worker: until SIGTERM)",
 		Args:    nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +71,9 @@ primary to raise it. The IDs are yours: push back the ones you do not use.`,
 						fmt.Fprintf(g.stdout, "%d:%d\n", r.Start, r.End)
 					}
 				}
+				if err == nil && got.Count() < n {
+					g.fewer(ctx, seqs, name, got.Count(), n)
+				}
 				if every == 0 {
 					return nil
 				}
@@ -82,4 +88,14 @@ primary to raise it. The IDs are yours: push back the ones you do not use.`,
 	cmd.Flags().Int64VarP(&n, "count", "n", 1, "number of IDs to take")
 	cmd.Flags().DurationVar(&every, "every", 0, "repeat every interval until interrupted, printing each batch (a demo worker); errors are reported and retried")
 	return cmd
+}
+
+// fewer says on stderr that a take handed out got of the n IDs asked for,
+// and why: the end of the sequence's space, or its reserved ceiling.
+func (g *globals) fewer(ctx context.Context, seqs *seqzk.Client, name string, got, n int64) {
+	why := "fewer remain below the reserved ceiling; take again for more"
+	if st, _, err := seqs.Describe(ctx, name); err == nil && !st.Legacy && st.Next > st.End {
+		why = fmt.Sprintf("its space ends at %d: the sequence is exhausted now ('seqkeeper widen %s --max N' extends it)", st.End, name)
+	}
+	fmt.Fprintf(g.stderr, "seqkeeper: took %d of the %d IDs asked for: %s\n", got, n, why)
 }
