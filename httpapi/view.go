@@ -396,9 +396,11 @@ type ReserveView struct {
 	Leading bool `json:"leading"`
 	// Epoch is the primary's fencing epoch; ZooKeeperEpoch the ZooKeeper
 	// leader epoch it last validated against.
-	Epoch          int64     `json:"epoch"`
-	ZooKeeperEpoch int64     `json:"zookeeper_epoch"`
-	LastSweep      time.Time `json:"last_sweep"`
+	Epoch          int64 `json:"epoch"`
+	ZooKeeperEpoch int64 `json:"zookeeper_epoch"`
+	// LastSweep is when the primary last checked every sequence; absent
+	// before its first sweep.
+	LastSweep time.Time `json:"last_sweep,omitzero"`
 	// Summary covers every sequence the primary maintains, whichever
 	// ones Sequences lists.
 	Summary ReserveSummaryView `json:"summary"`

@@ -111,6 +111,15 @@ func TestReserveViewChoosesSequences(t *testing.T) {
 	if empty.Summary.MinRunwaySeconds != nil || empty.Sequences == nil {
 		t.Errorf("no sequences: %+v; want no shortest runway and an empty list", empty)
 	}
+	// Before the first sweep there is no last sweep: no 0001-01-01 (issue
+	// 31).
+	if data, err := json.Marshal(empty); err != nil || bytes.Contains(data, []byte("last_sweep")) {
+		t.Errorf("before the first sweep: %s, %v; want no last_sweep", data, err)
+	}
+	st.LastSweep = time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC)
+	if data, _ := json.Marshal(httpapi.ReserveViewOf(st, httpapi.StatusQuery{})); !bytes.Contains(data, []byte(`"last_sweep":"2026-11-24T23:00:00Z"`)) {
+		t.Errorf("after a sweep: %s", data)
+	}
 }
 
 // The full view: every key snake_case, no omitted booleans.

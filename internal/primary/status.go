@@ -59,7 +59,7 @@ type Status struct {
 	Leading   bool             `json:"leading"`
 	Epoch     int64            `json:"epoch"`
 	ZKEpoch   int64            `json:"zookeeper_epoch"`
-	LastSweep time.Time        `json:"last_sweep"`
+	LastSweep time.Time        `json:"last_sweep,omitzero"`
 	Sequences []SequenceStatus `json:"sequences"`
 }
 

@@ -573,8 +573,8 @@ type Reserve struct {
 	// Epoch The store's leader epoch.
 	Epoch int64 `json:"epoch"`
 
-	// LastSweep The last full sweep.
-	LastSweep time.Time `json:"last_sweep"`
+	// LastSweep The last full sweep; absent before the primary's first.
+	LastSweep *time.Time `json:"last_sweep,omitempty"`
 
 	// Leading The reservation loop runs.
 	Leading bool `json:"leading"`
