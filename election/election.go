@@ -125,6 +125,7 @@ type Election struct {
 	path      string
 	epochPath string
 	data      []byte
+	id        string // Identity.ID
 	lossAfter time.Duration
 	log       zerolog.Logger
 
@@ -184,6 +185,7 @@ func New(cfg Config) (*Election, error) {
 		path:      cfg.Path,
 		epochPath: cfg.Path + "-epoch",
 		data:      data,
+		id:        cfg.Identity.ID,
 		lossAfter: time.Duration(float64(timeout) * cfg.LossFraction),
 		log:       cfg.Logger.With().Str("component", "election").Str("id", cfg.Identity.ID).Logger(),
 		newGUID:   uuid.NewString,
@@ -294,6 +296,7 @@ func (e *Election) campaign(ctx context.Context, lead func(context.Context, Term
 	if err == nil {
 		e.candidacies.Add(1)
 		e.logc(zerolog.InfoLevel, c).Int64("seq", c.seq).Msg("election: joined as candidate")
+		e.warnSharedID(ctx, c)
 		if err = e.waitTurn(ctx, c); err == nil {
 			err = e.serve(ctx, c, lead)
 		}
@@ -306,6 +309,37 @@ func (e *Election) campaign(ctx context.Context, lead func(context.Context, Term
 	}
 	e.mu.Unlock()
 	return err
+}
+
+// warnSharedID warns when another candidate publishes this replica's ID:
+// two replicas started with the same --id (the default, the host name,
+// is shared by replicas on one machine) cannot be told apart in the
+// status, the handovers and the logs. Election does not need unique IDs,
+// so it only warns. A read that fails is not worth a warning.
+func (e *Election) warnSharedID(ctx context.Context, c *candidate) {
+	children, err := call(ctx, e, func(s zkclient.Session) ([]string, error) {
+		names, _, err := s.Children(ctx, e.path)
+		return names, err
+	})
+	if err != nil {
+		return
+	}
+	for _, other := range sortedCandidates(children) {
+		p := e.path + "/" + other.name
+		if p == c.node {
+			continue
+		}
+		data, err := call(ctx, e, func(s zkclient.Session) ([]byte, error) {
+			data, _, err := s.Get(ctx, p)
+			return data, err
+		})
+		var id Identity
+		if err != nil || json.Unmarshal(data, &id) != nil || id.ID != e.id {
+			continue
+		}
+		e.logc(zerolog.WarnLevel, c).Str("other_node", p).Str("other_address", id.Address).
+			Msgf("election: another replica uses the id %q too (at %s): give each replica its own id (--id, SEQKEEPER_ID; the default is the host name), or the status page, the handovers and the logs cannot tell them apart", id.ID, id.Address)
+	}
 }
 
 // logc starts a log event with the candidate's fields.

@@ -1,13 +1,17 @@
 package election
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -454,4 +458,65 @@ func TestLeaderNodeDeletedByHand(t *testing.T) {
 	if s := a.e.Stats(); s.Losses != 1 {
 		t.Fatalf("a stats = %+v; want one loss", s)
 	}
+}
+
+// Two replicas started with the same ID (the default host name of two on
+// one machine) are warned about it, naming the other's address; distinct
+// IDs are not (issue 31).
+func TestSharedIDIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	path := z.Root + "/election"
+	start := func(id, addr string) *syncBuffer {
+		t.Helper()
+		client, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{SessionTimeout: 4 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(client.Close)
+		var buf syncBuffer
+		e, err := New(Config{Client: client, Path: path, Identity: Identity{ID: id, Address: addr}, Logger: zerolog.New(&buf)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = e.Run(ctx, func(ctx context.Context, _ Term) { <-ctx.Done() }) }()
+		t.Cleanup(func() { cancel(); <-done })
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(buf.String(), "joined as candidate") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not join: %s", addr, buf.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return &buf
+	}
+	start("host-a", "10.0.0.1:7070")
+	other := start("host-b", "10.0.0.2:7070")
+	same := start("host-a", "10.0.0.3:7070")
+	if !strings.Contains(same.String(), `another replica uses the id \"host-a\" too (at 10.0.0.1:7070)`) {
+		t.Errorf("the replica sharing host-a was not warned:\n%s", same.String())
+	}
+	if strings.Contains(other.String(), "another replica uses") {
+		t.Errorf("host-b was warned although its id is its own:\n%s", other.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
