@@ -944,3 +944,31 @@ func TestTakeSaysWhenItGotFewer(t *testing.T) {
 		t.Fatalf("a take that got what it asked for says %q", errOut)
 	}
 }
+
+// widen moves the end of a space and the windows up, never down, and says
+// what it did; without --max or --windows, or with zero, it is a usage
+// error (issue 31, item 4).
+func TestWidenMaxAndWindows(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
+	c.ok("create", "cap", "--max", "100")
+	c.initialise("cap", 10)
+	for _, args := range [][]string{{"widen", "cap"}, {"widen", "cap", "--windows", "0"}, {"widen", "cap", "--max", "-5"}} {
+		if _, errOut, code := c.run("", args...); code != 2 || !strings.Contains(errOut, "widen") {
+			t.Errorf("%v: exit %d, %q; want a usage error", args, code, errOut)
+		}
+	}
+	if out := c.ok("widen", "cap", "--max", "500", "--windows", "2"); !strings.Contains(out, `widened sequence "cap": its space ends at 500 (was 100), 2 windows (were 0)`) {
+		t.Fatalf("widen: %q", out)
+	}
+	if out := c.ok("widen", "cap", "--windows", "2", "-o", "json"); !strings.Contains(out, `"widened":false`) || !strings.Contains(out, `"windows":2`) {
+		t.Fatalf("widen again -o json: %q", out)
+	}
+	if _, errOut, code := c.run("", "widen", "cap", "--windows", "1"); code != 2 || !strings.Contains(errOut, "windows never decrease") {
+		t.Fatalf("fewer windows: exit %d, %q; want refused with exit 2", code, errOut)
+	}
+	if st, _, err := c.admin.Describe(context.Background(), "cap"); err != nil || st.End != 500 || st.Windows != 2 {
+		t.Fatalf("after widen: %+v, %v", st, err)
+	}
+}

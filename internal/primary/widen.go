@@ -10,16 +10,17 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// Widen moves the end of sequence name's space up to end, for an operator,
-// store first: the store's record of the sequence learns the new end (so
-// that a restore after a ZooKeeper loss brings it back with it), then
-// ZooKeeper's state, by compare-and-set (seqzk.Client.Widen). It is safe
-// beside busy takers and a running primary, which raises the ceiling into
-// the wider space as it would for any sequence. A space never narrows; a
-// legacy counter, a deleted name and an end beyond the int64 range are
-// refused (seqzk.ErrAdvanceRefused), nothing changed. It returns the state
+// Widen moves the end of sequence name's space and its window slots up as
+// w asks, for an operator, store first: the store's record of the sequence
+// learns the new settings (so that a restore after a ZooKeeper loss brings
+// it back with them), then ZooKeeper's state, by compare-and-set
+// (seqzk.Client.Widen). It is safe beside busy takers and a running
+// primary, which raises the ceiling into the wider space as it would for
+// any sequence (takers open the new windows). Neither ever goes down; a
+// legacy counter, a deleted name and values out of range are refused
+// (seqzk.ErrAdvanceRefused), nothing changed. It returns the state
 // ZooKeeper holds after it.
-func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, end int64) (sequence.State, error) {
+func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, w seqzk.Widening) (sequence.State, error) {
 	if err := sequence.ValidateName(name); err != nil {
 		return sequence.State{}, err
 	}
@@ -27,10 +28,11 @@ func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	if err != nil {
 		return sequence.State{}, err
 	}
-	if err := seqzk.CheckWiden(st, end); err != nil {
+	if err := seqzk.CheckWiden(st, w); err != nil {
 		return sequence.State{}, err
 	}
-	if st.End == end {
+	end, windows := max(st.End, w.End), max(st.Windows, w.Windows)
+	if st.End == end && st.Windows == windows {
 		return st, nil
 	}
 	rec, err := store.Get(ctx, name)
@@ -44,13 +46,13 @@ func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	}
 	// The incarnation the store knows, with the wider space (the join
 	// keeps the widest).
-	rec.Start, rec.End, rec.Windows, rec.Legacy = st.Start, end, st.Windows, false
+	rec.Start, rec.End, rec.Windows, rec.Legacy = st.Start, end, windows, false
 	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
-		return sequence.State{}, fmt.Errorf("sequence %q: write the new end %d to the store: %w; nothing was changed in ZooKeeper", name, end, err)
+		return sequence.State{}, fmt.Errorf("sequence %q: write the new end %d and %d windows to the store: %w; nothing was changed in ZooKeeper", name, end, windows, err)
 	}
-	w, err := seqs.Widen(ctx, name, end)
+	widened, err := seqs.Widen(ctx, name, seqzk.Widening{End: end, Windows: windows})
 	if err != nil {
-		return sequence.State{}, fmt.Errorf("%w (the store already holds the end %d: run widen again)", err, end)
+		return sequence.State{}, fmt.Errorf("%w (the store already holds the end %d and %d windows: run widen again)", err, end, windows)
 	}
-	return w, nil
+	return widened, nil
 }

@@ -17,7 +17,8 @@ import (
 // reserve used to cover the whole space, so that a ZooKeeper loss left it
 // exhausted with no ID ever taken. Its reserve is now a sixteenth of its
 // space: it survives a loss with most of its IDs left, says "issued or
-// skipped" when it is used up, and its space can be widened while it runs.
+// skipped" when it is used up, and its space, and its windows, can be
+// widened while it runs.
 func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
@@ -63,10 +64,10 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	if last != 200 {
 		t.Fatalf("the last ID taken before the end was %d, want 200", last)
 	}
-	if _, err := primary.Widen(ctx, c, r.store(), "cap", 150); !errors.Is(err, seqzk.ErrAdvanceRefused) {
+	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 150}); !errors.Is(err, seqzk.ErrAdvanceRefused) {
 		t.Fatalf("narrowing: %v; want refused", err)
 	}
-	w, err := primary.Widen(ctx, c, r.store(), "cap", 400)
+	w, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 400})
 	if err != nil || w.End != 400 {
 		t.Fatalf("widen: %+v, %v", w, err)
 	}
@@ -81,4 +82,35 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	if got[0].Start != 201 {
 		t.Fatalf("took %s after widening; want from 201", got)
 	}
+
+	// More windows, while the primary runs: takes open them and use them,
+	// and a ZooKeeper loss brings the sequence back with them (the store
+	// learnt them first). Fewer is refused.
+	w, err = primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{Windows: 2})
+	if err != nil || w.Windows != 2 || w.End != 400 {
+		t.Fatalf("widen --windows 2: %+v, %v", w, err)
+	}
+	for range 5 {
+		got, err := c.Take(ctx, "cap", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, "from windows", got)
+	}
+	if _, ws, err := c.Inspect(ctx, "cap"); err != nil || len(ws) == 0 {
+		t.Fatalf("no window open after takes from cap with 2 windows: %v, %v", ws, err)
+	}
+	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{Windows: 1}); !errors.Is(err, seqzk.ErrAdvanceRefused) || !strings.Contains(err.Error(), "windows never decrease") {
+		t.Fatalf("fewer windows: %v; want refused", err)
+	}
+	loseZnodes(t, c, "cap")
+	waitFor(t, "cap restored again", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("cap")); return ok })
+	if st, _, err := c.Describe(ctx, "cap"); err != nil || st.Windows != 2 || st.End != 400 {
+		t.Fatalf("after a second loss: %+v, %v; want 2 windows and the end 400", st, err)
+	}
+	got, err = c.Take(ctx, "cap", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.add(t, "after the second loss", got)
 }

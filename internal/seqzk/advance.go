@@ -152,40 +152,59 @@ func CheckAdvance(st state.State, to int64) error {
 	return nil
 }
 
-// Widen moves the end of sequence name's space up to end, for an
-// operator: a bounded sequence that has used up its space, or is about to,
-// goes on handing out IDs above its old end. It never narrows a space (IDs
-// up to the old end may have been handed out) and refuses, with
-// ErrAdvanceRefused and nothing written, a legacy counter (it has no end)
-// and an end beyond state.MaxID. A registration's end simply changes. The
-// ceiling is not raised: the primary raises it (store first) once it sees
-// the wider space. The durable store must already hold the new end in the
-// sequence's record, or a restore after a ZooKeeper loss would bring the
-// sequence back with the old one. It returns the state written (the one
-// read when nothing had to change).
-func (c *Client) Widen(ctx context.Context, name string, end int64) (state.State, error) {
+// Widening is what Widen changes: the end of a sequence's space and its
+// number of window slots. A zero field keeps the sequence's own.
+type Widening struct {
+	End     int64
+	Windows int
+}
+
+// Widen moves the end of sequence name's space up to w.End and its window
+// slots up to w.Windows, for an operator: a bounded sequence that has used
+// up its space, or is about to, goes on handing out IDs above its old end;
+// a busier sequence gets more windows. Neither ever goes down (IDs up to
+// the old end may have been handed out; and the store keeps the most of
+// both, so a decrease would come back with a restore), and it refuses,
+// with ErrAdvanceRefused and nothing written, a legacy counter (it has
+// neither) and values out of range. A registration's settings simply
+// change. The ceiling is not raised: the primary raises it (store first)
+// once it sees the wider space. The durable store must already hold the
+// new settings in the sequence's record, or a restore after a ZooKeeper
+// loss would bring the sequence back with the old ones. It returns the
+// state written (the one read when nothing had to change).
+func (c *Client) Widen(ctx context.Context, name string, w Widening) (state.State, error) {
 	return c.update(ctx, name, func(st *state.State) (bool, error) {
-		if err := CheckWiden(*st, end); err != nil {
+		if err := CheckWiden(*st, w); err != nil {
 			return false, err
 		}
-		if st.End == end {
+		end, windows := max(st.End, w.End), max(st.Windows, w.Windows)
+		if st.End == end && st.Windows == windows {
 			return false, nil
 		}
-		st.End = end
+		st.End, st.Windows = end, windows
 		return true, nil
 	})
 }
 
-// CheckWiden says why a sequence in state st cannot be widened to end, or
-// returns nil.
-func CheckWiden(st state.State, end int64) error {
+// CheckWiden says why a sequence in state st cannot be widened as w asks,
+// or returns nil.
+func CheckWiden(st state.State, w Widening) error {
+	refuse := func(format string, args ...any) error {
+		return fmt.Errorf("sequence %q: %w: %s", st.Name, ErrAdvanceRefused, fmt.Sprintf(format, args...))
+	}
 	switch {
 	case st.Legacy:
-		return fmt.Errorf("sequence %q: %w: a legacy 8-byte counter has no end of space to widen", st.Name, ErrAdvanceRefused)
-	case end < st.End:
-		return fmt.Errorf("sequence %q: %w: --max %d is below its end %d: a space never narrows (IDs up to %d may have been handed out)", st.Name, ErrAdvanceRefused, end, st.End, st.End)
-	case end < 1:
-		return fmt.Errorf("sequence %q: %w: --max %d: IDs start at 1", st.Name, ErrAdvanceRefused, end)
+		return refuse("a legacy 8-byte counter has no end of space or windows to widen ('seqkeeper adopt %s' moves it to the state format first)", st.Name)
+	case w.End < 0 || w.Windows < 0:
+		return refuse("--max %d, --windows %d: want positive values", w.End, w.Windows)
+	case w.End != 0 && w.End < st.End:
+		return refuse("--max %d is below its end %d: a space never narrows (IDs up to %d may have been handed out)", w.End, st.End, st.End)
+	case w.End != 0 && w.End < st.Start:
+		return refuse("--max %d is below its start %d", w.End, st.Start)
+	case w.Windows != 0 && w.Windows < st.Windows:
+		return refuse("--windows %d is below its %d: windows never decrease (the store keeps the most a sequence was given, and a restore would bring them back); create a new sequence for fewer", w.Windows, st.Windows)
+	case w.Windows > state.MaxWindows:
+		return refuse("--windows %d: at most %d", w.Windows, state.MaxWindows)
 	}
 	return nil
 }
