@@ -972,3 +972,30 @@ func TestWidenMaxAndWindows(t *testing.T) {
 		t.Fatalf("after widen: %+v, %v", st, err)
 	}
 }
+
+// adopt moves a Curator counter to the state format above its value, says
+// what it did, and leaves an adopted sequence alone (issue 31).
+func TestAdoptCommand(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
+	ctx := context.Background()
+	if err := c.admin.ZK().EnsurePath(ctx, c.root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.admin.ZK().Create(ctx, c.root+"/old", binary.BigEndian.AppendUint64(nil, 41), 0); err != nil {
+		t.Fatal(err)
+	}
+	if out := c.ok("adopt", "old"); !strings.Contains(out, `adopted "old": the curator 8-byte counter at 41 is now a sequence handing out IDs from 42`) {
+		t.Fatalf("adopt: %q", out)
+	}
+	if out := c.ok("take", "old", "-n", "2"); out != "42:43\n" {
+		t.Fatalf("take after adopt: %q", out)
+	}
+	if out := c.ok("adopt", "old", "-o", "json"); !strings.Contains(out, `"adopted":false`) {
+		t.Fatalf("adopt again: %q", out)
+	}
+	if _, errOut, code := c.run("", "adopt", "missing"); code == 0 || !strings.Contains(errOut, "does not exist") {
+		t.Fatalf("adopt of a missing name: exit %d, %q", code, errOut)
+	}
+}

@@ -237,6 +237,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newRestoreCmd(g),
 		newAdvanceCmd(g),
 		newWidenCmd(g),
+		newAdoptCmd(g),
 		newExportCmd(g),
 		newImportCmd(g),
 	)
