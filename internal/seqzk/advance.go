@@ -87,13 +87,17 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 		nd.valid = false // the child watch fires (or the read was stale)
 		switch {
 		case err == nil:
+			landed := c.observe(res[set].Stat) == st.ZKEpoch
 			if !wrote {
+				// A state read in an epoch that turned out stale (this
+				// client had not written since ZooKeeper changed leaders)
+				// was not trusted after all.
 				replaced, wrote = old, true
-				if !trusted {
+				if !trusted || !landed {
 					replaced = revalidated(old, storedFloor)
 				}
 			}
-			if c.observe(res[set].Stat) == st.ZKEpoch {
+			if landed {
 				return replaced, st, nil
 			}
 			// ZooKeeper changed epochs under us: the state is not
