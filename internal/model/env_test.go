@@ -138,6 +138,7 @@ type env struct {
 	archive     map[string][][]byte // earlier versions of store objects (archiveStore)
 	api         *httptest.Server    // the HTTP API of the admin routes (httpAdmin)
 	apiStore    *persist.Store      // the store api was built on
+	adoptions   int                 // legacy counters adopted (opAdopt)
 }
 
 // fatalf stops the run for a problem of the test's environment (a server
@@ -437,33 +438,14 @@ func (e *env) take(w *worker, who, name string, n int64, timeout time.Duration) 
 // now holds, and the store's ceiling (invariant 2). It may run on any
 // goroutine.
 func (e *env) took(label, who, name string, n int64, got sequence.Ranges, err error) string {
+	if err != nil {
+		return e.record(label, who, name, n, got, err)
+	}
+	e.record(label, who, name, n, got, nil)
 	m := e.m
 	m.mu.Lock()
-	if err != nil {
-		class := m.call("take", err)
-		m.mu.Unlock()
-		return fmt.Sprintf("%s take %s %d -> error %s", who, name, n, class)
-	}
-	m.call("take", nil)
-	for _, p := range m.ledgers[name].take(m.op, who, got) {
-		m.fail(p)
-	}
-	h := m.held[label][name]
-	if h == nil {
-		h = &idSet{}
-		m.held[label][name] = h
-	}
-	for _, r := range got {
-		h.add(r)
-	}
-	for len(h.rs) > 32 { // the worker used its oldest IDs
-		h.rs = h.rs[1:]
-	}
-	m.takesOK++
-	m.handed += got.Count()
 	gen, lost := m.storeGen, m.lost[name]
 	m.mu.Unlock()
-
 	line := fmt.Sprintf("%s take %s %d -> %s", who, name, n, got)
 	if lost {
 		return line + " (store lost the record; not checked against it)"
@@ -488,6 +470,37 @@ func (e *env) took(label, who, name string, n int64, got sequence.Ranges, err er
 			who, got, name, m.op, rec.Ceiling))
 	}
 	return line
+}
+
+// record records a take's result in the oracle and in what the worker now
+// holds, without checking the store (a legacy counter's take has no stored
+// ceiling); took checks it too. It may run on any goroutine.
+func (e *env) record(label, who, name string, n int64, got sequence.Ranges, err error) string {
+	m := e.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil {
+		class := m.call("take", err)
+		return fmt.Sprintf("%s take %s %d -> error %s", who, name, n, class)
+	}
+	m.call("take", nil)
+	for _, p := range m.ledgers[name].take(m.op, who, got) {
+		m.fail(p)
+	}
+	h := m.held[label][name]
+	if h == nil {
+		h = &idSet{}
+		m.held[label][name] = h
+	}
+	for _, r := range got {
+		h.add(r)
+	}
+	for len(h.rs) > 32 { // the worker used its oldest IDs
+		h.rs = h.rs[1:]
+	}
+	m.takesOK++
+	m.handed += got.Count()
+	return fmt.Sprintf("%s take %s %d -> %s", who, name, n, got)
 }
 
 // zkHealthy reports whether ZooKeeper holds a validated state of every

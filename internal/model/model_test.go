@@ -46,7 +46,13 @@ import (
 //     refused;
 //   - moves: an import of the root's own export into a wiped ZooKeeper and
 //     an empty store refuses nothing, a second import changes nothing, and
-//     every ID afterwards is checked against the whole run.
+//     every ID afterwards is checked against the whole run;
+//   - widens: a space never narrows, and every ID stays inside the widest
+//     space asked for (the store may hold it even when the widen failed);
+//   - adoptions: a Curator counter adopted while workers take from it
+//     hands out no ID its old system or its takers handed out (they count
+//     as issued), its store record covers the adopted state at once, and
+//     it is one more sequence of the run from then on, under every fault.
 //
 // The faults: primary handovers (graceful, killed session, expired session
 // with the deposed primary's delayed writes), ZooKeeper restarts (SIGTERM or
@@ -66,7 +72,8 @@ import (
 // ZooKeeper has not revalidated every live sequence in its current epoch (or
 // when it would lose the tombstone of a deleted name, which lives only in
 // the store). Liveness is not checked: takes may fail while faults are
-// active (counted by error class). Legacy 8-byte counters, the HTTP API,
+// active (counted by error class). Legacy 8-byte counters other than
+// during their adoption (their guarantee is the weaker one adopt ends),
 // the election package (primaries are started and stopped by the test) and
 // S3 (the file store has the same semantics) are not exercised. Several
 // replicas contending for leadership are not modelled: a deposed primary is

@@ -49,6 +49,8 @@ var opTable = []opSpec{
 	{"import-beside", 5, (*env).opImportBeside},
 	{"operator-restore", 5, (*env).opOperatorRestore},
 	{"verify", 5, (*env).opVerify},
+	{"widen", 6, (*env).opWiden},
+	{"adopt", 3, (*env).opAdopt},
 
 	// Faults: about one operation in sixty.
 	{"handover", 2, (*env).opHandover},
