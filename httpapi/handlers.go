@@ -31,10 +31,20 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 		}
 		count = n
 	}
+	got, ok := s.takeIDs(w, r, name, count)
+	if ok {
+		writeIDs(w, name, got)
+	}
+}
+
+// takeIDs hands out count IDs of sequence name from the replica's
+// allocator, for the routes that take IDs; on failure it answers the
+// error and returns false.
+func (s *Server) takeIDs(w http.ResponseWriter, r *http.Request, name string, count int64) (sequence.Ranges, bool) {
 	e, err := s.allocator(name)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return nil, false
 	}
 	got, err := s.pull(r.Context(), e, count)
 	if err != nil {
@@ -43,12 +53,12 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 			s.handed.forget(name)
 		}
 		s.fail(w, r, err)
-		return
+		return nil, false
 	}
 	s.handed.add(name, got)
 	s.served.Add(got.Count())
 	e.served.Add(got.Count())
-	writeIDs(w, name, got)
+	return got, true
 }
 
 // countParam returns the count parameter of a query, without parsing the

@@ -53,6 +53,13 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 				}
 			}
 			want := map[httpapi.Access][]string{httpapi.Open: nil, httpapi.Taker: {"token"}, httpapi.Admin: {"admin"}}[rt.Access]
+			allowed := rt.Query
+			if rt.TokenInQuery {
+				// The token may come as the query parameter token: a
+				// security scheme of its own, not a parameter.
+				want = append(slices.Clone(want), "tokenQuery")
+				allowed = slices.DeleteFunc(slices.Clone(allowed), func(p string) bool { return p == "token" })
+			}
 			if !slices.Equal(schemes, want) {
 				t.Errorf("%s: security %v in the document, want %v (the route is %s)", key, schemes, want, rt.Access)
 			}
@@ -64,8 +71,8 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 					query = append(query, p.Value.Name)
 				}
 			}
-			if rt.Query != nil && !slices.Equal(slices.Sorted(slices.Values(query)), slices.Sorted(slices.Values(rt.Query))) {
-				t.Errorf("%s: query parameters %v in the document, %v in the route table", key, query, rt.Query)
+			if rt.Query != nil && !slices.Equal(slices.Sorted(slices.Values(query)), slices.Sorted(slices.Values(allowed))) {
+				t.Errorf("%s: query parameters %v in the document, %v in the route table", key, query, allowed)
 			}
 		}
 	}

@@ -56,6 +56,10 @@ type Route struct {
 	// ?count=5) is not silently ignored. Nil for the routes outside /v1
 	// (probes, metrics, the console), which take whatever is sent.
 	Query []string
+	// TokenInQuery routes take the token as the query parameter token too
+	// (a bearer header wins): the compatibility routes, whose clients
+	// (Leaf's, Tinyid's) send no header.
+	TokenInQuery bool
 }
 
 // route is a Route with its handler.
@@ -66,25 +70,30 @@ type route struct {
 
 // routeTable is every route the Server serves.
 var routeTable = []route{
-	{Route{"POST", "/v1/sequences/{name}/ids", Taker, []string{"count"}}, (*Server).handleIDs},
-	{Route{"POST", "/v1/sequences/{name}/recycle", Taker, []string{}}, (*Server).handleRecycle},
-	{Route{"GET", "/v1/sequences", Taker, []string{"limit", "cursor", "prefix", "health"}}, (*Server).handleList},
-	{Route{"POST", "/v1/sequences", Admin, []string{}}, (*Server).handleCreate},
-	{Route{"GET", "/v1/sequences/{name}", Taker, []string{}}, (*Server).handleDescribe},
-	{Route{"DELETE", "/v1/sequences/{name}", Admin, []string{}}, (*Server).handleDelete},
-	{Route{"GET", "/v1/status", Taker, []string{"sequences", "name"}}, (*Server).handleStatus},
-	{Route{"GET", "/v1/openapi.json", Open, []string{}}, (*Server).handleOpenAPI},
-	{Route{"GET", "/v1/history", Taker, []string{}}, (*Server).handleHistory},
+	{Route{"POST", "/v1/sequences/{name}/ids", Taker, []string{"count"}, false}, (*Server).handleIDs},
+	{Route{"POST", "/v1/sequences/{name}/recycle", Taker, []string{}, false}, (*Server).handleRecycle},
+	{Route{"GET", "/v1/sequences", Taker, []string{"limit", "cursor", "prefix", "health"}, false}, (*Server).handleList},
+	{Route{"POST", "/v1/sequences", Admin, []string{}, false}, (*Server).handleCreate},
+	{Route{"GET", "/v1/sequences/{name}", Taker, []string{}, false}, (*Server).handleDescribe},
+	{Route{"DELETE", "/v1/sequences/{name}", Admin, []string{}, false}, (*Server).handleDelete},
+	{Route{"GET", "/v1/status", Taker, []string{"sequences", "name"}, false}, (*Server).handleStatus},
+	{Route{"GET", "/v1/openapi.json", Open, []string{}, false}, (*Server).handleOpenAPI},
+	{Route{"GET", "/v1/history", Taker, []string{}, false}, (*Server).handleHistory},
 	// The status console (console.go): open files, which read the /v1
 	// routes with the token.
-	{Route{"GET", "/ui/{file...}", Open, nil}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},
-	{Route{"GET", "/ui", Open, nil}, func(_ *Server, w http.ResponseWriter, r *http.Request) { redirectToConsole(w, r) }},
-	{Route{"GET", "/metrics", Taker, nil}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
+	{Route{"GET", "/ui/{file...}", Open, nil, false}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},
+	{Route{"GET", "/ui", Open, nil, false}, func(_ *Server, w http.ResponseWriter, r *http.Request) { redirectToConsole(w, r) }},
+	{Route{"GET", "/metrics", Taker, nil, false}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.promHandler.ServeHTTP(w, r) }},
 	// Liveness: the process serves HTTP. Nothing outside it (ZooKeeper,
 	// the store) makes it fail, so an outage never restarts replicas.
-	{Route{"GET", "/livez", Open, nil}, (*Server).handleLive},
-	{Route{"GET", "/healthz", Open, nil}, (*Server).handleLive}, // the name before /livez
-	{Route{"GET", "/readyz", Open, nil}, (*Server).handleReady},
+	{Route{"GET", "/livez", Open, nil, false}, (*Server).handleLive},
+	{Route{"GET", "/healthz", Open, nil, false}, (*Server).handleLive}, // the name before /livez
+	{Route{"GET", "/readyz", Open, nil, false}, (*Server).handleReady},
+	// Compatibility (compat.go): the read routes of Meituan's Leaf and of
+	// Tinyid, for their clients to point at a replica unchanged.
+	{Route{"GET", "/api/segment/get/{key}", Taker, []string{"token"}, true}, (*Server).handleLeaf},
+	{Route{"GET", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
+	{Route{"POST", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
 }
 
 // Routes returns every route of the API, in a fixed order.
@@ -163,8 +172,14 @@ func (s *Server) guard(rt route) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		bearer := strings.EqualFold(scheme, "Bearer")
+		if rt.TokenInQuery && r.Header.Get("Authorization") == "" {
+			// The query, or a POST's form body (Tinyid's clients send
+			// either).
+			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			got, bearer = r.FormValue("token"), true
+		}
+		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
 		admin := bearer && s.hasAdminToken && subtle.ConstantTimeCompare(sum[:], s.adminToken[:]) == 1
 		taker := bearer && s.hasToken && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
 		switch {
@@ -180,7 +195,11 @@ func (s *Server) guard(rt route) http.Handler {
 			if rt.Access == Admin {
 				name = "http_admin_token"
 			}
-			writeError(w, http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("missing or wrong bearer token: send 'Authorization: Bearer <token>' with the token the replica was started with (%s)", name))
+			how := "send 'Authorization: Bearer <token>'"
+			if rt.TokenInQuery {
+				how += " or ?token=<token>"
+			}
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, fmt.Sprintf("missing or wrong bearer token: %s with the token the replica was started with (%s)", how, name))
 		}
 	})
 }

@@ -230,7 +230,9 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // checkRequest validates req; refused is why the document refuses it (nil:
 // it accepts it). The server reads a body as JSON whatever its
-// Content-Type (curl -d sends a form type), so the check does too.
+// Content-Type (curl -d sends a form type), so the check does too, except
+// on a route whose document declares the request's type (Tinyid's form
+// body).
 func (v *Transport) checkRequest(req *http.Request, body []byte) (*openapi3filter.RequestValidationInput, error) {
 	route, params, err := v.router.FindRoute(req)
 	if err != nil {
@@ -239,7 +241,8 @@ func (v *Transport) checkRequest(req *http.Request, body []byte) (*openapi3filte
 	probe := req.Clone(context.Background())
 	if body != nil {
 		probe.Body = io.NopCloser(bytes.NewReader(body))
-		if ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); ct != "application/json" {
+		ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+		if rb := route.Operation.RequestBody; ct != "application/json" && (rb == nil || rb.Value == nil || rb.Value.Content.Get(ct) == nil) {
 			probe.Header.Set("Content-Type", "application/json")
 		}
 	}

@@ -744,6 +744,33 @@ type Unavailable = Error
 // UnknownSequence defines model for UnknownSequence.
 type UnknownSequence = Error
 
+// TinyidNextIdSimpleGetParams defines parameters for TinyidNextIdSimpleGet.
+type TinyidNextIdSimpleGetParams struct {
+	// BizType The sequence's name (Tinyid's biz_type).
+	BizType Name `form:"bizType" json:"bizType"`
+
+	// BatchSize How many IDs; above the replica's limit (10000 by default), the limit.
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+}
+
+// TinyidNextIdSimplePostFormdataBody defines parameters for TinyidNextIdSimplePost.
+type TinyidNextIdSimplePostFormdataBody struct {
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// BizType 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
+	BizType *Name   `form:"bizType,omitempty" json:"bizType,omitempty"`
+	Token   *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextIdSimplePostParams defines parameters for TinyidNextIdSimplePost.
+type TinyidNextIdSimplePostParams struct {
+	// BizType The sequence's name (Tinyid's biz_type); here or in the form body, and required in one of them.
+	BizType *Name `form:"bizType,omitempty" json:"bizType,omitempty"`
+
+	// BatchSize How many IDs; above the replica's limit (10000 by default), the limit.
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+}
+
 // ListSequencesParams defines parameters for ListSequences.
 type ListSequencesParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
@@ -784,6 +811,9 @@ type StatusParams struct {
 
 // StatusParamsSequences defines parameters for Status.
 type StatusParamsSequences string
+
+// TinyidNextIdSimplePostFormdataRequestBody defines body for TinyidNextIdSimplePost for application/x-www-form-urlencoded ContentType.
+type TinyidNextIdSimplePostFormdataRequestBody TinyidNextIdSimplePostFormdataBody
 
 // CreateSequenceJSONRequestBody defines body for CreateSequence for application/json ContentType.
 type CreateSequenceJSONRequestBody = CreateRequest
@@ -865,6 +895,13 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// LeafSegmentGet Take one ID, as Leaf does
+	//
+	// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all).
+	//
+	// Corresponds with GET /api/segment/get/{key} (the `LeafSegmentGet` operationId).
+	LeafSegmentGet(ctx context.Context, key Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Healthz Liveness (the older name)
 	//
 	// The same as /livez.
@@ -892,6 +929,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimpleGet Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGet` operationId).
+	TinyidNextIdSimpleGet(ctx context.Context, params *TinyidNextIdSimpleGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimplePostWithBody Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+	TinyidNextIdSimplePostWithBody(ctx context.Context, params *TinyidNextIdSimplePostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimplePostWithFormdataBody Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+	TinyidNextIdSimplePostWithFormdataBody(ctx context.Context, params *TinyidNextIdSimplePostParams, body TinyidNextIdSimplePostFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ConsoleRedirect The status console
 	//
@@ -1000,6 +1062,23 @@ type ClientInterface interface {
 	Status(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// LeafSegmentGet Take one ID, as Leaf does
+//
+// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all).
+//
+// Corresponds with GET /api/segment/get/{key} (the `LeafSegmentGet` operationId).
+func (c *Client) LeafSegmentGet(ctx context.Context, key Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeafSegmentGetRequest(c.Server, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // Healthz Liveness (the older name)
 //
 // The same as /livez.
@@ -1058,6 +1137,61 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimpleGet Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGet` operationId).
+func (c *Client) TinyidNextIdSimpleGet(ctx context.Context, params *TinyidNextIdSimpleGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimpleGetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimplePostWithBody Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+func (c *Client) TinyidNextIdSimplePostWithBody(ctx context.Context, params *TinyidNextIdSimplePostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimplePostRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimplePostWithFormdataBody Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+func (c *Client) TinyidNextIdSimplePostWithFormdataBody(ctx context.Context, params *TinyidNextIdSimplePostParams, body TinyidNextIdSimplePostFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimplePostRequestWithFormdataBody(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1314,6 +1448,40 @@ func (c *Client) Status(ctx context.Context, params *StatusParams, reqEditors ..
 	return c.Client.Do(req)
 }
 
+// NewLeafSegmentGetRequest constructs an http.Request for the LeafSegmentGet method
+func NewLeafSegmentGetRequest(server string, key Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/segment/get/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewHealthzRequest constructs an http.Request for the Healthz method
 func NewHealthzRequest(server string) (*http.Request, error) {
 	var err error
@@ -1418,6 +1586,147 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewTinyidNextIdSimpleGetRequest constructs an http.Request for the TinyidNextIdSimpleGet method
+func NewTinyidNextIdSimpleGetRequest(server string, params *TinyidNextIdSimpleGetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextIdSimplePostRequestWithFormdataBody calls the generic TinyidNextIdSimplePost builder with application/x-www-form-urlencoded body
+func NewTinyidNextIdSimplePostRequestWithFormdataBody(server string, params *TinyidNextIdSimplePostParams, body TinyidNextIdSimplePostFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewTinyidNextIdSimplePostRequestWithBody(server, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewTinyidNextIdSimplePostRequestWithBody constructs an http.Request for the TinyidNextIdSimplePost method, with any body, and a specified content type
+func NewTinyidNextIdSimplePostRequestWithBody(server string, params *TinyidNextIdSimplePostParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/tinyid/id/nextIdSimple")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.BizType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", *params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -1995,6 +2304,15 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// LeafSegmentGetWithResponse Take one ID, as Leaf does
+	//
+	// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/segment/get/{key} (the `LeafSegmentGet` operationId).
+	LeafSegmentGetWithResponse(ctx context.Context, key Name, reqEditors ...RequestEditorFn) (*LeafSegmentGetResponse, error)
+
 	// HealthzWithResponse Liveness (the older name)
 	//
 	// The same as /livez.
@@ -2030,6 +2348,33 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+
+	// TinyidNextIdSimpleGetWithResponse Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGet` operationId).
+	TinyidNextIdSimpleGetWithResponse(ctx context.Context, params *TinyidNextIdSimpleGetParams, reqEditors ...RequestEditorFn) (*TinyidNextIdSimpleGetResponse, error)
+
+	// TinyidNextIdSimplePostWithBodyWithResponse Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+	TinyidNextIdSimplePostWithBodyWithResponse(ctx context.Context, params *TinyidNextIdSimplePostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostResponse, error)
+
+	// TinyidNextIdSimplePostWithFormdataBodyWithResponse Take IDs, as Tinyid does
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+	TinyidNextIdSimplePostWithFormdataBodyWithResponse(ctx context.Context, params *TinyidNextIdSimplePostParams, body TinyidNextIdSimplePostFormdataRequestBody, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostResponse, error)
 
 	// ConsoleRedirectWithResponse The status console
 	//
@@ -2156,6 +2501,96 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/status (the `Status` operationId).
 	StatusWithResponse(ctx context.Context, params *StatusParams, reqEditors ...RequestEditorFn) (*StatusResponse, error)
+}
+
+// LeafSegmentGetResponse401Headers the declared response headers of an HTTP 401 response for LeafSegmentGet
+type LeafSegmentGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// LeafSegmentGetResponse503Headers the declared response headers of an HTTP 503 response for LeafSegmentGet
+type LeafSegmentGetResponse503Headers struct {
+	RetryAfter *string
+}
+
+type LeafSegmentGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *LeafSegmentGetResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LeafSegmentGetResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r LeafSegmentGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r LeafSegmentGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeafSegmentGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeafSegmentGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeafSegmentGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type HealthzResponse struct {
@@ -2344,6 +2779,186 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TinyidNextIdSimpleGetResponse401Headers the declared response headers of an HTTP 401 response for TinyidNextIdSimpleGet
+type TinyidNextIdSimpleGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TinyidNextIdSimpleGetResponse503Headers the declared response headers of an HTTP 503 response for TinyidNextIdSimpleGet
+type TinyidNextIdSimpleGetResponse503Headers struct {
+	RetryAfter *string
+}
+
+type TinyidNextIdSimpleGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TinyidNextIdSimpleGetResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TinyidNextIdSimpleGetResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r TinyidNextIdSimpleGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIdSimpleGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIdSimpleGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIdSimpleGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIdSimpleGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TinyidNextIdSimplePostResponse401Headers the declared response headers of an HTTP 401 response for TinyidNextIdSimplePost
+type TinyidNextIdSimplePostResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TinyidNextIdSimplePostResponse503Headers the declared response headers of an HTTP 503 response for TinyidNextIdSimplePost
+type TinyidNextIdSimplePostResponse503Headers struct {
+	RetryAfter *string
+}
+
+type TinyidNextIdSimplePostResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TinyidNextIdSimplePostResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TinyidNextIdSimplePostResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r TinyidNextIdSimplePostResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIdSimplePostResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIdSimplePostResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIdSimplePostResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIdSimplePostResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3248,6 +3863,21 @@ func (r StatusResponse) ContentType() string {
 	return ""
 }
 
+// LeafSegmentGetWithResponse Take one ID, as Leaf does
+//
+// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/segment/get/{key} (the `LeafSegmentGet` operationId).
+func (c *ClientWithResponses) LeafSegmentGetWithResponse(ctx context.Context, key Name, reqEditors ...RequestEditorFn) (*LeafSegmentGetResponse, error) {
+	rsp, err := c.LeafSegmentGet(ctx, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeafSegmentGetResponse(rsp)
+}
+
 // HealthzWithResponse Liveness (the older name)
 //
 // The same as /livez.
@@ -3306,6 +3936,51 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// TinyidNextIdSimpleGetWithResponse Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGet` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimpleGetWithResponse(ctx context.Context, params *TinyidNextIdSimpleGetParams, reqEditors ...RequestEditorFn) (*TinyidNextIdSimpleGetResponse, error) {
+	rsp, err := c.TinyidNextIdSimpleGet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimpleGetResponse(rsp)
+}
+
+// TinyidNextIdSimplePostWithBodyWithResponse Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimplePostWithBodyWithResponse(ctx context.Context, params *TinyidNextIdSimplePostParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostResponse, error) {
+	rsp, err := c.TinyidNextIdSimplePostWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimplePostResponse(rsp)
+}
+
+// TinyidNextIdSimplePostWithFormdataBodyWithResponse Take IDs, as Tinyid does
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200).
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /tinyid/id/nextIdSimple (the `TinyidNextIdSimplePost` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimplePostWithFormdataBodyWithResponse(ctx context.Context, params *TinyidNextIdSimplePostParams, body TinyidNextIdSimplePostFormdataRequestBody, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostResponse, error) {
+	rsp, err := c.TinyidNextIdSimplePostWithFormdataBody(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimplePostResponse(rsp)
 }
 
 // ConsoleRedirectWithResponse The status console
@@ -3518,6 +4193,90 @@ func (c *ClientWithResponses) StatusWithResponse(ctx context.Context, params *St
 	return ParseStatusResponse(rsp)
 }
 
+// ParseLeafSegmentGetResponse parses an HTTP response from a LeafSegmentGetWithResponse call
+func ParseLeafSegmentGetResponse(rsp *http.Response) (*LeafSegmentGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeafSegmentGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers LeafSegmentGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers LeafSegmentGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseHealthzResponse parses an HTTP response from a HealthzWithResponse call
 func ParseHealthzResponse(rsp *http.Response) (*HealthzResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3649,6 +4408,174 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIdSimpleGetResponse parses an HTTP response from a TinyidNextIdSimpleGetWithResponse call
+func ParseTinyidNextIdSimpleGetResponse(rsp *http.Response) (*TinyidNextIdSimpleGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIdSimpleGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TinyidNextIdSimpleGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers TinyidNextIdSimpleGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIdSimplePostResponse parses an HTTP response from a TinyidNextIdSimplePostWithResponse call
+func ParseTinyidNextIdSimplePostResponse(rsp *http.Response) (*TinyidNextIdSimplePostResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIdSimplePostResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TinyidNextIdSimplePostResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers TinyidNextIdSimplePostResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
