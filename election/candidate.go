@@ -1,6 +1,7 @@
 package election
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -76,18 +77,8 @@ func sortedCandidates(children []string) []entry {
 			out = append(out, c)
 		}
 	}
-	slices.SortFunc(out, func(a, b entry) int { return compareInt(a.seq, b.seq) })
+	slices.SortFunc(out, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
 	return out
-}
-
-func compareInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // join gives c a node: the one a previous attempt with the same GUID made in

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -106,7 +107,7 @@ func (h *handedOut) knowsKey(name, key string, ids sequence.Ranges) bool {
 // coalesced.
 func union(a, b sequence.Ranges) sequence.Ranges {
 	all := slices.Concat(a, b)
-	slices.SortFunc(all, func(x, y sequence.Range) int { return cmpInt(x.Start, y.Start) })
+	slices.SortFunc(all, func(x, y sequence.Range) int { return cmp.Compare(x.Start, y.Start) })
 	var out sequence.Ranges
 	for _, r := range all {
 		if n := len(out); n > 0 && (r.Start <= out[n-1].End || out[n-1].End < math.MaxInt64 && r.Start == out[n-1].End+1) {
@@ -116,16 +117,6 @@ func union(a, b sequence.Ranges) sequence.Ranges {
 		out = append(out, r)
 	}
 	return out
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // subtract returns a minus b, sorted; both are sorted and coalesced.
