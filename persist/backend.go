@@ -30,8 +30,8 @@ type Backend interface {
 	// may have landed. Callers re-read before trusting anything cached.
 	Put(ctx context.Context, key string, data []byte, ifMatch string) (etag string, err error)
 	// Delete removes the object; a missing object is not an error. It is
-	// unconditional: the store deletes only log segments that a durable
-	// checkpoint has made obsolete (see Store.Compact).
+	// unconditional: the store deletes only log segments whose records the
+	// buckets already hold (see Store.Compact).
 	Delete(ctx context.Context, key string) error
 	// List returns the key of every object under prefix (which ends with
 	// '/'), sorted, without the backend's own prefix. It is consistent: an

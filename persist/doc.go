@@ -4,8 +4,8 @@
 //
 // # The seam
 //
-// Backend is a conditional object store with three methods: Get, a
-// create-only or If-Match Put, and String. Two real implementations live
+// Backend is a conditional object store: Get, a create-only or If-Match
+// Put, Delete, List and String. Two real implementations live
 // here: S3Backend (any S3-compatible server, conditional writes with
 // If-None-Match: * and If-Match) and FileBackend (one directory, for a single
 // host or development: a lock file, atomic rename, fsync). Both pass one
@@ -23,16 +23,24 @@
 // at the next free position, and Compact folds segments into the buckets in
 // the background. The layout:
 //
-//	meta               format version and bucket count, written once
-//	epoch              the leader epoch, advanced by conditional write, and
-//	                   the log's checkpoint (segments folded) and sweep mark
+//	meta               format version, bucket count and sequences root,
+//	                   written once (rebuilt from a bucket's header if lost)
+//	epoch              the leader epoch, advanced by conditional write
+//	                   (repaired after a write if lost)
 //	buckets/<hex id>   the records of every name that hashes to the bucket
 //	log/<hex position> one store write's records (see log.go)
 //
-// A store written before the log (epoch object v1) is read as it is: its
-// log is empty. Its epoch object is migrated to v2 on the first write, from
-// which point a seqkeeper of the bucket layout refuses the store
-// (ErrNewerFormat) rather than read it without its log.
+// Readers find the log by listing it (Backend.List), so no object points
+// at another and losing any one object loses only the records it alone
+// held. A Record is a lattice: every write, read and fold joins records
+// by maximum (Merge), so the order in which objects are written, read,
+// folded or repeated cannot change what the store returns. Compact folds
+// the segments into the buckets, then deletes them.
+//
+// A store of an older format is read as it is and migrated on the first
+// write (the epoch object's checkpoint of format v2 is ignored: the log is
+// listed); a format newer than this seqkeeper knows is refused
+// (ErrNewerFormat) rather than read in part.
 //
 // # What holds
 //
@@ -56,9 +64,9 @@
 //   - A corrupt log segment fails every read and write that reaches it: it
 //     could hold any sequence's ceiling. The error names it; an operator
 //     must repair or remove it.
-//   - A corrupt bucket object stops compaction (the checkpoint cannot pass
-//     segments that were not folded), so the log grows until an operator
-//     repairs it; reads stay correct.
+//   - A corrupt bucket object stops compaction from folding into it (its
+//     segments are not deleted), so the log grows until an operator repairs
+//     it; reads stay correct.
 //   - The store cannot tell a lost bucket object from one never written: S3
 //     does not lose objects, and an empty store is reported as empty.
 //     Telling a wiped or replaced store (or ZooKeeper ensemble) from a new

@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,11 +78,9 @@ func (s *Store) GetMany(ctx context.Context, names []string) (map[string]Record,
 	return out, nil
 }
 
-func byName(r Record, name string) int { return cmp.Compare(r.Name, name) }
-
 // Load returns every record in the store, tombstones included, sorted by
 // name. It reads all buckets in parallel (StoreOptions.Parallelism) and the
-// log above the checkpoint.
+// log's segments.
 //
 // If err is not nil the result is incomplete: the records of the buckets
 // named in err (BucketErrors; see Affects) are missing, and a caller
