@@ -64,9 +64,9 @@
 //   - A corrupt log segment fails every read and write that reaches it: it
 //     could hold any sequence's ceiling. The error names it; an operator
 //     must repair or remove it.
-//   - A corrupt bucket object stops compaction from folding into it (its
-//     segments are not deleted), so the log grows until an operator repairs
-//     it; reads stay correct.
+//   - A corrupt bucket object stops compaction (no segment is deleted while
+//     a fold fails), so the log grows until an operator repairs it; reads
+//     stay correct.
 //   - The store cannot tell a lost bucket object from one never written: S3
 //     does not lose objects, and an empty store is reported as empty.
 //     Telling a wiped or replaced store (or ZooKeeper ensemble) from a new
