@@ -82,6 +82,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		moved int64
 		czxid int64 // of a rotated sequence's new znode
 	}
+	var births []persist.Record // initialised: the store learns their incarnation
 	done := make(map[string]result, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
@@ -110,10 +111,18 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 				errs = append(errs, err)
 			} else if st.Name != "" {
 				done[pl.name] = result{st, moved, czxid}
+				if pl.kind == planInit {
+					r := pl.rec
+					r.Ceiling, r.Live = pl.ceiling, pl.floor
+					births = append(births, r)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	if err := p.confirmBirths(ctx, births); err != nil {
+		errs = append(errs, err)
+	}
 	// What we wrote is the state now: deciding again from the events of
 	// our own writes, or from a sweep before they arrive, must not redo it.
 	p.view.Lock()
@@ -148,6 +157,28 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		errs = append(errs, fmt.Errorf("persist ceilings: %w", putErr))
 	}
 	return errors.Join(errs...)
+}
+
+// confirmBirths tells the store of the incarnations ZooKeeper now holds
+// (their Live): until then the store held only their ceilings, so that a
+// birth a delete overtook (its guarded initialisation failed) never made
+// the store claim a live name ZooKeeper does not hold. Should this write
+// fail, or the primary stop before it, the audit learns the incarnation
+// from ZooKeeper (mirrorDeletions); meanwhile a ZooKeeper data loss would
+// cost the new incarnation (the store holds it deleted), never an ID.
+func (p *Primary) confirmBirths(ctx context.Context, births []persist.Record) error {
+	if len(births) == 0 {
+		return nil
+	}
+	if err := p.put(ctx, births); err != nil {
+		return fmt.Errorf("record %d new incarnations in the store (the audit will): %w", len(births), err)
+	}
+	p.view.Lock()
+	defer p.view.Unlock()
+	for _, r := range births {
+		p.records[r.Name] = p.records[r.Name].join(r)
+	}
+	return nil
 }
 
 // carryOut makes one plan's ZooKeeper change, after the store holds its

@@ -159,8 +159,11 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		if !ok {
 			return plan{}, false // decided once prepareBirths has read its floor
 		}
+		// The store learns the new incarnation (Live) only once
+		// ZooKeeper has it (apply confirms it): a birth that a delete
+		// overtakes must not leave the store claiming a live name that
+		// ZooKeeper never held (a restore would bring it back).
 		floor := max(st.Start, b.floor)
-		base.Live = floor
 		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base, guard: b.guard}, true
 	}
 	floor := reconcile.Floor(st, rec, stored)

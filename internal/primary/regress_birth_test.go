@@ -1,0 +1,86 @@
+package primary_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/reconcile"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+)
+
+// Regression (found by the model test, seed 0x18eba2894e393fe1 op #5644: a
+// deleted name back in ZooKeeper): a name deleted and registered again;
+// the primary reads its floor (above the first tombstone) and writes the
+// new incarnation's birth to the store, and that write is slow; meanwhile
+// the registration is deleted (its tombstone read the store before the
+// birth landed). The birth then landed with an incarnation above the
+// second tombstone, so the store held the name live although ZooKeeper
+// never initialised it (its guarded initialisation failed), and the next
+// restore or import brought the deleted name back. The store now learns
+// an incarnation only once ZooKeeper holds it.
+func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	pstore, pgate := gatedFileStore(t, dir)
+	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
+		c.StoreTimeout = time.Minute
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(ctx, "s", 10); err != nil {
+		t.Fatal(err)
+	}
+	ostore := fileStore(t, dir)
+	first, err := primary.Delete(ctx, c, ostore, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // the primary settles
+
+	// Registered again; the primary's birth store write is held.
+	g := pgate.arm()
+	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	waitGate(t, "the primary's birth store write", g.hit)
+	second, err := primary.Delete(ctx, c, ostore, "s")
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	close(g.release) // the birth lands; its initialisation finds the delete
+	time.Sleep(2 * time.Second)
+
+	rec, err := ostore.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("tombstones %d then %d; the store holds live %d dead %d ceiling %d", first, second, rec.Live, rec.Dead, rec.Ceiling)
+	if !rec.Deleted() {
+		t.Fatalf("the store holds deleted sequence s live (incarnation %d above the tombstone %d): a restore would bring it back", rec.Live, rec.Dead)
+	}
+	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+		t.Fatal("deleted sequence s exists in ZooKeeper")
+	}
+	// An operator's restore finds nothing to bring back.
+	rep, err := reconcile.Compare(ctx, c, ostore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Plan()
+	if err := reconcile.Apply(ctx, c, ostore, rep, 100); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+		t.Fatal("restore brought deleted sequence s back")
+	}
+}
