@@ -8,7 +8,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -26,7 +25,7 @@ type Adopted struct {
 	// Counter is the legacy counter it replaced.
 	Counter seqzk.LegacyCounter
 	// State is the sequence it wrote in its place.
-	State sequence.State
+	State state.State
 }
 
 // Adopt moves the legacy 8-byte counter of sequence name (Curator's
@@ -47,7 +46,7 @@ type Adopted struct {
 // A sequence in the state format already is ErrNotLegacy (nothing to do);
 // a name the store holds a tombstone for is refused.
 func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, minReserve int64) (Adopted, error) {
-	if err := sequence.ValidateName(name); err != nil {
+	if err := seqzk.ValidateName(name); err != nil {
 		return Adopted{}, err
 	}
 	headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, state.DefaultStart, state.MaxID, false))

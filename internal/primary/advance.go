@@ -8,7 +8,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -20,7 +19,7 @@ const putAttempts = 5
 type Advanced struct {
 	// Replaced is the state the advance replaced, and State the state it
 	// wrote. Both are zero when nothing had to change.
-	Replaced, State sequence.State
+	Replaced, State state.State
 	// Stored is the ceiling the store held for the sequence before
 	// ZooKeeper was changed.
 	Stored int64
@@ -36,13 +35,13 @@ func (a Advanced) Changed() bool { return a.State.Name != "" }
 // store's floor count (see seqzk.Client.Advance): below it, IDs may have
 // been handed out after the state was written, and clients may still push
 // them back.
-func (a Advanced) Skipped() sequence.Ranges {
+func (a Advanced) Skipped() state.Ranges {
 	if !a.Changed() {
 		return nil
 	}
-	out := append(sequence.Ranges(nil), a.Replaced.Recycled...)
+	out := append(state.Ranges(nil), a.Replaced.Recycled...)
 	if a.State.Next > a.Replaced.Next {
-		out = append(out, sequence.Range{Start: a.Replaced.Next, End: a.State.Next - 1})
+		out = append(out, state.Range{Start: a.Replaced.Next, End: a.State.Next - 1})
 	}
 	return out
 }
@@ -63,7 +62,7 @@ func (a Advanced) Skipped() sequence.Ranges {
 // changing primary. IDs that clients already took (a hi-lo allocator's
 // batch) are theirs: they may still be handed out by those clients.
 func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, to, minReserve int64) (Advanced, error) {
-	if err := sequence.ValidateName(name); err != nil {
+	if err := seqzk.ValidateName(name); err != nil {
 		return Advanced{}, err
 	}
 	st, windows, err := seqs.Inspect(ctx, name)

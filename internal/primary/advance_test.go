@@ -9,7 +9,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // Advance beside a running primary and busy takers: every take that
@@ -135,10 +134,10 @@ func TestAdvanceRefusals(t *testing.T) {
 	if _, err := primary.Advance(ctx, c, store, "small", 100, 10); !errors.Is(err, seqzk.ErrAdvanceRefused) {
 		t.Fatalf("advance of an exhausted sequence: %v, want ErrAdvanceRefused", err)
 	}
-	if _, err := primary.Advance(ctx, c, store, "no/such", 5, 10); !errors.Is(err, sequence.ErrInvalidName) {
+	if _, err := primary.Advance(ctx, c, store, "no/such", 5, 10); !errors.Is(err, seqzk.ErrInvalidName) {
 		t.Fatalf("advance of a bad name: %v", err)
 	}
-	if _, err := primary.Advance(ctx, c, store, "missing", 5, 10); !errors.Is(err, sequence.ErrUnknownSequence) {
+	if _, err := primary.Advance(ctx, c, store, "missing", 5, 10); !errors.Is(err, seqzk.ErrUnknownSequence) {
 		t.Fatalf("advance of a missing sequence: %v", err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // opTimeout bounds one planned ZooKeeper operation (a raise, a
@@ -78,7 +78,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	var mu sync.Mutex
 	errs := []error{landErr}
 	type result struct {
-		st    sequence.State
+		st    state.State
 		moved int64
 		czxid int64 // of a rotated sequence's new znode
 	}
@@ -94,7 +94,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			var before sequence.State
+			var before state.State
 			if t := p.seqs[pl.name]; t != nil {
 				before = t.state
 			}
@@ -185,9 +185,9 @@ func (p *Primary) confirmBirths(ctx context.Context, births []persist.Record) er
 // ceiling.
 // It also returns how far the primary itself moved next (a fast-forward,
 // windows carved): that is not consumption, and the rate must not count it.
-func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) (sequence.State, int64, int64, error) {
+func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (state.State, int64, int64, error) {
 	var (
-		st    sequence.State
+		st    state.State
 		czxid int64
 		err   error
 	)
@@ -214,11 +214,11 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
-	if errors.Is(err, sequence.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {
-		return sequence.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
+	if errors.Is(err, seqzk.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {
+		return state.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
 	}
 	if err != nil {
-		return sequence.State{}, 0, 0, err
+		return state.State{}, 0, 0, err
 	}
 	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
 		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
@@ -240,7 +240,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before sequence.State) 
 // it runs dry; this fills the slots of a new or revalidated sequence and
 // those whose clients found the ceiling. Windows are carved below the
 // ceiling, so they need no store write of their own.
-func (p *Primary) topUpWindows(ctx context.Context, name string, st sequence.State) (int64, error) {
+func (p *Primary) topUpWindows(ctx context.Context, name string, st state.State) (int64, error) {
 	var demand float64
 	if t := p.seqs[name]; t != nil {
 		demand = t.rate

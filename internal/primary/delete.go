@@ -5,7 +5,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // The store buries deleted sequences.
@@ -24,4 +24,4 @@ func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name 
 
 // TombstoneCeiling is the highest ID a sequence in state st may have
 // issued: see seqzk.TombstoneCeiling.
-func TombstoneCeiling(st sequence.State) int64 { return seqzk.TombstoneCeiling(st) }
+func TombstoneCeiling(st state.State) int64 { return seqzk.TombstoneCeiling(st) }

@@ -7,7 +7,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/internal/primary"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 func TestTombstoneCeiling(t *testing.T) {
@@ -19,12 +18,12 @@ func TestTombstoneCeiling(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		st   sequence.State
+		st   state.State
 		want int64
 	}{
 		{"legacy: the counter", st, 77},
-		{"registration: start-1, nothing issued", sequence.State{Registered: true, Start: 10}, 9},
-		{"full: the ceiling", sequence.State{Start: 1, Next: 5, Ceiling: 40}, 40},
+		{"registration: start-1, nothing issued", state.State{Registered: true, Start: 10}, 9},
+		{"full: the ceiling", state.State{Start: 1, Next: 5, Ceiling: 40}, 40},
 	} {
 		if got := primary.TombstoneCeiling(tt.st); got != tt.want {
 			t.Errorf("%s: tombstone ceiling %d, want %d", tt.name, got, tt.want)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // S3 down: ceilings stop rising, clients run on the reserve and then get the
@@ -59,14 +58,14 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	var highest int64
 	var err error
 	for i := 0; i < 10_000; i++ {
-		var got sequence.Ranges
+		var got state.Ranges
 		got, err = c.Take(ctx, "o", 10)
 		if err != nil {
 			break
 		}
 		highest = got[len(got)-1].End
 	}
-	if !errors.Is(err, sequence.ErrCeilingReached) || !strings.Contains(err.Error(), "store") {
+	if !errors.Is(err, seqzk.ErrCeilingReached) || !strings.Contains(err.Error(), "store") {
 		t.Fatalf("take with the store down: %v; want ErrCeilingReached mentioning the store", err)
 	}
 	// The primary's writes fail within StoreTimeout instead of hanging.
@@ -100,7 +99,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 10_000
-	reg := sequence.State{Registered: true, Start: 1, End: state.MaxID}.Encode()
+	reg := state.State{Registered: true, Start: 1, End: state.MaxID}.Encode()
 	ops := make([]zkclient.Op, 0, 1000)
 	for i := 0; i < n; i++ {
 		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%05d", r.root, i), reg, 0))
@@ -271,7 +270,7 @@ func TestReserveStaysBoundedAcrossElections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var first, last sequence.State
+	var first, last state.State
 	for round := 0; round < 6; round++ {
 		for _, name := range []string{"plain", "windowed"} {
 			if _, err := c.Take(ctx, name, 5); err != nil {

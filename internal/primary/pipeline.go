@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // The store write of one batch overlaps the ZooKeeper raises of the one
@@ -32,7 +32,7 @@ import (
 type flight struct {
 	names  map[string]struct{}
 	done   chan struct{}
-	raised map[string]sequence.State // set before done is closed
+	raised map[string]state.State // set before done is closed
 	err    error
 }
 
@@ -88,8 +88,8 @@ func (p *Primary) launch(ctx context.Context, plans []plan) {
 // raise makes the raises in ZooKeeper: many per transaction, and one by
 // one those a transaction could not take (seqzk.Client.RaiseAll). It
 // returns the new state of each sequence it raised.
-func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (map[string]sequence.State, error) {
-	raised := make(map[string]sequence.State, len(plans))
+func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (map[string]state.State, error) {
+	raised := make(map[string]state.State, len(plans))
 	rest := []int{0} // one raise gains nothing from a transaction
 	if len(plans) > 1 {
 		reqs := make([]seqzk.RaiseReq, len(plans))
@@ -122,7 +122,7 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, sequence.ErrUnknownSequence):
+			case errors.Is(err, seqzk.ErrUnknownSequence):
 				// deleted meanwhile; the watcher reports it
 			case err != nil:
 				errs = append(errs, err)
@@ -138,9 +138,9 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 
 // raiseOne raises one sequence's ceiling in ZooKeeper, after the store
 // holds it.
-func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (sequence.State, error) {
+func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (state.State, error) {
 	st, err := p.seq.Raise(ctx, pl.name, pl.ceiling)
-	if errors.Is(err, sequence.ErrMarkerGone) {
+	if errors.Is(err, seqzk.ErrMarkerGone) {
 		// The znode's state names a marker it does not have: written in
 		// another history, or re-created with old data. Stamp it again,
 		// only up to the ceiling the store just accepted: the next raise

@@ -9,7 +9,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // TestPipelinedRaises: while one batch's raises are on their way to
@@ -54,7 +54,7 @@ func TestPipelinedRaises(t *testing.T) {
 		}
 	}
 	waitFor(t, "initialised", func() bool { return p.Stats().Initialised >= 2 })
-	describe := func(name string) sequence.State {
+	describe := func(name string) state.State {
 		t.Helper()
 		st, _, err := c.Describe(ctx, name)
 		if err != nil {

@@ -12,7 +12,7 @@
 // Rollback detection rests on ZooKeeper epochs: every leader election of
 // the ensemble, including the one after a restore from an older copy,
 // starts a new epoch (the high 32 bits of every zxid). The primary stamps
-// each sequence with the epoch it validated it in (sequence.State.ZKEpoch)
+// each sequence with the epoch it validated it in (state.State.ZKEpoch)
 // and clients take only from writes in that epoch. When the epoch changes,
 // the primary fast-forwards every sequence to its stored ceiling + 1. The
 // cost: at most one reserve of IDs per sequence per ZooKeeper leader
@@ -34,12 +34,12 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/watcher"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -127,7 +127,7 @@ type Primary struct {
 // One per sequence, so its size counts: 224 bytes (a Go size class; a
 // time.Time and a second error took it to 256).
 type tracked struct {
-	state   sequence.State
+	state   state.State
 	czxid   int64
 	mzxid   int64
 	version int32

@@ -16,7 +16,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -106,7 +105,7 @@ type ledger struct {
 
 func newLedger() *ledger { return &ledger{seen: map[int64]bool{}} }
 
-func (l *ledger) took(rs sequence.Ranges, stored int64) {
+func (l *ledger) took(rs state.Ranges, stored int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, r := range rs {

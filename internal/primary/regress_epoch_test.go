@@ -17,7 +17,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // stoppablePrimary runs a primary on store like startFilePrimary, but returns a
@@ -123,7 +122,7 @@ func TestLostEpochObjectHidesNoTombstone(t *testing.T) {
 	if ok, _, _ := c.ZK().Exists(ctx, r.root+"/x"); ok {
 		t.Errorf("the deleted sequence x is back in ZooKeeper (resurrected)")
 		again, err := c.Take(ctx, "x", 50)
-		if err != nil && !errors.Is(err, sequence.ErrCeilingReached) {
+		if err != nil && !errors.Is(err, seqzk.ErrCeilingReached) {
 			t.Fatal(err)
 		}
 		if err == nil {

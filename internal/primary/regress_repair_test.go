@@ -13,7 +13,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // Regression (found by the model test, seed 0x18eba2159eb5f2c5): the store
@@ -92,7 +92,7 @@ func TestRepairedIncarnationKeepsItsSpace(t *testing.T) {
 	}
 	for {
 		got, err := c.Take(ctx, "b", 50)
-		if errors.Is(err, sequence.ErrExhausted) {
+		if errors.Is(err, state.ErrExhausted) {
 			break
 		}
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -108,7 +107,7 @@ func (p *Primary) restore(ctx context.Context) error {
 	}
 	// The watcher may simply not have reported them yet: list once.
 	children, err := p.seq.Names(ctx)
-	if errors.Is(err, sequence.ErrUnknownSequence) {
+	if errors.Is(err, seqzk.ErrUnknownSequence) {
 		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
 		p.wiped = true
 		children = nil

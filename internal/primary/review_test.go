@@ -21,14 +21,13 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // ids records every ID handed out and fails the test on a second one.
 type ids map[int64]string
 
-func (m ids) add(t *testing.T, who string, rs sequence.Ranges) {
+func (m ids) add(t *testing.T, who string, rs state.Ranges) {
 	t.Helper()
 	for _, r := range rs {
 		for id := r.Start; id <= r.End; id++ {
@@ -211,7 +210,7 @@ func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
 	loseZnodes(t, w, "b")
 	got, err := w.Take(ctx, "b", 10)
 	issued.add(t, "after the restore", got)
-	if !errors.Is(err, sequence.ErrExhausted) {
+	if !errors.Is(err, state.ErrExhausted) {
 		t.Fatalf("take after the restore: %s, %v; want ErrExhausted", got, err)
 	}
 }
@@ -235,7 +234,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	var last int64
 	for {
 		got, err := w.Take(ctx, "top", 40)
-		if errors.Is(err, sequence.ErrExhausted) {
+		if errors.Is(err, state.ErrExhausted) {
 			break
 		}
 		if err != nil {
@@ -254,7 +253,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	for _, n := range []string{"top", "other"} {
 		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok })
 	}
-	if got, err := w.Take(ctx, "top", 1); !errors.Is(err, sequence.ErrExhausted) {
+	if got, err := w.Take(ctx, "top", 1); !errors.Is(err, state.ErrExhausted) {
 		t.Fatalf("top after the restore: %s, %v; want ErrExhausted", got, err)
 	}
 	if _, err := w.Take(ctx, "other", 1); err != nil {
@@ -277,7 +276,7 @@ func TestRollbackAtTheTopOfTheSpace(t *testing.T) {
 		t.Helper()
 		for i := 0; i < n; i++ {
 			got, err := w.Take(ctx, "top", 10)
-			if errors.Is(err, sequence.ErrExhausted) {
+			if errors.Is(err, state.ErrExhausted) {
 				return true
 			}
 			if err != nil {
@@ -598,7 +597,7 @@ func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := sequence.State{Start: 1, Next: 51, Ceiling: 1000, End: state.MaxID, ZKEpoch: epoch}
+	old := state.State{Start: 1, Next: 51, Ceiling: 1000, End: state.MaxID, ZKEpoch: epoch}
 	if _, err := w.ZK().Create(context.Background(), r.root+"/old", old.Encode(), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
 package primary
 
 import (
-	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/persist"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // Widen moves the end of sequence name's space and its window slots up as
@@ -20,16 +20,16 @@ import (
 // legacy counter, a deleted name and values out of range are refused
 // (seqzk.ErrAdvanceRefused), nothing changed. It returns the state
 // ZooKeeper holds after it.
-func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, w seqzk.Widening) (sequence.State, error) {
-	if err := sequence.ValidateName(name); err != nil {
-		return sequence.State{}, err
+func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, w seqzk.Widening) (state.State, error) {
+	if err := seqzk.ValidateName(name); err != nil {
+		return state.State{}, err
 	}
 	st, _, err := seqs.Describe(ctx, name)
 	if err != nil {
-		return sequence.State{}, err
+		return state.State{}, err
 	}
 	if err := seqzk.CheckWiden(st, w); err != nil {
-		return sequence.State{}, err
+		return state.State{}, err
 	}
 	end, windows := max(st.End, w.End), max(st.Windows, w.Windows)
 	if st.End == end && st.Windows == windows {
@@ -40,19 +40,19 @@ func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	case errors.Is(err, persist.ErrNotFound):
 		rec = persist.Record{Name: name}
 	case err != nil:
-		return sequence.State{}, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
+		return state.State{}, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
 	case rec.Deleted():
-		return sequence.State{}, fmt.Errorf("sequence %q: %w: the store holds a tombstone for it (a delete is under way); nothing was changed", name, seqzk.ErrAdvanceRefused)
+		return state.State{}, fmt.Errorf("sequence %q: %w: the store holds a tombstone for it (a delete is under way); nothing was changed", name, seqzk.ErrAdvanceRefused)
 	}
 	// The incarnation the store knows, with the wider space (the join
 	// keeps the widest).
 	rec.Start, rec.End, rec.Windows, rec.Legacy = st.Start, end, windows, false
 	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
-		return sequence.State{}, fmt.Errorf("sequence %q: write the new end %d and %d windows to the store: %w; nothing was changed in ZooKeeper", name, end, windows, err)
+		return state.State{}, fmt.Errorf("sequence %q: write the new end %d and %d windows to the store: %w; nothing was changed in ZooKeeper", name, end, windows, err)
 	}
 	widened, err := seqs.Widen(ctx, name, seqzk.Widening{End: end, Windows: windows})
 	if err != nil {
-		return sequence.State{}, fmt.Errorf("%w (the store already holds the end %d and %d windows: run widen again)", err, end, windows)
+		return state.State{}, fmt.Errorf("%w (the store already holds the end %d and %d windows: run widen again)", err, end, windows)
 	}
 	return widened, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // A bounded space smaller than min_reserve (issue 31, item 4): its first
@@ -49,7 +49,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	var last int64
 	for {
 		got, err := c.Take(ctx, "cap", 20)
-		if errors.Is(err, sequence.ErrExhausted) {
+		if errors.Is(err, state.ErrExhausted) {
 			if !strings.Contains(err.Error(), "issued or skipped") || !strings.Contains(err.Error(), "seqkeeper widen cap") {
 				t.Fatalf("exhausted: %v; want it to say issued or skipped, and how to widen", err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // Windows as a user meets them: a sequence created cold with windows and
@@ -67,7 +67,7 @@ func TestWindowsGrowWithDemandUnderThePrimary(t *testing.T) {
 	for i := range slots {
 		c := r.client(10 * time.Second)
 		wg.Go(func() {
-			var mine []sequence.Ranges
+			var mine []state.Ranges
 			check := func() {
 				rec, err := store.Get(ctx, "hot")
 				if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // Level says how serious a Finding is.
@@ -68,7 +67,7 @@ type Finding struct {
 	// Action is what Apply does about it.
 	Action Action `json:"-"`
 	// State is what ZooKeeper holds (zero when the znode is missing).
-	State sequence.State `json:"-"`
+	State state.State `json:"-"`
 	// Record is what the store holds (zero when it holds nothing).
 	Record persist.Record `json:"-"`
 	// Deletion is ZooKeeper's copy of the name's tombstone, as read.
@@ -127,7 +126,7 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 		return nil, err
 	}
 	names, err := seqs.Names(ctx)
-	if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
+	if err != nil && !errors.Is(err, seqzk.ErrUnknownSequence) {
 		return nil, err
 	}
 	type read struct {
@@ -138,7 +137,7 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 	reads := make([]read, 0, len(names))
 	for _, name := range names {
 		st, _, err := seqs.Describe(ctx, name)
-		if errors.Is(err, sequence.ErrUnknownSequence) {
+		if errors.Is(err, seqzk.ErrUnknownSequence) {
 			continue // deleted meanwhile
 		}
 		reads = append(reads, read{name, st, err})
@@ -228,12 +227,12 @@ func (r *Report) MarkLost(names []string) error {
 // error of the read), rec as stored (if stored), in ZooKeeper epoch epoch.
 // It returns readErr when it is not about the sequence itself (a
 // connection problem).
-func check(name string, st sequence.State, readErr error, rec persist.Record, stored bool, epoch int64) (Finding, error) {
+func check(name string, st state.State, readErr error, rec persist.Record, stored bool, epoch int64) (Finding, error) {
 	f := Finding{Sequence: name, Level: OK, State: st, Record: rec, Stored: rec.Ceiling}
 	switch {
-	case errors.Is(readErr, sequence.ErrCorrupt):
+	case errors.Is(readErr, state.ErrCorrupt):
 		f.Level, f.Problem = Unsafe, readErr.Error()
-	case errors.Is(readErr, sequence.ErrInvalidName):
+	case errors.Is(readErr, seqzk.ErrInvalidName):
 		f.Level, f.Problem = Pending, "not a sequence name; seqkeeper ignores this znode"
 	case readErr != nil:
 		return Finding{}, readErr
@@ -285,7 +284,7 @@ func (r *Report) Plan() {
 // cover is the stored ceiling that covers what ZooKeeper shows of st:
 // its ceiling, or for a legacy counter the counter (the highest ID it may
 // have issued; its State.Ceiling is for display only).
-func cover(st sequence.State, rec persist.Record) int64 {
+func cover(st state.State, rec persist.Record) int64 {
 	if st.Legacy {
 		return max(rec.Ceiling, st.Next)
 	}
@@ -311,7 +310,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		rec.Name = f.Sequence
 		switch f.Action {
 		case RecreateZnode:
-			var st sequence.State
+			var st state.State
 			st, rec = Recreate(rec, minReserve)
 			recreate = append(recreate, seqzk.Restoration{State: st, Guard: f.Deletion})
 		case RecordTombstone:

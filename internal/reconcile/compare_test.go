@@ -14,7 +14,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -61,7 +60,7 @@ func newRig(t *testing.T) *rig {
 
 // initialise registers name and sets its ceiling, standing in for the
 // primary (without writing the store).
-func (r *rig) initialise(name string, ceiling int64) sequence.State {
+func (r *rig) initialise(name string, ceiling int64) state.State {
 	r.t.Helper()
 	ctx := context.Background()
 	if err := r.seqs.Register(ctx, name, seqzk.Registration{}); err != nil {

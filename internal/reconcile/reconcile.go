@@ -1,6 +1,6 @@
 // Package reconcile is the one policy that compares what the durable store
 // holds for a sequence (a persist.Record) with what ZooKeeper holds (a
-// sequence.State) and decides what must happen. The primary calls it when
+// state.State) and decides what must happen. The primary calls it when
 // it raises, revalidates and restores sequences; the operator commands
 // 'seqkeeper verify' and 'seqkeeper restore' call it through Compare, Plan
 // and Apply. Neither decides on its own.
@@ -30,7 +30,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // SpaceShare bounds the reserve of a bounded sequence: at most a
@@ -71,7 +70,7 @@ func Ceiling(from, n, end int64) int64 {
 // is revalidated or fast-forwarded: above everything the store covers (rec,
 // when stored) and above the ceiling ZooKeeper shows, so that a store that
 // lost the record does not lower it.
-func Floor(st sequence.State, rec persist.Record, stored bool) int64 {
+func Floor(st state.State, rec persist.Record, stored bool) int64 {
 	floor := state.AddSat(st.Ceiling, 1)
 	if stored {
 		floor = max(floor, state.AddSat(rec.Ceiling, 1))
@@ -85,14 +84,14 @@ func Floor(st sequence.State, rec persist.Record, stored bool) int64 {
 // cover them. The record must reach the store before the state reaches
 // ZooKeeper. A legacy counter comes back at its mark, and the mark moves up
 // by the same headroom.
-func Recreate(r persist.Record, minReserve int64) (sequence.State, persist.Record) {
+func Recreate(r persist.Record, minReserve int64) (state.State, persist.Record) {
 	n := Headroom(CapReserve(minReserve, r.Start, r.End, r.Legacy))
-	st := sequence.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
+	st := state.State{Name: r.Name, Start: max(1, r.Start), End: r.End, Windows: r.Windows}
 	if st.End == 0 {
 		st.End = state.MaxID
 	}
 	if r.Legacy {
-		st = sequence.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
+		st = state.State{Name: r.Name, Legacy: true, Next: r.Ceiling}
 		r.Ceiling = min(r.Ceiling, state.MaxLegacyCounter-n) + n
 	} else {
 		// Above everything r covers. With every ID of the space covered,

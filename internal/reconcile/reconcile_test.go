@@ -9,7 +9,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
 // Recreate restores above everything a
@@ -42,7 +41,7 @@ func TestRecreateAboveTheRecord(t *testing.T) {
 				t.Fatalf("record ceiling %d does not cover the state's %d and the old %d", rec.Ceiling, st.Ceiling, tt.rec.Ceiling)
 			}
 			got, err := st.Take(1000)
-			if err != nil && !errors.Is(err, sequence.ErrExhausted) {
+			if err != nil && !errors.Is(err, state.ErrExhausted) {
 				t.Fatal(err)
 			}
 			if len(got) > 0 && got[0].Start <= tt.rec.Ceiling {
@@ -125,7 +124,7 @@ func TestFloor(t *testing.T) {
 		{"top of int64", top, top, true, top},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := reconcile.Floor(sequence.State{Ceiling: tt.ceiling}, persist.Record{Ceiling: tt.stored}, tt.has)
+			got := reconcile.Floor(state.State{Ceiling: tt.ceiling}, persist.Record{Ceiling: tt.stored}, tt.has)
 			if got != tt.want {
 				t.Fatalf("Floor = %d, want %d", got, tt.want)
 			}

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -54,7 +54,7 @@ type Entry struct {
 
 // check returns what is wrong with e, or nil.
 func (e Entry) check() error {
-	if err := sequence.ValidateName(e.Name); err != nil {
+	if err := seqzk.ValidateName(e.Name); err != nil {
 		return err
 	}
 	if e.Ceiling < 0 {
@@ -93,7 +93,7 @@ func (e Entry) from() int64 {
 
 // entryOf is the export line of a sequence in state st, whose record in the
 // store (if stored) is rec.
-func entryOf(st sequence.State, storedCeiling int64) Entry {
+func entryOf(st state.State, storedCeiling int64) Entry {
 	e := Entry{Name: st.Name, Legacy: st.Legacy, Registered: st.Registered, Next: st.Next,
 		Ceiling: max(st.Ceiling, storedCeiling), Start: st.Start, End: st.End, Windows: st.Windows,
 		Recycled: [][2]int64{}}

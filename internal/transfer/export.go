@@ -12,7 +12,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -49,7 +48,7 @@ func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.
 		return n, fmt.Errorf("read the store: %w; an export without it could miss tombstones and ceilings", err)
 	}
 	names, err := seqs.Names(ctx)
-	if errors.Is(err, sequence.ErrUnknownSequence) {
+	if errors.Is(err, seqzk.ErrUnknownSequence) {
 		names = nil // no root: only the store's records
 	} else if err != nil {
 		return n, err
@@ -61,7 +60,7 @@ func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.
 			continue // not a sequence znode
 		}
 		st, _, err := seqs.Describe(ctx, name)
-		if errors.Is(err, sequence.ErrUnknownSequence) {
+		if errors.Is(err, seqzk.ErrUnknownSequence) {
 			continue // deleted meanwhile: its tombstone is in recs
 		}
 		if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -85,13 +84,13 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 		return nil, err
 	}
 	type zkRead struct {
-		st   sequence.State
+		st   state.State
 		live bool
 	}
 	reads := make([]zkRead, len(lines))
 	for i, l := range lines {
 		st, _, err := seqs.Describe(ctx, l.e.Name)
-		if err != nil && !errors.Is(err, sequence.ErrUnknownSequence) {
+		if err != nil && !errors.Is(err, seqzk.ErrUnknownSequence) {
 			return out, fmt.Errorf("line %d: %w", l.n, err)
 		}
 		reads[i] = zkRead{st: st, live: err == nil}
@@ -246,7 +245,7 @@ func recordTombstones(ctx context.Context, seqs *seqzk.Client, out []Outcome, to
 
 // existing decides a sequence line for a sequence the target has, in
 // state st.
-func existing(e Entry, st sequence.State) (action, reason string) {
+func existing(e Entry, st state.State) (action, reason string) {
 	switch {
 	case e.Legacy != st.Legacy:
 		return Refused, "one side is a legacy 8-byte counter and the other is not"

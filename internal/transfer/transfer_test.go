@@ -14,7 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -71,7 +71,7 @@ func (r *root) sequence(name string, reg seqzk.Registration, ceiling int64) {
 	}
 }
 
-func (r *root) take(name string, n int64) sequence.Ranges {
+func (r *root) take(name string, n int64) state.Ranges {
 	r.t.Helper()
 	got, err := r.seqs.Take(context.Background(), name, n)
 	if err != nil {
@@ -135,7 +135,7 @@ func TestExportImportMovesARoot(t *testing.T) {
 
 	src.sequence("plain", seqzk.Registration{}, 300)
 	took := src.take("plain", 30)
-	if err := src.seqs.Push(ctx, "plain", sequence.Ranges{{Start: took[0].Start, End: took[0].Start + 4}}); err != nil {
+	if err := src.seqs.Push(ctx, "plain", state.Ranges{{Start: took[0].Start, End: took[0].Start + 4}}); err != nil {
 		t.Fatal(err)
 	}
 	src.sequence("win", seqzk.Registration{Start: 1000, Windows: 2}, 5000)
