@@ -25,8 +25,9 @@ func (e *BucketError) Unwrap() error { return e.Err }
 // Holds reports whether the sequence name is kept in this bucket.
 func (e *BucketError) Holds(name string) bool { return bucketOf(name, e.Buckets) == e.Bucket }
 
-// Affects reports whether err, returned by Put, Get or Load, may concern the
-// sequence name. It is false only when every failure in err is a BucketError
+// Affects reports whether err, returned by a read (Get, GetMany, Load) or
+// Compact, may concern the sequence name. (A Put is one log segment, all or
+// nothing: its error concerns every record it carried.) It is false only when every failure in err is a BucketError
 // for a bucket that does not hold name, so that a corrupt or unreadable
 // bucket marks only its own sequences unhealthy.
 func Affects(err error, name string) bool {

@@ -40,14 +40,13 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	} else {
 		p.count(func(s *Stats) { s.StorePuts++ })
 	}
-	// Only what the store accepted may reach ZooKeeper: buckets are
-	// written independently, so a failed bucket holds back only its own
-	// sequences.
+	// Only what the store accepted may reach ZooKeeper: a store write is
+	// one log segment, all or nothing.
 	written := plans[:0:0]
 	p.view.Lock()
 	for i, pl := range plans {
 		t := p.seqs[pl.name]
-		if putErr != nil && persist.Affects(putErr, pl.name) {
+		if putErr != nil {
 			if t != nil {
 				p.storeErrs[pl.name] = putErr
 			}
