@@ -34,7 +34,7 @@ func BenchmarkHTTP(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv, err := httpapi.New(httpapi.Options{Sequences: seqs, ZooKeeper: zc, Registry: prometheus.NewRegistry()})
+			srv, err := httpapi.New(httpapi.Options{Sequences: seqs, Registry: prometheus.NewRegistry()})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -172,10 +172,10 @@ func (r *replica) start() {
 	if err != nil {
 		r.c.t.Fatal(err)
 	}
-	opts := httpapi.Options{Sequences: seqs, ZooKeeper: zc, Token: r.token, Registry: prometheus.NewRegistry()}
+	opts := httpapi.Options{Sequences: seqs, Token: r.token, Registry: prometheus.NewRegistry()}
 	if r.adminToken != "" {
 		opts.AdminToken = r.adminToken
-		opts.Admin = &admin.Service{ZooKeeper: zc, Sequences: r.c.seqzk(), Store: r.c.store}
+		opts.Admin = &admin.Service{Sequences: r.c.seqzk(), Store: r.c.store}
 	}
 	srv, err := httpapi.New(opts)
 	if err != nil {

@@ -48,7 +48,7 @@ func (e *env) withPrimary() *admin.Service {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	return &admin.Service{ZooKeeper: zc, Sequences: seqs, Store: store}
+	return &admin.Service{Sequences: seqs, Store: store}
 }
 
 // Create and delete over HTTP, behind the admin token: a taker's token is
@@ -139,7 +139,7 @@ func TestAdminRoutesOff(t *testing.T) {
 		t.Errorf("the refusal does not name the setting: %s", body)
 	}
 	zc := e.session()
-	if _, err := httpapi.New(httpapi.Options{Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, Token: "same", AdminToken: "same"}); err == nil {
+	if _, err := httpapi.New(httpapi.Options{Sequences: e.client(zc, sequence.Options{}), Token: "same", AdminToken: "same"}); err == nil {
 		t.Fatal("New accepted an admin token equal to the taker's")
 	}
 }

@@ -34,14 +34,16 @@ const (
 	closeWorkers = 16
 )
 
-// Options configure a Server. Sequences and ZooKeeper are required; every
+// Options configure a Server. Sequences is required; every
 // other field may be left zero.
 type Options struct {
 	// Sequences takes and recycles IDs. Its CeilingWait bounds how long an
 	// ID request waits at a sequence's ceiling before answering 503.
 	Sequences *sequence.Client
-	// ZooKeeper is the session Sequences uses; the list and describe
-	// routes read through it.
+	// ZooKeeper is not used: the Server reads and writes only through
+	// Sequences.
+	//
+	// Deprecated: leave it nil; it will be removed.
 	ZooKeeper *zkclient.Client
 	// Status returns the body of GET /v1/status (this replica, the primary,
 	// epoch, session, store health, runway), with the primary's sequences
@@ -88,7 +90,6 @@ type Options struct {
 // allocator's unused IDs back, so a graceful shutdown loses none.
 type Server struct {
 	seqs     *sequence.Client
-	zk       *zkclient.Client
 	status   func(context.Context, StatusQuery) StatusView
 	ready    func(context.Context) error
 	token    [sha256.Size]byte
@@ -137,8 +138,8 @@ type allocEntry struct {
 
 // New checks opts and returns a Server, or an error and no Server.
 func New(opts Options) (*Server, error) {
-	if opts.Sequences == nil || opts.ZooKeeper == nil {
-		return nil, errors.New("httpapi: Options.Sequences and Options.ZooKeeper are required")
+	if opts.Sequences == nil {
+		return nil, errors.New("httpapi: Options.Sequences is required")
 	}
 	if opts.MaxCount == 0 {
 		opts.MaxCount = DefaultMaxCount
@@ -170,7 +171,6 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{
 		seqs:          opts.Sequences,
-		zk:            opts.ZooKeeper,
 		status:        opts.Status,
 		ready:         opts.Ready,
 		hasToken:      opts.Token != "",

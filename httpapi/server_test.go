@@ -99,7 +99,6 @@ type replica struct {
 func (e *env) replica(opts httpapi.Options, seqOpts sequence.Options) *replica {
 	e.t.Helper()
 	zc := e.session()
-	opts.ZooKeeper = zc
 	opts.Sequences = e.client(zc, seqOpts)
 	if opts.Registry == nil {
 		opts.Registry = prometheus.NewRegistry()
@@ -541,7 +540,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// A second Server on the same registry is refused, not half-built.
-	_, err := httpapi.New(httpapi.Options{Sequences: e.client(e.session(), sequence.Options{}), ZooKeeper: e.session(), Registry: r.reg})
+	_, err := httpapi.New(httpapi.Options{Sequences: e.client(e.session(), sequence.Options{}), Registry: r.reg})
 	if err == nil || !strings.Contains(err.Error(), "register metrics") {
 		t.Fatalf("second Server on one registry: %v", err)
 	}
@@ -552,11 +551,10 @@ func TestNewChecksOptions(t *testing.T) {
 	e := newEnv(t)
 	zc := e.session()
 	for name, opts := range map[string]httpapi.Options{
-		"no sequences": {ZooKeeper: zc},
-		"no zookeeper": {Sequences: e.client(zc, sequence.Options{})},
-		"bad count":    {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, MaxCount: -1},
-		"bad token":    {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, Token: "a b"},
-		"bad batches":  {Sequences: e.client(zc, sequence.Options{}), ZooKeeper: zc, Allocator: sequence.AllocatorOptions{MinBatch: 10, InitialBatch: 5}},
+		"no sequences": {},
+		"bad count":    {Sequences: e.client(zc, sequence.Options{}), MaxCount: -1},
+		"bad token":    {Sequences: e.client(zc, sequence.Options{}), Token: "a b"},
+		"bad batches":  {Sequences: e.client(zc, sequence.Options{}), Allocator: sequence.AllocatorOptions{MinBatch: 10, InitialBatch: 5}},
 	} {
 		if _, err := httpapi.New(opts); err == nil {
 			t.Errorf("%s: New accepted it", name)

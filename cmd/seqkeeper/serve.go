@@ -142,9 +142,9 @@ func (g *globals) serve(ctx context.Context) error {
 		return &usageError{err}
 	}
 	r.api, err = httpapi.New(httpapi.Options{
-		Sequences: workers, ZooKeeper: r.zk, Status: r.status, Ready: r.ready,
+		Sequences: workers, Status: r.status, Ready: r.ready,
 		Token: token, AdminToken: adminToken, Registry: reg,
-		Admin: &admin.Service{ZooKeeper: r.zk, Sequences: seqs, Store: r.store}, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
+		Admin: &admin.Service{Sequences: seqs, Store: r.store}, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
 	})
 	if err != nil {
 		return err

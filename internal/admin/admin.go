@@ -10,7 +10,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 var (
@@ -39,7 +38,6 @@ func Create(ctx context.Context, seqs *seqzk.Client, name string, r seqzk.Regist
 // Service carries out creates and deletes for the HTTP API's admin routes
 // (it implements httpapi.Admin).
 type Service struct {
-	ZooKeeper *zkclient.Client
 	Sequences *seqzk.Client
 	// Store receives the tombstone of a deleted sequence before its znode
 	// goes.

@@ -190,8 +190,8 @@ func (e *env) httpAdmin() string {
 		e.fatalf("%v", err)
 	}
 	srv, err := httpapi.New(httpapi.Options{
-		Sequences: workers, ZooKeeper: e.admin.ZK(), AdminToken: adminToken,
-		Admin: &admin.Service{ZooKeeper: e.admin.ZK(), Sequences: e.admin, Store: e.store},
+		Sequences: workers, AdminToken: adminToken,
+		Admin: &admin.Service{Sequences: e.admin, Store: e.store},
 	})
 	if err != nil {
 		e.fatalf("%v", err)
