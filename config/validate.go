@@ -1,0 +1,231 @@
+// Validation of the whole configuration: every problem at once, each
+// naming its setting and the fix.
+
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/rs/zerolog"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Validate checks every setting and every invariant between settings, and
+// returns all problems at once (joined), each naming the setting and how to
+// set it. Every error wraps ErrInvalid.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, settingError(key, fmt.Sprintf(format, args...)))
+	}
+
+	if len(c.ZK) == 0 {
+		bad("zk", "no ZooKeeper servers given")
+	}
+	for _, s := range c.ZK {
+		if hp, chroot, ok := strings.Cut(s, "/"); ok {
+			bad("zk", "server %q: a chroot (%q) is not supported in the server list; give %q and move the paths instead, e.g. --root /%s/all-sequences, --election-path /%s/election and --marker-path /%s/cluster",
+				s, "/"+chroot, hp, chroot, chroot, chroot)
+			continue
+		}
+		if msg := hostPortProblem(s, false); msg != "" {
+			bad("zk", "server %q: %s", s, msg)
+		}
+	}
+	positive := func(key string, d, limit time.Duration) {
+		if d <= 0 || d > limit {
+			bad(key, "%s must be positive and at most %s", d, limit)
+		}
+	}
+	positive("zk_session_timeout", c.ZKSessionTimeout, 10*time.Minute)
+	if c.ZKConnectTimeout != 0 {
+		positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
+	}
+	if d := c.ZKDigest.Reveal(); d != "" {
+		if user, _, ok := strings.Cut(d, ":"); !ok || user == "" {
+			bad("zk_digest", "must be user:password") // never echo the value
+		}
+	}
+
+	paths := []struct{ key, val string }{{"root", c.Root}, {"election_path", c.ElectionPath}, {"marker_path", c.MarkerPath}}
+	pathsOK := true
+	for _, p := range paths {
+		if err := zkclient.ValidateRoot(p.val); err != nil {
+			if p.key != "marker_path" { // reported with the primary's settings below
+				bad(p.key, "%v", err)
+			}
+			pathsOK = false
+		}
+	}
+	for i, p := range paths {
+		for _, q := range paths[i+1:] {
+			if pathsOK && (within(p.val, q.val) || within(q.val, p.val)) {
+				bad(q.key, "%s and %s %s must not contain each other (a node of one under the other would be misread)", q.val, p.key, p.val)
+			}
+		}
+	}
+
+	if msg := storeProblem(c.Store); msg != "" {
+		bad("store", "%s: %s", RedactURL(c.Store), msg)
+	}
+
+	if msg := hostPortProblem(c.HTTP, true); msg != "" {
+		bad("http", "%q: %s", c.HTTP, msg)
+	}
+	if c.HTTPToken.Reveal() != "" && c.HTTPTokenFile != "" {
+		bad("http_token", "set either http_token or http_token_file, not both")
+	}
+	if t := c.HTTPToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
+		bad("http_token", "must not contain white space")
+	}
+	if c.HTTPAdminToken.Reveal() != "" && c.HTTPAdminTokenFile != "" {
+		bad("http_admin_token", "set either http_admin_token or http_admin_token_file, not both")
+	}
+	if t := c.HTTPAdminToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
+		bad("http_admin_token", "must not contain white space")
+	}
+	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
+		bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
+	}
+	if c.HTTPTLSClientCAFile != "" && c.HTTPTLSCertFile == "" {
+		bad("http_tls_client_ca_file", "client certificates need TLS: set http_tls_cert_file and http_tls_key_file too")
+	}
+	if c.MetricsTopSequences < 0 || c.MetricsTopSequences > MaxMetricsTopSequences {
+		bad("metrics_top_sequences", "%d must be between 0 and %d", c.MetricsTopSequences, MaxMetricsTopSequences)
+	}
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
+		bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)
+	}
+	if c.Advertise != "" {
+		if msg := hostPortProblem(c.Advertise, false); msg != "" {
+			bad("advertise", "%q: %s", c.Advertise, msg)
+		}
+	}
+
+	if c.LogLevel != "" {
+		if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel != strings.ToLower(c.LogLevel) {
+			bad("log_level", "%q is not one of trace, debug, info, warn, error, fatal, panic, disabled", c.LogLevel)
+		}
+	}
+	switch c.LogFormat {
+	case LogFormatAuto, LogFormatJSON, LogFormatConsole:
+	default:
+		bad("log_format", "%q is not one of auto, json, console", c.LogFormat)
+	}
+
+	positive("ceiling_wait", c.CeilingWait, time.Hour)
+	errs = append(errs, c.Primary.problems()...)
+	if c.AuditInterval > 0 && c.AuditInterval < c.SweepInterval {
+		bad("audit_interval", "%s is shorter than the sweep interval %s: the audit runs at a sweep", c.AuditInterval, c.SweepInterval)
+	}
+	if c.Runway > 0 && c.SweepInterval > c.Runway {
+		bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)
+	}
+
+	switch {
+	case c.ID == "":
+		bad("id", "empty: each replica needs a unique id")
+	case len(c.ID) > 255 || strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
+		bad("id", "%q must be at most 255 printable characters without spaces", c.ID)
+	}
+	return errors.Join(errs...)
+}
+
+// settingError makes an error about one setting that says how to set it.
+func settingError(key, msg string) error {
+	return fmt.Errorf("%w: %s: %s (%s)", ErrInvalid, key, msg, Where(key))
+}
+
+// Where says how a setting is set: its flag, environment variable and
+// config file key.
+func Where(key string) string {
+	return fmt.Sprintf("set it with --%s, %s or '%s:' in the config file", FlagName(key), EnvName(key), key)
+}
+
+// within reports whether znode path p is q or lies under it.
+func within(p, q string) bool { return p == q || strings.HasPrefix(p, q+"/") }
+
+// hostPortProblem says what is wrong with a host:port, or "". With
+// anyHost an empty host (":7070", all interfaces) is accepted.
+func hostPortProblem(s string, anyHost bool) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "want host:port"
+	}
+	if host == "" && !anyHost {
+		return "the host is empty"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || (n == 0 && !anyHost) {
+		return fmt.Sprintf("port %q is not a port number", port)
+	}
+	return ""
+}
+
+// RedactURL returns a URL for a message or a log line with every secret it
+// may hold taken out: user information (of the URL and of any URL in its
+// query, such as an S3 endpoint) and the values of query parameters other
+// than endpoint and region. Text that does not parse as a URL is not shown
+// at all.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Sprintf("(an unparseable URL of %d bytes)", len(s))
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			for i, v := range vs {
+				if k != "endpoint" && k != "region" {
+					vs[i] = "REDACTED"
+				} else if e, err := url.Parse(v); err == nil && e.User != nil {
+					e.User = url.User("REDACTED")
+					vs[i] = e.String()
+				}
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return strconv.Quote(u.String())
+}
+
+// storeProblem checks the shape of a store URL, or returns "".
+func storeProblem(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "not a URL; want s3://bucket/prefix or file:///path"
+	}
+	switch u.Scheme {
+	case "s3":
+		if u.Host == "" {
+			return "no bucket; want s3://bucket/prefix[?endpoint=URL&region=R]"
+		}
+		if u.User != nil {
+			return "credentials do not belong in the URL; use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+		}
+	case "file":
+		if u.Host != "" && u.Host != "localhost" {
+			return fmt.Sprintf("host %q: a file store is local; want file:///absolute/path", u.Host)
+		}
+		if u.Path == "" || !path.IsAbs(u.Path) || u.Path == "/" {
+			return "want file:///absolute/path (three slashes), not the root directory"
+		}
+	default:
+		return fmt.Sprintf("scheme %q: want s3://bucket/prefix or file:///path", u.Scheme)
+	}
+	return ""
+}
