@@ -37,23 +37,12 @@ var ErrAdvanceRefused = errors.New("advance refused")
 // have been handed out since, and the advance skipped none of them. It refuses, with ErrAdvanceRefused and
 // nothing written, what CheckAdvance refuses.
 func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceiling int64) (replaced, advanced state.State, err error) {
-	if err := ValidateName(name); err != nil {
-		return state.State{}, state.State{}, err
-	}
-	nd := c.node(c.Path(name))
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
 	markerGone, wrote := false, false
-	for attempt := 0; ; attempt++ {
-		if retry, err := c.reload(ctx, name, nd, attempt); retry {
-			continue
-		} else if err != nil {
-			return replaced, state.State{}, err
-		}
+	err = c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
 		old := nd.state
 		if !wrote {
 			if err := CheckAdvance(old, to); err != nil {
-				return replaced, state.State{}, err
+				return true, err
 			}
 		}
 		epoch := c.Epoch()
@@ -71,7 +60,7 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 		st.Recycled = nil
 		st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), st.Next
 		if err := st.Validate(); err != nil {
-			return replaced, state.State{}, err
+			return true, err
 		}
 		var ops []zkclient.Op
 		if trusted {
@@ -98,7 +87,8 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 				}
 			}
 			if landed {
-				return replaced, st, nil
+				advanced = st
+				return true, nil
 			}
 			// ZooKeeper changed epochs under us: the state is not
 			// trusted any more; stamp it again in the epoch now known.
@@ -111,7 +101,7 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 			nd.deleted = nil
 			if attempt >= 3 {
 				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
-					return replaced, state.State{}, err
+					return true, err
 				}
 			}
 		case zkclient.IsTransient(err):
@@ -119,12 +109,17 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 			// replaced state is then this write's, which skips nothing
 			// more).
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return replaced, state.State{}, err
+				return true, err
 			}
 		default:
-			return replaced, state.State{}, c.zkError(name, err)
+			return true, c.zkError(name, err)
 		}
+		return false, nil
+	})
+	if err != nil {
+		return replaced, state.State{}, err
 	}
+	return replaced, advanced, nil
 }
 
 // revalidated is untrusted state st as the primary's revalidation makes

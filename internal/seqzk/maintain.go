@@ -157,21 +157,11 @@ func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling in
 }
 
 func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion) (state.State, error) {
-	if err := ValidateName(name); err != nil {
-		return state.State{}, err
-	}
-	nd := c.node(c.Path(name))
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if retry, err := c.reload(ctx, name, nd, attempt); retry {
-			continue
-		} else if err != nil {
-			return state.State{}, err
-		}
+	var out state.State
+	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
 		st := nd.state
 		if st.Legacy {
-			return state.State{}, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+			return true, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
 		}
 		epoch := c.Epoch()
 		if epoch == 0 {
@@ -194,10 +184,11 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		}
 		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
-			return st, nil // already valid in this epoch and high enough
+			out = st
+			return true, nil // already valid in this epoch and high enough
 		}
 		if err := st.Validate(); err != nil {
-			return state.State{}, err
+			return true, err
 		}
 		var err error
 		var stat *zkclient.Stat
@@ -226,7 +217,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			if err == nil {
 				stat = res[0].Stat
 			} else if guarded && zkclient.FailedOp(err) >= unguarded {
-				return state.State{}, fmt.Errorf("sequence %q: %w: its deletion record changed after it was read", name, ErrChangedMeanwhile)
+				return true, fmt.Errorf("sequence %q: %w: its deletion record changed after it was read", name, ErrChangedMeanwhile)
 			}
 		} else {
 			stat, err = c.cas(ctx, nd, st)
@@ -239,7 +230,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 				nd.valid = false // the child watch fired
 			}
 			if landed == st.ZKEpoch {
-				return st, nil
+				out = st
+				return true, nil
 			}
 			force = false // next is already past floor
 			// ZooKeeper changed epochs under us (or our guess was from
@@ -257,20 +249,25 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			}
 			if attempt >= 3 {
 				if err := retryDelay.Wait(ctx, attempt-3); err != nil {
-					return state.State{}, err
+					return true, err
 				}
 			}
 		case errors.As(err, new(*unvalidatedError)):
-			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
+			return true, fmt.Errorf("sequence %q: %w", name, err)
 		case zkclient.IsTransient(err):
 			nd.valid = false
 			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return state.State{}, err
+				return true, err
 			}
 		default:
-			return state.State{}, c.zkError(name, err)
+			return true, c.zkError(name, err)
 		}
+		return false, nil
+	})
+	if err != nil {
+		return state.State{}, err
 	}
+	return out, nil
 }
 
 // newMarker returns a fresh marker name (see State.Marker).
@@ -329,8 +326,50 @@ func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
 // it back by compare-and-set, retrying conflicts. change reports whether it
 // changed anything.
 func (c *Client) update(ctx context.Context, name string, change func(*state.State) (bool, error)) (state.State, error) {
-	if err := ValidateName(name); err != nil {
+	var out state.State
+	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
+		st := nd.state
+		changed, err := change(&st)
+		if err != nil || !changed {
+			out = nd.state
+			return true, err
+		}
+		if err := st.Validate(); err != nil {
+			return true, err
+		}
+		stat, err := c.cas(ctx, nd, st)
+		switch {
+		case err == nil:
+			nd.state, nd.version = st, stat.Version
+			out = st
+			return true, nil
+		case errors.Is(err, errMarkerGone):
+			return true, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
+		case errors.As(err, new(*unvalidatedError)):
+			return true, fmt.Errorf("sequence %q: %w", name, err)
+		case errors.Is(err, zkclient.ErrBadVersion):
+			c.stats.conflicts.Add(1)
+			return false, nil
+		case zkclient.IsTransient(err):
+			// A raise is idempotent: re-reading shows whether it landed.
+			return false, retryDelay.Wait(ctx, attempt)
+		}
+		return true, c.zkError(name, err)
+	})
+	if err != nil && out.Name == "" {
 		return state.State{}, err
+	}
+	return out, err
+}
+
+// locked is the read-decide-write loop of the writes that act on a whole
+// sequence (the primary's, the operators'): under the node's lock, it
+// loads sequence name afresh (riding out connection errors) and calls step,
+// again and again until step is done or fails. step gets the attempt
+// number, for its backoff; a step that lost a race returns false, nil.
+func (c *Client) locked(ctx context.Context, name string, step func(nd *node, attempt int) (done bool, err error)) error {
+	if err := ValidateName(name); err != nil {
+		return err
 	}
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
@@ -339,34 +378,10 @@ func (c *Client) update(ctx context.Context, name string, change func(*state.Sta
 		if retry, err := c.reload(ctx, name, nd, attempt); retry {
 			continue
 		} else if err != nil {
-			return state.State{}, err
+			return err
 		}
-		st := nd.state
-		changed, err := change(&st)
-		if err != nil || !changed {
-			return nd.state, err
-		}
-		if err := st.Validate(); err != nil {
-			return state.State{}, err
-		}
-		stat, err := c.cas(ctx, nd, st)
-		switch {
-		case err == nil:
-			nd.state, nd.version = st, stat.Version
-			return st, nil
-		case errors.Is(err, errMarkerGone):
-			return state.State{}, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
-		case errors.As(err, new(*unvalidatedError)):
-			return state.State{}, fmt.Errorf("sequence %q: %w", name, err)
-		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
-		case zkclient.IsTransient(err):
-			// A raise is idempotent: re-reading shows whether it landed.
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return state.State{}, err
-			}
-		default:
-			return state.State{}, c.zkError(name, err)
+		if done, err := step(nd, attempt); done || err != nil {
+			return err
 		}
 	}
 }

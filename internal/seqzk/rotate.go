@@ -21,21 +21,12 @@ import (
 //
 // Rotate is the primary's operation; the state must be validated.
 func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, error) {
-	if err := ValidateName(name); err != nil {
-		return state.State{}, 0, err
-	}
-	nd := c.node(c.Path(name))
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if retry, err := c.reload(ctx, name, nd, attempt); retry {
-			continue
-		} else if err != nil {
-			return state.State{}, 0, err
-		}
+	var out state.State
+	var czxid int64
+	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
 		st := nd.state
 		if st.Legacy || !st.Validated() {
-			return state.State{}, 0, fmt.Errorf("sequence %q: only a validated sequence can be rotated", name)
+			return true, fmt.Errorf("sequence %q: only a validated sequence can be rotated", name)
 		}
 		old := st.Marker
 		st.Marker = newMarker()
@@ -48,7 +39,7 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 			ops = append(ops, zkclient.DeleteOp(nd.path+"/"+m, 0))
 		}
 		if !slices.Contains(nd.markers, old) {
-			return state.State{}, 0, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
+			return true, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
 		}
 		ops = append(ops, zkclient.DeleteOp(nd.path, nd.version))
 		ops = append(ops, c.createOps(st)...)
@@ -57,26 +48,27 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 		switch {
 		case err == nil:
 			nd.valid, nd.deleted = false, nil
+			out = st
 			ok, stat, err := c.zk.Exists(ctx, nd.path)
 			c.stats.requests.Add(1)
 			if err != nil || !ok {
-				return st, 0, nil // the caller learns the czxid from its next read
+				return true, nil // the caller learns the czxid from its next read
 			}
 			c.observe(stat)
-			return st, stat.Czxid, nil
+			czxid = stat.Czxid
+			return true, nil
 		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNotEmpty):
 			c.stats.conflicts.Add(1)
 			nd.valid, nd.deleted = false, nil
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return state.State{}, 0, err
-			}
+			return false, retryDelay.Wait(ctx, attempt)
 		case zkclient.IsTransient(err):
 			nd.valid = false
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return state.State{}, 0, err
-			}
-		default:
-			return state.State{}, 0, c.zkError(name, err)
+			return false, retryDelay.Wait(ctx, attempt)
 		}
+		return true, c.zkError(name, err)
+	})
+	if err != nil {
+		return state.State{}, 0, err
 	}
+	return out, czxid, nil
 }
