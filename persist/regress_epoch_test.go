@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// Regression (../shared/repro): losing the epoch object also lost the
+// Regression (a repro of issue 26): losing the epoch object also lost the
 // log's checkpoint, which it held: a reader then started at position 1,
 // which the last compaction had deleted, stopped there, and no longer saw
 // any segment above the old checkpoint. A tombstone (or any raise) written

@@ -3,7 +3,7 @@
 // every counter, writes each ceiling to the durable store before ZooKeeper
 // may hold it, and restores sequences that ZooKeeper lost.
 //
-// The invariants it serves (DESIGN.md): every ID handed out is at most the
+// The invariants it serves (docs/design.md): every ID handed out is at most the
 // ceiling in the store (the store is written first, ZooKeeper second); a
 // stored ceiling never decreases (persist merges by max, fenced by the
 // leader epoch); and after any ZooKeeper data loss, every sequence restarts

@@ -2,7 +2,7 @@ package primary_test
 
 // Regression tests of paths through the store and the operators' commands
 // that handed an ID out twice or brought a deleted name back
-// (../shared/repro, issue "Never twice, by construction").
+// (a repro of issue 26, "Never twice, by construction").
 
 import (
 	"context"

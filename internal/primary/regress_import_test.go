@@ -53,7 +53,7 @@ func importTombstone(t *testing.T, c *seqzk.Client, r *fileRig) {
 	}
 }
 
-// Regression (../shared/repro, "import beside a running primary"):
+// Regression (a repro of issue 26, "import beside a running primary"):
 // seqkeeper import records a tombstone behind the running primary's back.
 // The primary decided a new registration's floor from its in-memory copy
 // of the store's records, read at start and at an audit, so a name
@@ -86,7 +86,7 @@ func TestImportedTombstoneFloorsARegistrationBesideThePrimary(t *testing.T) {
 	}
 }
 
-// Regression (../shared/repro, "an imported tombstone sticks"): an
+// Regression (a repro of issue 26, "an imported tombstone sticks"): an
 // imported tombstone carried no creation zxid, and the store's merge took
 // a creation zxid of 0 for "the same znode as any". When the name was
 // created again in the target, every record the primary wrote for the new,

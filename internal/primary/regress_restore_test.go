@@ -12,7 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
-// Regression (../shared/repro, "restore beside a running primary"):
+// Regression (a repro of issue 26, "restore beside a running primary"):
 // ZooKeeper loses two sequences while a primary runs (their znodes and the
 // root's own data, as a restore from an older copy of the root would). The
 // primary's restore reads their records, computes their states (stored

@@ -5,7 +5,7 @@
 // 'seqkeeper verify' and 'seqkeeper restore' call it through Compare, Plan
 // and Apply. Neither decides on its own.
 //
-// The rules, all serving invariant 2 of DESIGN.md (every ID handed out is
+// The rules, all serving promise 2 of docs/design.md (every ID handed out is
 // at most the ceiling in the store):
 //
 //   - A sequence that starts again (revalidated after a ZooKeeper leader

@@ -14,7 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// Windows (DESIGN.md, "the distributed hi-lo lesson") split a hot sequence
+// Windows (docs/design.md, "Windows") split a hot sequence
 // into disjoint sub-ranges, each a znode of its own, so that clients spread
 // their compare-and-sets over several znodes instead of contending on one.
 //
