@@ -16,16 +16,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
 )
 
 // Defaults for Options.
 const (
 	DefaultRequestTimeout = 5 * time.Second
 	DefaultRetryFor       = 10 * time.Second
-	// backoffInitial and backoffMax bound how long a replica that failed
-	// is skipped; each further failure doubles it.
-	backoffInitial = 100 * time.Millisecond
-	backoffMax     = 5 * time.Second
 	// maxAnswer bounds an answer body.
 	maxAnswer = 8 << 20
 )
@@ -100,6 +98,10 @@ func New(opts Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// downPolicy is how long a replica that failed is skipped: from 100 ms,
+// doubling with each further failure, up to 5 s, with jitter.
+var downPolicy = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // Range is an inclusive run of IDs.
 type Range struct{ Start, End int64 }
@@ -360,9 +362,7 @@ func (ep *endpoint) down(wait time.Duration) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	ep.failures++
-	b := backoffInitial << min(ep.failures-1, 10)
-	b = min(b, backoffMax)
-	b = b/2 + rand.N(b/2+1) // jitter in the upper half
+	b := downPolicy.Delay(ep.failures - 1)
 	ep.downUntil = time.Now().Add(max(b, wait))
 }
 

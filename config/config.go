@@ -38,24 +38,27 @@ import (
 	"unicode"
 
 	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Defaults of the settings, applied by DefaultConfig (those of the
 // primary's by DefaultPrimary) and named by the documentation and tests.
 const (
-	DefaultRoot             = "/all-sequences"
+	DefaultRoot             = seqzk.DefaultRoot // the library's, so the two cannot differ
 	DefaultElectionPath     = "/seqkeeper/election"
 	DefaultMarkerPath       = "/seqkeeper/cluster"
 	DefaultHTTP             = "127.0.0.1:7070"
 	DefaultLogFormat        = LogFormatAuto
-	DefaultZKSessionTimeout = 10 * time.Second
+	DefaultZKSessionTimeout = zkclient.DefaultSessionTimeout
 	// DefaultZKConnectTimeout is serve's wait for its first ZooKeeper
 	// session (an ensemble starting beside it gets time to form);
 	// DefaultCLIZKConnectTimeout the operator commands', which fail fast.
 	// zk_connect_timeout 0 (the default) picks the one that fits.
 	DefaultZKConnectTimeout    = 30 * time.Second
 	DefaultCLIZKConnectTimeout = 5 * time.Second
-	DefaultCeilingWait         = 30 * time.Second
+	DefaultCeilingWait         = seqzk.DefaultCeilingWait
 	DefaultRunway              = 60 * time.Second
 	DefaultMinReserve          = 1000
 	DefaultMaxReserve          = 1 << 40
