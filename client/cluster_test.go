@@ -44,11 +44,8 @@ type cluster struct {
 func newCluster(t *testing.T, withPrimary bool) *cluster {
 	t.Helper()
 	z := testenv.ZooKeeper(t)
-	c := &cluster{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
+	c := &cluster{t: t, servers: z.Servers, root: z.SequencesRoot(t)}
 	zc := c.session()
-	if err := zc.EnsurePath(context.Background(), c.root); err != nil {
-		t.Fatal(err)
-	}
 	var err error
 	if c.admin, err = seqzk.NewClient(zc, seqzk.Options{Root: c.root}); err != nil {
 		t.Fatal(err)

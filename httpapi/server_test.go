@@ -40,11 +40,8 @@ type env struct {
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	z := testenv.ZooKeeper(t)
-	e := &env{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
+	e := &env{t: t, servers: z.Servers, root: z.SequencesRoot(t)}
 	zc := e.session()
-	if err := zc.EnsurePath(context.Background(), e.root); err != nil {
-		t.Fatal(err)
-	}
 	admin, err := seqzk.NewClient(zc, seqzk.Options{Root: e.root})
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func TestPipelinedRaises(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	store := fileStore(t, t.TempDir())
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: store}
+	r := &fileRig{t: t, servers: z.Servers, root: z.SequencesRoot(t), store: store}
 	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = z.Root + "/cluster"
 	cfg.MinReserve, cfg.MaxReserve = 1000, 1000

@@ -67,7 +67,7 @@ func TestLostEpochObjectHidesNoTombstone(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: fileStore(t, dir)}
+	r := &fileRig{t: t, servers: z.Servers, root: z.SequencesRoot(t), store: fileStore(t, dir)}
 	p1, stop1 := stoppablePrimary(t, r, r.store, "p1", nil)
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()

@@ -65,7 +65,7 @@ func TestImportedTombstoneFloorsARegistrationBesideThePrimary(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: fileStore(t, dir)}
+	r := &fileRig{t: t, servers: z.Servers, root: z.SequencesRoot(t), store: fileStore(t, dir)}
 	p1, _ := stoppablePrimary(t, r, r.store, "p1", nil)
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
@@ -98,7 +98,7 @@ func TestImportedTombstoneDoesNotStickToANewIncarnation(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	r := &fileRig{t: t, servers: z.Servers, root: z.Root + "/all-sequences", store: fileStore(t, dir)}
+	r := &fileRig{t: t, servers: z.Servers, root: z.SequencesRoot(t), store: fileStore(t, dir)}
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
 	// A root moved here (import runs before the new root's replicas

@@ -27,11 +27,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	z := testenv.ZooKeeper(t)
-	e := &env{t: t, servers: z.Servers, root: z.Root + "/all-sequences"}
-	if err := e.session(10*time.Second).EnsurePath(context.Background(), e.root); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return &env{t: t, servers: z.Servers, root: z.SequencesRoot(t)}
 }
 
 // session opens a ZooKeeper session of its own, closed when the test ends.

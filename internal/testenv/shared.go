@@ -60,6 +60,17 @@ func ZooKeeper(t testing.TB) *ZK {
 	return z
 }
 
+// SequencesRoot creates the test's sequences root (the default's name,
+// under the test's own root) and returns its path.
+func (z *ZK) SequencesRoot(t testing.TB) string {
+	t.Helper()
+	root := z.Path("all-sequences")
+	if err := CreateAll(Connect(t, z.Servers, 10*time.Second), root); err != nil {
+		t.Fatalf("create the sequences root %s: %v", root, err)
+	}
+	return root
+}
+
 // Path joins elements onto the test's root.
 func (z *ZK) Path(elem ...string) string {
 	return z.Root + "/" + strings.Join(elem, "/")
