@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/batching"
 )
 
 // ErrClosed is returned by an Allocator's Next after Close.
@@ -28,29 +30,11 @@ type AllocatorOptions struct {
 }
 
 func (o *AllocatorOptions) setDefaults() error {
-	if o.InitialBatch == 0 {
-		o.InitialBatch = 100
+	r, err := batching.Options(*o).Resolve(10_000) // a replica's limit of count
+	if err != nil {
+		return fmt.Errorf("client: allocator: %w", err)
 	}
-	if o.MinBatch == 0 {
-		o.MinBatch = min(10, o.InitialBatch)
-	}
-	if o.MaxBatch == 0 {
-		o.MaxBatch = max(10_000, o.InitialBatch)
-	}
-	if o.Prefetch == 0 {
-		o.Prefetch = 0.5
-	}
-	if o.BatchDuration == 0 {
-		o.BatchDuration = 2 * time.Second
-	}
-	switch {
-	case o.MinBatch < 1 || o.MinBatch > o.InitialBatch || o.InitialBatch > o.MaxBatch:
-		return fmt.Errorf("client: allocator: need 1 <= MinBatch (%d) <= InitialBatch (%d) <= MaxBatch (%d)", o.MinBatch, o.InitialBatch, o.MaxBatch)
-	case o.Prefetch <= 0 || o.Prefetch > 1:
-		return fmt.Errorf("client: allocator: Prefetch %v must be in (0, 1]", o.Prefetch)
-	case o.BatchDuration < 0:
-		return fmt.Errorf("client: allocator: BatchDuration %s is negative", o.BatchDuration)
-	}
+	*o = AllocatorOptions(r)
 	return nil
 }
 

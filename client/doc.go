@@ -1,7 +1,8 @@
 // Package client is the Go client of seqkeeper's HTTP API: for services
 // that take IDs from the replicas' sidecar API instead of linking the
 // ZooKeeper library (package sequence). It imports no ZooKeeper client and
-// nothing of seqkeeper but its standard-library retry policy.
+// nothing of seqkeeper but two standard-library helpers (the retry
+// policy, the allocator's settings).
 //
 // A Client spreads calls over a list of replica endpoints: a replica that
 // answers 503 or does not answer is skipped for a while (exponential

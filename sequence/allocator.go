@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/batching"
 )
 
 // ErrClosed is returned by an Allocator's Next after Close.
@@ -15,11 +17,11 @@ var ErrClosed = errors.New("allocator closed")
 
 // Defaults for AllocatorOptions.
 const (
-	DefaultInitialBatch  = 100
-	DefaultMinBatch      = 10
+	DefaultInitialBatch  = batching.DefaultInitialBatch
+	DefaultMinBatch      = batching.DefaultMinBatch
 	DefaultMaxBatch      = 100_000
-	DefaultPrefetch      = 0.5
-	DefaultBatchDuration = 2 * time.Second
+	DefaultPrefetch      = batching.DefaultPrefetch
+	DefaultBatchDuration = batching.DefaultBatchDuration
 )
 
 // AllocatorOptions configure an Allocator. The zero value is usable; fields
@@ -43,29 +45,11 @@ type AllocatorOptions struct {
 }
 
 func (o *AllocatorOptions) setDefaults() error {
-	if o.InitialBatch == 0 {
-		o.InitialBatch = DefaultInitialBatch
+	r, err := batching.Options(*o).Resolve(DefaultMaxBatch)
+	if err != nil {
+		return fmt.Errorf("allocator: %w", err)
 	}
-	if o.MinBatch == 0 {
-		o.MinBatch = min(DefaultMinBatch, o.InitialBatch)
-	}
-	if o.MaxBatch == 0 {
-		o.MaxBatch = max(DefaultMaxBatch, o.InitialBatch)
-	}
-	if o.Prefetch == 0 {
-		o.Prefetch = DefaultPrefetch
-	}
-	if o.BatchDuration == 0 {
-		o.BatchDuration = DefaultBatchDuration
-	}
-	switch {
-	case o.MinBatch < 1 || o.MinBatch > o.InitialBatch || o.InitialBatch > o.MaxBatch:
-		return fmt.Errorf("allocator: need 1 <= MinBatch (%d) <= InitialBatch (%d) <= MaxBatch (%d)", o.MinBatch, o.InitialBatch, o.MaxBatch)
-	case o.Prefetch <= 0 || o.Prefetch > 1:
-		return fmt.Errorf("allocator: Prefetch %v must be in (0, 1]", o.Prefetch)
-	case o.BatchDuration < 0:
-		return fmt.Errorf("allocator: BatchDuration %s is negative", o.BatchDuration)
-	}
+	*o = AllocatorOptions(r)
 	return nil
 }
 
