@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // opTimeout bounds one planned ZooKeeper operation (a raise, a
@@ -25,9 +22,7 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	}
 	recs := make([]persist.Record, 0, len(plans))
 	for _, pl := range plans {
-		r := pl.rec
-		r.Ceiling = pl.ceiling
-		recs = append(recs, r)
+		recs = append(recs, pl.rec)
 	}
 	putErr := p.put(ctx, recs)
 	if errors.Is(putErr, persist.ErrFenced) {
@@ -74,180 +69,9 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 	}
 	landErr := p.land()
 	p.launch(ctx, raises)
-	var mu sync.Mutex
-	errs := []error{landErr}
-	type result struct {
-		st    state.State
-		moved int64
-		czxid int64 // of a rotated sequence's new znode
-	}
-	var births []persist.Record // initialised: the store learns their incarnation
-	done := make(map[string]result, len(plans))
-	sem := make(chan struct{}, p.cfg.Parallelism)
-	var wg sync.WaitGroup
-	for _, pl := range plans {
-		if pl.kind == planLegacyMark {
-			continue // a mark lives only in the store
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var before state.State
-			if t := p.seqs[pl.name]; t != nil {
-				before = t.state
-			}
-			// Every operation is safe to abandon (the store already holds
-			// its ceiling) and is retried at the next event or sweep, so a
-			// compare-and-set loop that cannot win must not stall the
-			// primary's other work.
-			octx, cancel := context.WithTimeout(ctx, opTimeout)
-			st, moved, czxid, err := p.carryOut(octx, pl, before)
-			cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			} else if st.Name != "" {
-				done[pl.name] = result{st, moved, czxid}
-				if pl.kind == planInit {
-					r := pl.rec
-					r.Ceiling, r.Live = pl.ceiling, pl.floor
-					births = append(births, r)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if err := p.confirmBirths(ctx, births); err != nil {
-		errs = append(errs, err)
-	}
-	// What we wrote is the state now: deciding again from the events of
-	// our own writes, or from a sweep before they arrive, must not redo it.
-	p.view.Lock()
-	defer p.view.Unlock()
-	for name, r := range done {
-		if t := p.seqs[name]; t != nil {
-			t.state = r.st
-			// Our own move of next is not consumption: shift the rate's
-			// baseline by it, or every fast-forward would look like a
-			// burst, size a bigger reserve, and the next fast-forward skip
-			// more (the reserve would grow exponentially).
-			t.lastNext += r.moved
-			if r.st.Legacy {
-				// Written by us in this epoch: no further forward until
-				// the next election, even before our write's event.
-				t.mzxid = max(t.mzxid, p.zkEpoch<<32)
-			}
-			if r.czxid != 0 {
-				// Rotated: recognise the new znode as ours, not as one
-				// re-created by someone else. The next store write of the
-				// sequence records it; a successor primary that reads the
-				// old one fast-forwards the sequence (one reserve).
-				t.czxid, t.version = r.czxid, 0
-				if rec, ok := p.records[name]; ok {
-					rec.czxid = r.czxid
-					p.records[name] = rec
-				}
-			}
-		}
-	}
+	errs := []error{landErr, p.carryOutAll(ctx, plans)}
 	if putErr != nil {
 		errs = append(errs, fmt.Errorf("persist ceilings: %w", putErr))
 	}
 	return errors.Join(errs...)
-}
-
-// confirmBirths tells the store of the incarnations ZooKeeper now holds
-// (their Live): until then the store held only their ceilings, so that a
-// birth a delete overtook (its guarded initialisation failed) never made
-// the store claim a live name ZooKeeper does not hold. Should this write
-// fail, or the primary stop before it, the audit learns the incarnation
-// from ZooKeeper (mirrorDeletions); meanwhile a ZooKeeper data loss would
-// cost the new incarnation (the store holds it deleted), never an ID.
-func (p *Primary) confirmBirths(ctx context.Context, births []persist.Record) error {
-	if len(births) == 0 {
-		return nil
-	}
-	if err := p.put(ctx, births); err != nil {
-		return fmt.Errorf("record %d new incarnations in the store (the audit will): %w", len(births), err)
-	}
-	p.view.Lock()
-	defer p.view.Unlock()
-	for _, r := range births {
-		p.records[r.Name] = p.records[r.Name].join(r)
-	}
-	return nil
-}
-
-// carryOut makes one plan's ZooKeeper change, after the store holds its
-// ceiling.
-// It also returns how far the primary itself moved next (a fast-forward,
-// windows carved): that is not consumption, and the rate must not count it.
-func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (state.State, int64, int64, error) {
-	var (
-		st    state.State
-		czxid int64
-		err   error
-	)
-	switch pl.kind {
-	case planRaise:
-		st, err = p.raiseOne(ctx, p.log, pl)
-		p.count(func(s *Stats) { s.Raises++ })
-	case planLegacyForward:
-		st, err = p.seq.ForwardLegacy(ctx, pl.name, pl.floor)
-		p.count(func(s *Stats) { s.Revalidated++ })
-	case planRotate:
-		st, czxid, err = p.seq.Rotate(ctx, pl.name)
-		p.count(func(s *Stats) { s.Rotated++ })
-		if err == nil {
-			p.log.Info().Str("sequence", pl.name).Msg("primary: rotated the sequence onto a fresh znode (its data version neared the limit)")
-		}
-	case planInit:
-		st, err = p.seq.Initialise(ctx, pl.name, pl.floor, pl.ceiling, pl.guard)
-		p.count(func(s *Stats) { s.Initialised++ })
-	case planRevalidate:
-		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.ceiling)
-		p.count(func(s *Stats) { s.Revalidated++ })
-	case planFastForward:
-		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
-		p.count(func(s *Stats) { s.Revalidated++ })
-	}
-	if errors.Is(err, seqzk.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {
-		return state.State{}, 0, 0, nil // deleted meanwhile; the watcher reports it
-	}
-	if err != nil {
-		return state.State{}, 0, 0, err
-	}
-	p.log.Debug().Str("sequence", pl.name).Int64("next", st.Next).Int64("ceiling", st.Ceiling).
-		Int64("zk_epoch", st.ZKEpoch).Msg("primary: ceiling set")
-	var moved int64
-	if pl.kind != planRaise && st.Next > before.Next {
-		moved = st.Next - before.Next
-	}
-	if st.Windows > 0 {
-		carved, err := p.topUpWindows(ctx, pl.name, st)
-		return st, moved + carved, czxid, err
-	}
-	return st, moved, czxid, nil
-}
-
-// topUpWindows keeps a window open in every slot of a windowed sequence,
-// sized from the demand each slot's last window saw, or from the
-// sequence's smoothed rate shared among its slots (internal/seqzk,
-// TopUpWindows). Clients carve each slot's next window themselves before
-// it runs dry; this fills the slots of a new or revalidated sequence and
-// those whose clients found the ceiling. Windows are carved below the
-// ceiling, so they need no store write of their own.
-func (p *Primary) topUpWindows(ctx context.Context, name string, st state.State) (int64, error) {
-	var demand float64
-	if t := p.seqs[name]; t != nil {
-		demand = t.rate
-	}
-	carved, err := p.seq.TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
-	if carved > 0 {
-		p.log.Debug().Str("sequence", name).Int("windows", st.Windows).Int64("carved", carved).
-			Float64("rate_ids_per_second", demand).Msg("primary: windows topped up")
-	}
-	return carved, err
 }

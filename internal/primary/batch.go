@@ -14,7 +14,7 @@ import "time"
 // routine reports whether pl may wait: a top-up of a reserve that still
 // holds at least half of what the primary wants it to.
 func (p *Primary) routine(pl plan, t *tracked) bool {
-	if p.cfg.StoreBatchDelay <= 0 || pl.kind != planRaise || pl.ceiling <= t.state.Ceiling {
+	if p.cfg.StoreBatchDelay <= 0 || pl.kind != planRaise || pl.rec.Ceiling <= t.state.Ceiling {
 		return false
 	}
 	left := t.state.Ceiling - t.state.Next + 1

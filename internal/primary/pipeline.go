@@ -94,7 +94,7 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 	if len(plans) > 1 {
 		reqs := make([]seqzk.RaiseReq, len(plans))
 		for i, pl := range plans {
-			reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.ceiling}
+			reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.rec.Ceiling}
 		}
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		done, left := p.seq.RaiseAll(octx, reqs)
@@ -139,14 +139,14 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 // raiseOne raises one sequence's ceiling in ZooKeeper, after the store
 // holds it.
 func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (state.State, error) {
-	st, err := p.seq.Raise(ctx, pl.name, pl.ceiling)
+	st, err := p.seq.Raise(ctx, pl.name, pl.rec.Ceiling)
 	if errors.Is(err, seqzk.ErrMarkerGone) {
 		// The znode's state names a marker it does not have: written in
 		// another history, or re-created with old data. Stamp it again,
 		// only up to the ceiling the store just accepted: the next raise
 		// follows from the next decision.
 		log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
-		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.ceiling)
+		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.rec.Ceiling)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	return st, err

@@ -89,14 +89,21 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 
 // plan is one sequence's decided change: the store first, then ZooKeeper.
 type plan struct {
-	name    string
-	kind    planKind
-	floor   int64 // for revalidations: next moves at least here
-	ceiling int64 // the new ceiling (or legacy mark) to persist first
-	rec     persist.Record
+	name  string
+	kind  planKind
+	floor int64 // for revalidations: next moves at least here
+	// rec is the record to store first; its Ceiling is the new ceiling (or
+	// legacy mark) that ZooKeeper then gets.
+	rec persist.Record
 	// guard, for an initialisation, is the name's deletion record as read
 	// when the floor was chosen (births).
 	guard seqzk.Deletion
+}
+
+// withCeiling is rec with the ceiling it is to store.
+func withCeiling(rec persist.Record, ceiling int64) persist.Record {
+	rec.Ceiling = ceiling
+	return rec
 }
 
 // birth is what an initialisation of a registration starts from, read
@@ -142,12 +149,12 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 			// taken past the mark before the primary saw them stay
 			// uncovered: docs/guarantees.md).
 			to := min(rec.Ceiling, state.MaxLegacyCounter-reserve)
-			return plan{name: name, kind: planLegacyForward, floor: to, ceiling: to + reserve, rec: base}, true
+			return plan{name: name, kind: planLegacyForward, floor: to, rec: withCeiling(base, to+reserve)}, true
 		}
 		if stored && st.Next < rec.Ceiling-reserve/2 {
 			return plan{}, false
 		}
-		return plan{name: name, kind: planLegacyMark, ceiling: st.Next + reserve, rec: base}, true
+		return plan{name: name, kind: planLegacyMark, rec: withCeiling(base, st.Next+reserve)}, true
 	case st.Registered:
 		// A new sequence, or one created again after a delete: a new
 		// incarnation, which starts above anything an earlier one of
@@ -164,25 +171,25 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		// overtakes must not leave the store claiming a live name that
 		// ZooKeeper never held (a restore would bring it back).
 		floor := max(st.Start, b.floor)
-		return plan{name: name, kind: planInit, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base, guard: b.guard}, true
+		return plan{name: name, kind: planInit, floor: floor, guard: b.guard, rec: withCeiling(base, reconcile.Ceiling(floor, headroom, st.End))}, true
 	}
 	floor := reconcile.Floor(st, rec, stored)
 	switch {
 	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
 		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).
 			Msg("primary: sequence znode was re-created; fast-forwarding past the stored ceiling")
-		return plan{name: name, kind: planFastForward, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
+		return plan{name: name, kind: planFastForward, floor: floor, rec: withCeiling(base, reconcile.Ceiling(floor, headroom, st.End))}, true
 	case !st.Validated() || st.ZKEpoch != p.zkEpoch || st.ZKEpoch != epochOf(t.mzxid):
 		// Not stamped in this epoch (or stamped by a release without
 		// markers, which clients no longer take from).
-		return plan{name: name, kind: planRevalidate, floor: floor, ceiling: reconcile.Ceiling(floor, headroom, st.End), rec: base}, true
+		return plan{name: name, kind: planRevalidate, floor: floor, rec: withCeiling(base, reconcile.Ceiling(floor, headroom, st.End))}, true
 	case t.version >= p.cfg.RotateVersion:
-		return plan{name: name, kind: planRotate, floor: floor, ceiling: st.Ceiling, rec: base}, true
+		return plan{name: name, kind: planRotate, floor: floor, rec: withCeiling(base, st.Ceiling)}, true
 	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
-		return plan{name: name, kind: planRaise, floor: floor, ceiling: reconcile.Ceiling(st.Next, headroom, st.End), rec: base}, true
+		return plan{name: name, kind: planRaise, floor: floor, rec: withCeiling(base, reconcile.Ceiling(st.Next, headroom, st.End))}, true
 	case !stored || rec.Ceiling < st.Ceiling:
 		// The store must cover the ZooKeeper ceiling; persist it again.
-		return plan{name: name, kind: planRaise, floor: floor, ceiling: st.Ceiling, rec: base}, true
+		return plan{name: name, kind: planRaise, floor: floor, rec: withCeiling(base, st.Ceiling)}, true
 	}
 	return plan{}, false
 }
