@@ -84,3 +84,54 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 		t.Fatal("restore brought deleted sequence s back")
 	}
 }
+
+// Regression (found by the model test, seed 0x18eba2894e393fe1 op #3876: a
+// deleted adopted sequence back): the primary's audit read the store just
+// after a delete's tombstone, and ZooKeeper's deletion record the delete
+// had written, while its own view still held the znode the delete had
+// removed in the same transaction (the watcher's event not handled yet).
+// It took the znode for an incarnation born after the deletion and wrote
+// its birth into the store, so the name was live again there, and the
+// primary restored it. The audit now believes a znode newer than a
+// deletion only if it was created after the deletion record was written.
+func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	pstore, pgate := gatedFileStore(t, dir)
+	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
+		c.StoreTimeout = time.Minute
+		c.AuditInterval = 300 * time.Millisecond
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Take(ctx, "s", 10); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the primary settles: its next store write is an audit's seal
+
+	g := pgate.arm()
+	waitGate(t, "the audit's seal", g.hit)
+	ostore := fileStore(t, dir)
+	ceiling, err := primary.Delete(ctx, c, ostore, "s")
+	if err != nil {
+		close(g.release)
+		t.Fatal(err)
+	}
+	close(g.release) // the audit reads the tombstone, with the znode still in its view
+	time.Sleep(2 * time.Second)
+
+	rec, err := ostore.Get(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Deleted() {
+		t.Errorf("the store holds deleted sequence s live (incarnation %d, tombstone %d from a delete at ceiling %d)", rec.Live, rec.Dead, ceiling)
+	}
+	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+		t.Error("deleted sequence s exists in ZooKeeper again")
+	}
+}

@@ -117,10 +117,11 @@ func (p *Primary) audit(ctx context.Context) error {
 // it could not read.
 //
 //   - A deletion record the store lacks (or holds lower) is written into
-//     the store as a tombstone; if the name's znode exists, it is an
-//     incarnation born after that deletion (the record is written in the
-//     transaction that deletes the znode), and the store learns that it is
-//     live when it held it as deleted.
+//     the store as a tombstone; if the name's znode exists and was created
+//     after the record was written, it is an incarnation born after that
+//     deletion (the record is written in the transaction that deletes the
+//     znode), and the store learns that it is live when it held it as
+//     deleted.
 //   - A tombstone of a name whose znode does not exist, and that ZooKeeper
 //     lacks, is written into ZooKeeper (seqzk.Client.RecordDeletion, which
 //     refuses while a znode of the name exists).
@@ -143,7 +144,10 @@ func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.R
 		if !ok || r.Dead < d.Ceiling {
 			fix.Dead, fix.Ceiling = d.Ceiling, max(d.Ceiling, r.Ceiling)
 		}
-		if t := p.seqs[name]; t != nil && t.corrupt == nil && !t.state.Registered && ok && r.Deleted() && d.Ceiling >= r.Dead {
+		// The znode must be an incarnation born after the deletion: this
+		// primary's view of it may predate the delete that wrote the
+		// record (and deleted the znode in the same transaction).
+		if t := p.seqs[name]; t != nil && t.corrupt == nil && !t.state.Registered && ok && r.Deleted() && d.Ceiling >= r.Dead && d.BornAfter(t.czxid) {
 			// The incarnation takes its configuration along: a record
 			// of an incarnation without it would restore the sequence
 			// with the defaults (an unbounded space).

@@ -47,7 +47,16 @@ type Deletion struct {
 	// is the record's data version otherwise.
 	Exists  bool
 	Version int32
+	// Mzxid is the zxid of the record's last write: a delete writes it in
+	// the transaction that deletes the znode, so a znode of the name whose
+	// creation zxid is above it was born after that delete.
+	Mzxid int64
 }
+
+// BornAfter reports whether the znode created at zxid czxid was born after
+// the deletion d records (in the same ZooKeeper history): then it is a
+// newer incarnation, which d does not delete.
+func (d Deletion) BornAfter(czxid int64) bool { return d.Exists && czxid > d.Mzxid }
 
 // deletionHeader is the first line of a deletion record's data; the
 // second is "ceiling <n>", so that an operator reading it in zkCli knows
@@ -94,7 +103,7 @@ func (c *Client) ReadDeletion(ctx context.Context, name string) (Deletion, error
 	if err != nil {
 		return Deletion{}, err
 	}
-	return Deletion{Ceiling: k, Exists: true, Version: stat.Version}, nil
+	return Deletion{Ceiling: k, Exists: true, Version: stat.Version, Mzxid: stat.Mzxid}, nil
 }
 
 // Deletions returns every deletion record of the root, by name. A root
