@@ -23,23 +23,9 @@ import (
 // afresh once it is seen. Here the primary's loop is held by a slow store
 // write of another sequence while the operator's commands run.
 func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
-	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	pstore, pgate := gatedFileStore(t, dir)
-	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
-		c.StoreTimeout = time.Minute
-	})
-	c := r.client(z.Servers, 10*time.Second)
+	_, _, c, pgate := gatedPrimary(t, dir, nil, "s", "other")
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	for _, name := range []string{"s", "other"} {
-		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Take(ctx, name, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	time.Sleep(500 * time.Millisecond) // the primary settles (no raise due)
 	st, _, err := c.Describe(ctx, "s")
 	if err != nil {
@@ -59,22 +45,18 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 	ostore := fileStore(t, dir)
 	a, err := primary.Advance(ctx, c, ostore, "s", before+1, 100)
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	old, err := c.Take(ctx, "s", a.State.Ceiling-a.State.Next+1)
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	tomb, err := primary.Delete(ctx, c, ostore, "s")
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	if _, err := admin.Create(ctx, c, "s", seqzk.Registration{}); err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	t.Logf("ceiling before advance %d; advanced to next %d ceiling %d (stored %d); old incarnation took %v; tombstone ceiling %d",
 		before, a.State.Next, a.State.Ceiling, a.Stored, old, tomb)
@@ -138,17 +120,14 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 
 	old, err := c.Take(ctx, "old", 2*(mark-7))
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	tomb, err := primary.Delete(ctx, c, ostore, "old")
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	if _, err := admin.Create(ctx, c, "old", seqzk.Registration{}); err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	t.Logf("stored mark %d; the legacy counter handed out %v; tombstone ceiling %d", mark, old, tomb)
 	close(g.release)

@@ -9,7 +9,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // Regression (found by the model test, seed 0x18eba2894e393fe1 op #5644: a
@@ -23,21 +22,9 @@ import (
 // restore or import brought the deleted name back. The store now learns
 // an incarnation only once ZooKeeper holds it.
 func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
-	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	pstore, pgate := gatedFileStore(t, dir)
-	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
-		c.StoreTimeout = time.Minute
-	})
-	c := r.client(z.Servers, 10*time.Second)
+	_, _, c, pgate := gatedPrimary(t, dir, nil, "s")
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Take(ctx, "s", 10); err != nil {
-		t.Fatal(err)
-	}
 	ostore := fileStore(t, dir)
 	first, err := primary.Delete(ctx, c, ostore, "s")
 	if err != nil {
@@ -48,14 +35,12 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 	// Registered again; the primary's birth store write is held.
 	g := pgate.arm()
 	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	waitGate(t, "the primary's birth store write", g.hit)
 	second, err := primary.Delete(ctx, c, ostore, "s")
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	close(g.release) // the birth lands; its initialisation finds the delete
 	time.Sleep(2 * time.Second)
@@ -95,22 +80,9 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 // primary restored it. The audit now believes a znode newer than a
 // deletion only if it was created after the deletion record was written.
 func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
-	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	pstore, pgate := gatedFileStore(t, dir)
-	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
-		c.StoreTimeout = time.Minute
-		c.AuditInterval = 300 * time.Millisecond
-	})
-	c := r.client(z.Servers, 10*time.Second)
+	_, _, c, pgate := gatedPrimary(t, dir, func(c *config.Primary) { c.AuditInterval = 300 * time.Millisecond }, "s")
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Take(ctx, "s", 10); err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(time.Second) // the primary settles: its next store write is an audit's seal
 
 	g := pgate.arm()
@@ -118,8 +90,7 @@ func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
 	ostore := fileStore(t, dir)
 	ceiling, err := primary.Delete(ctx, c, ostore, "s")
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	close(g.release) // the audit reads the tombstone, with the znode still in its view
 	time.Sleep(2 * time.Second)

@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
-	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // Regression (a repro of issue 26, "restore beside a running primary"):
@@ -27,23 +24,9 @@ import (
 // makes the primary's create fail. The primary's store write is held here
 // to widen the window.
 func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
-	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	pstore, pgate := gatedFileStore(t, dir)
-	r, _ := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
-		c.StoreTimeout = time.Minute
-	})
-	c := r.client(z.Servers, 10*time.Second)
+	r, _, c, pgate := gatedPrimary(t, dir, nil, "s", "t")
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	for _, name := range []string{"s", "t"} {
-		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.Take(ctx, name, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
 	time.Sleep(500 * time.Millisecond)
 
 	// ZooKeeper loses both znodes; the primary's restore is held at its
@@ -56,8 +39,7 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 	ostore := fileStore(t, dir)
 	rep, err := reconcile.Compare(ctx, c, ostore)
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	rep.Plan()
 	for _, f := range rep.Findings {
@@ -67,18 +49,15 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 		}
 	}
 	if err := reconcile.Apply(ctx, c, ostore, rep, 100); err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	old, err := c.Take(ctx, "s", 50)
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	tomb, err := primary.Delete(ctx, c, ostore, "s")
 	if err != nil {
-		close(g.release)
-		t.Fatal(err)
+		g.fail(t, err)
 	}
 	t.Logf("operator restored s and t; took %v from s; deleted s (tombstone ceiling %d)", old, tomb)
 	close(g.release)

@@ -61,6 +61,44 @@ func gatedFileStore(t *testing.T, dir string) (*persist.Store, *gatedBackend) {
 	return s, g
 }
 
+// fail releases the held write and fails the test: a test must not leave
+// the primary stuck behind its gate.
+func (g *gate) fail(t *testing.T, err error) {
+	t.Helper()
+	close(g.release)
+	t.Fatal(err)
+}
+
+// gatedPrimary starts a primary on a file store in dir whose log writes
+// the test can hold (gatedBackend), with StoreTimeout a minute (a held write
+// must not time out), and registers names, taking one ID of each (so the
+// primary has initialised them). It returns the rig, the primary, a client
+// on a session of its own and the gate; an operator's store is
+// fileStore(t, dir).
+func gatedPrimary(t *testing.T, dir string, tune func(*config.Primary), names ...string) (*fileRig, *primary.Primary, *seqzk.Client, *gatedBackend) {
+	t.Helper()
+	z := testenv.ZooKeeper(t)
+	pstore, pgate := gatedFileStore(t, dir)
+	r, p := startFilePrimary(t, z.Servers, z.Root, pstore, func(c *config.Primary) {
+		c.StoreTimeout = time.Minute
+		if tune != nil {
+			tune(c)
+		}
+	})
+	c := r.client(z.Servers, 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	for _, name := range names {
+		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Take(ctx, name, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, p, c, pgate
+}
+
 func waitGate(t *testing.T, what string, ch <-chan struct{}) {
 	t.Helper()
 	select {
