@@ -560,9 +560,12 @@ func (e *env) deleteName(name string, overHTTP bool) string {
 		tomb, err = deleteSequence(ctx, e.admin, e.store, name)
 	}
 	cancel()
-	// A delete that found no znode wrote no tombstone (the name may be
-	// lost by ZooKeeper and about to be restored): it deleted nothing.
-	gone := err == nil || !errors.Is(err, sequence.ErrUnknownSequence) && !e.existsSure(name)
+	// A delete that failed deleted the name only if its tombstone reached
+	// the store and the znode is gone. One that found no znode, or failed
+	// before its tombstone (a connection lost just after ZooKeeper lost its
+	// data), deleted nothing: the name may be lost by ZooKeeper and about
+	// to be restored.
+	gone := err == nil || !errors.Is(err, sequence.ErrUnknownSequence) && e.tombstoned(name) && !e.existsSure(name)
 	m := e.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -582,6 +585,15 @@ func (e *env) deleteName(name string, overHTTP bool) string {
 		via = " over HTTP"
 	}
 	return fmt.Sprintf("delete %s%s -> %s, tombstone ceiling %d (highest handed out %d)", name, via, class, tomb, l.highest)
+}
+
+// tombstoned reports whether the store holds name deleted (false when it
+// cannot tell).
+func (e *env) tombstoned(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	rec, err := e.store.Get(ctx, name)
+	return err == nil && rec.Deleted()
 }
 
 // existsSure reports whether the znode of name exists, retrying read
