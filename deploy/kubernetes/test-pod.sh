@@ -19,6 +19,7 @@
 # schema, this checks that the pod spec runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+. deploy/zookeeper-container.sh
 
 MANIFEST=deploy/kubernetes/seqkeeper.yaml
 ID="$$"
@@ -119,11 +120,7 @@ for try in 1 2 3 4 5; do
 	[[ $try == 5 ]] && fail "could not create a network with a free subnet"
 done
 # One ZooKeeper answering to the manifest's three addresses.
-docker run -d --name "$POD-zk" --network "$NET" \
-	--network-alias zookeeper-0.zookeeper-headless --network-alias zookeeper-1.zookeeper-headless \
-	--network-alias zookeeper-2.zookeeper-headless -e ZOO_MY_ID=1 \
-	-e 'ZOO_SERVERS=server.1=0.0.0.0:2888:3888;2181' -e ZOO_STANDALONE_ENABLED=false \
-	-e JVMFLAGS=-Xmx256m zookeeper:3.8 >/dev/null
+start_zookeeper "$POD-zk" "$NET" zookeeper-0.zookeeper-headless zookeeper-1.zookeeper-headless zookeeper-2.zookeeper-headless
 docker run -d --name "$POD-minio" --network "$NET" --network-alias minio \
 	-e MINIO_ROOT_USER=seqkeeper -e MINIO_ROOT_PASSWORD=seqkeeper-secret \
 	minio/minio:latest server /data >/dev/null

@@ -17,6 +17,7 @@
 # not grant that capability.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+. deploy/zookeeper-container.sh
 
 IMAGE=seqkeeper/systemd-test:dev
 NET="seqkeeper-unit-$$"
@@ -49,9 +50,7 @@ log "building seqkeeper"
 CGO_ENABLED=0 go build -o "$work/seqkeeper" ./cmd/seqkeeper
 
 docker network create "$NET" >/dev/null
-docker run -d --name "$ZK" --network "$NET" --network-alias zk -e ZOO_MY_ID=1 \
-	-e 'ZOO_SERVERS=server.1=0.0.0.0:2888:3888;2181' -e ZOO_STANDALONE_ENABLED=false \
-	-e JVMFLAGS=-Xmx256m zookeeper:3.8 >/dev/null
+start_zookeeper "$ZK" "$NET" zk
 docker run -d --name "$SYS" --network "$NET" -p 127.0.0.1::7070 \
 	--cap-add SYS_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
 	-v /sys/fs/cgroup:/sys/fs/cgroup:ro --tmpfs /run --tmpfs /run/lock --tmpfs /tmp \
