@@ -63,6 +63,7 @@ func newCLI(t *testing.T) *cli {
 	c.env = map[string]string{
 		"SEQKEEPER_ZK":            strings.Join(z.Servers, ","),
 		"SEQKEEPER_ELECTION_PATH": c.election,
+		"SEQKEEPER_MARKER_PATH":   z.Root + "/cluster", // every root its own marker
 		"SEQKEEPER_CEILING_WAIT":  "500ms",
 		"SEQKEEPER_LOG_FORMAT":    "json",
 		"SEQKEEPER_ROOT":          "/somewhere-else", // the --root flag given by run wins
@@ -253,7 +254,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"overlapping ranges", []string{"push", "orders", "1:3", "2"}, 2, "overlap"},
 		{"never issued", []string{"push", "orders", "50:60"}, 2, "push refused"},
 		{"push without ranges", []string{"push", "orders"}, 2, "requires at least 2 arg(s)"},
-		{"unknown sequence", []string{"take", "nosuch"}, 1, `unknown sequence: ` + c.root + `/nosuch does not exist; create it with 'seqkeeper create nosuch'`},
+		{"unknown sequence", []string{"take", "nosuch"}, 1, `unknown sequence: ` + c.root + `/nosuch does not exist; 'seqkeeper list' shows the sequences under ` + c.root + `; 'seqkeeper create nosuch' makes a new one, starting at 1`},
 		{"describe unknown", []string{"describe", "nosuch"}, 1, "unknown sequence"},
 		{"create twice", []string{"create", "orders"}, 1, `sequence "orders" already exists`},
 		{"create bad start", []string{"create", "x", "--start", "-1"}, 2, "--start -1"},

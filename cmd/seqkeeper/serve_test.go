@@ -63,6 +63,13 @@ func (c *cli) serveWith(id string, extra ...string) *replicaProc {
 		case <-time.After(30 * time.Second):
 			c.t.Errorf("replica %s did not stop", id)
 		}
+		if c.t.Failed() {
+			l := r.stderr.String()
+			if len(l) > 16<<10 {
+				l = "..." + l[len(l)-16<<10:]
+			}
+			c.t.Logf("replica %s's log (its end):\n%s", id, l)
+		}
 	})
 	return r
 }

@@ -2,6 +2,7 @@ package primary_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -20,24 +21,32 @@ import (
 func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
 	t.Helper()
 	ctx := context.Background()
-	var ops []zkclient.Op
-	for _, p := range append([]string{c.MetaPath()}, func() (out []string) {
-		for _, n := range names {
-			out = append(out, c.Path(n))
+	paths := []string{c.MetaPath()}
+	for _, n := range names {
+		paths = append(paths, c.Path(n))
+	}
+	// One multi, so the loss is atomic. A window child can close between
+	// the listing and the multi (takes use windows up while the primary
+	// runs): list again and retry, a bounded number of times.
+	for attempt := 0; ; attempt++ {
+		var ops []zkclient.Op
+		for _, p := range paths {
+			children, _, err := c.ZK().Children(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range children {
+				ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
+			}
+			ops = append(ops, zkclient.DeleteOp(p, zkclient.AnyVersion))
 		}
-		return out
-	}()...) {
-		children, _, err := c.ZK().Children(ctx, p)
-		if err != nil {
+		_, err := c.ZK().Multi(ctx, ops...)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, zkclient.ErrNoNode) && !errors.Is(err, zkclient.ErrNotEmpty) || attempt == 20 {
 			t.Fatal(err)
 		}
-		for _, ch := range children {
-			ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
-		}
-		ops = append(ops, zkclient.DeleteOp(p, zkclient.AnyVersion))
-	}
-	if _, err := c.ZK().Multi(ctx, ops...); err != nil {
-		t.Fatal(err)
 	}
 }
 
