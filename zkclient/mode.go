@@ -3,6 +3,7 @@ package zkclient
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -66,7 +67,7 @@ func DetectMode(ctx context.Context, c *Client) (Mode, string) {
 		if n := configServers(data); n > 0 {
 			return ModeQuorum, fmt.Sprintf("%s lists %d server.N= line(s), as in quorum mode", ConfigNode, n)
 		}
-		mode, why := srvrMode(ctx, c.Servers())
+		mode, why := srvrMode(ctx, c.Servers(), c.opts.TLS)
 		if mode == ModeQuorum {
 			return ModeQuorum, fmt.Sprintf("%s lists no servers, but %s", ConfigNode, why)
 		}
@@ -76,7 +77,7 @@ func DetectMode(ctx context.Context, c *Client) (Mode, string) {
 	if errors.Is(err, ErrNoNode) {
 		configErr = fmt.Sprintf("%s does not exist (ZooKeeper older than 3.5)", ConfigNode)
 	}
-	mode, why := srvrMode(ctx, c.Servers())
+	mode, why := srvrMode(ctx, c.Servers(), c.opts.TLS)
 	return mode, configErr + "; " + why
 }
 
@@ -94,10 +95,10 @@ func configServers(data []byte) int {
 
 // srvrMode asks each server in turn with srvr until one names its mode.
 // The sentence says which server answered what, or why none did.
-func srvrMode(ctx context.Context, servers []string) (Mode, string) {
+func srvrMode(ctx context.Context, servers []string, tlsConfig *tls.Config) (Mode, string) {
 	var failures []string
 	for _, s := range servers {
-		reply, err := FourLetterWord(ctx, s, "srvr")
+		reply, err := FourLetterWordTLS(ctx, s, "srvr", tlsConfig)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v", s, err))
 			if ctx.Err() != nil {
@@ -154,10 +155,25 @@ func firstLine(s string) string {
 // parser rejects the build date format of ZooKeeper 3.5+ and knows no
 // observers.
 func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
+	return FourLetterWordTLS(ctx, addr, cmd, nil)
+}
+
+// FourLetterWordTLS is FourLetterWord over TLS with cfg (a ZooKeeper
+// secureClientPort answers four-letter words too), or plain if cfg is nil.
+func FourLetterWordTLS(ctx context.Context, addr, cmd string, cfg *tls.Config) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, srvrTimeout)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if cfg != nil {
+		tc := cfg.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		conn, err = (&tls.Dialer{Config: tc}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -50,7 +50,7 @@ func TestDetectMode(t *testing.T) {
 			}
 			// The fallback alone, on every server.
 			for i := 0; i < e.Len(); i++ {
-				mode, why := zkclient.SrvrMode(ctx, []string{e.Addr(i)})
+				mode, why := zkclient.SrvrMode(ctx, []string{e.Addr(i)}, nil)
 				if mode != tc.want {
 					t.Fatalf("zkclient.SrvrMode(%s) = %s, %q; want %s", e.Addr(i), mode, why, tc.want)
 				}
@@ -68,15 +68,15 @@ func TestSrvrModeUnreachable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	closed := closedAddr(t)
-	mode, why := zkclient.SrvrMode(ctx, []string{closed})
+	mode, why := zkclient.SrvrMode(ctx, []string{closed}, nil)
 	if mode != zkclient.ModeUnknown || !strings.Contains(why, "srvr did not tell the mode") || !strings.Contains(why, closed) {
 		t.Fatalf("zkclient.SrvrMode(closed port) = %s, %q; want unknown naming %s", mode, why, closed)
 	}
-	if mode, why := zkclient.SrvrMode(ctx, nil); mode != zkclient.ModeUnknown || why == "" {
+	if mode, why := zkclient.SrvrMode(ctx, nil, nil); mode != zkclient.ModeUnknown || why == "" {
 		t.Fatalf("zkclient.SrvrMode(no servers) = %s, %q", mode, why)
 	}
 	e := testenv.StartStandalone(t)
-	mode, why = zkclient.SrvrMode(ctx, []string{closed, e.Addr(0)})
+	mode, why = zkclient.SrvrMode(ctx, []string{closed, e.Addr(0)}, nil)
 	if mode != zkclient.ModeStandalone || !strings.Contains(why, e.Addr(0)) {
 		t.Fatalf("zkclient.SrvrMode(closed, standalone) = %s, %q; want standalone from %s", mode, why, e.Addr(0))
 	}

@@ -13,6 +13,7 @@ package zkclient
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -68,6 +69,19 @@ type Options struct {
 	// TCP dial: a transport of the caller's (TLS, a proxy), or a test's
 	// that fails on purpose. Default net.DialTimeout.
 	Dial func(network, address string, timeout time.Duration) (net.Conn, error)
+	// TLS, if set, makes every connection TLS (ZooKeeper's
+	// secureClientPort, served by its NettyServerCnxnFactory) with a clone
+	// of this configuration, over Dial's connection. An empty ServerName is
+	// the name of the server being dialled, as given in the server list.
+	// With a client certificate, ZooKeeper's x509 scheme makes the
+	// certificate's subject the session's identity: see ACL. Certificates
+	// that change on disk are picked up by GetClientCertificate and
+	// VerifyConnection, which run at every handshake.
+	TLS *tls.Config
+	// ACL is given to the znodes the client creates. Default: all
+	// permissions to the Digest user if there is one, else to everyone
+	// (ZooKeeper's OPEN_ACL_UNSAFE).
+	ACL []ACL
 }
 
 // errNoHosts marks a connection that could not start because no server
@@ -85,6 +99,9 @@ type Client struct {
 	opts    Options
 	acl     []zk.ACL // of the znodes the client creates
 	log     zerolog.Logger
+	// lastDialErr is the last connection attempt's failure (a refused port,
+	// a failed TLS handshake), nil once one succeeds: Dial's error names it.
+	lastDialErr atomic.Pointer[error]
 
 	// disconnectedAt is the UnixNano time the session was last seen without
 	// a connection, 0 while connected with a session.
@@ -133,6 +150,9 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 	if user, password, ok := strings.Cut(opts.Digest, ":"); ok {
 		c.acl = zk.DigestACL(zk.PermAll, user, password)
 	}
+	if len(opts.ACL) > 0 {
+		c.acl = toZK(opts.ACL)
+	}
 	if opts.Logger != nil {
 		c.log = *opts.Logger
 	}
@@ -166,8 +186,20 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 		case <-ctx.Done():
 			state := c.state()
 			c.Close()
-			return nil, fmt.Errorf("%w with %s after %s (state %s): are the servers up and reachable?",
-				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, stateName(state))
+			last := c.lastDialErr.Load()
+			if last != nil && errors.Is(*last, ErrTLS) {
+				return nil, fmt.Errorf("%w with %s after %s (state %s): %w",
+					ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, stateName(state), *last)
+			}
+			hint := "are the servers up and reachable?"
+			if opts.TLS == nil {
+				hint += " If ZooKeeper serves TLS only (a secureClientPort), configure TLS (zk_tls_ca_file)"
+			}
+			if last != nil {
+				hint += fmt.Sprintf(" (last error: %v)", *last)
+			}
+			return nil, fmt.Errorf("%w with %s after %s (state %s): %s",
+				ErrNoSession, strings.Join(servers, ","), opts.ConnectTimeout, stateName(state), hint)
 		}
 	}
 	go c.redialLoop()
@@ -182,9 +214,12 @@ func (c *Client) connect() error {
 	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
 		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
 	}))
-	dial := zk.Dialer(net.DialTimeout)
+	var dial func(string, string, time.Duration) (net.Conn, error) = c.recordDial(net.DialTimeout)
 	if c.opts.Dial != nil {
-		dial = c.opts.Dial
+		dial = c.recordDial(c.opts.Dial)
+	}
+	if c.opts.TLS != nil {
+		dial = c.tlsDial(dial, c.opts.TLS)
 	}
 	conn, _, err := zk.Connect(c.servers, c.opts.SessionTimeout,
 		zk.WithLogger(zkLogger{c.log}), zk.WithLogInfo(false), zk.WithHostProvider(hosts), zk.WithDialer(dial),

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // Timing of the test servers. A short tick lets tests use session timeouts
@@ -35,6 +34,8 @@ type Ensemble struct {
 	// standalone: one server in standalone mode (NewStandalone), not
 	// quorum mode.
 	standalone bool
+	// tls, if set, makes the servers serve TLS only (NewTLSEnsemble).
+	tls *zkTLS
 }
 
 type zkServer struct {
@@ -109,7 +110,12 @@ func (e *Ensemble) config(s *zkServer) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=25\n", TickTime.Milliseconds())
 	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", zkMaxSessionMilli)
-	fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
+	if e.tls != nil {
+		fmt.Fprintf(&b, "dataDir=%s\n", s.dataDir)
+		b.WriteString(e.tls.config(s.clientPort))
+	} else {
+		fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
+	}
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
 	if e.standalone {
 		// No server.N= lines: ZooKeeper's classic standalone mode, as a
@@ -176,6 +182,14 @@ func zkClasspath() (string, error) {
 	// to stderr, which we keep in server.log.
 	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
 		cp += ":/usr/share/java/slf4j-simple.jar"
+	}
+	// The package's jar lists the Netty jars it needs for a plain port
+	// only: the secure port (NettyServerCnxnFactory's TLS pipeline) also
+	// needs netty-codec and netty-resolver, which Debian ships beside it.
+	for _, jar := range []string{"/usr/share/java/netty-codec.jar", "/usr/share/java/netty-resolver.jar"} {
+		if _, err := os.Stat(jar); err == nil {
+			cp += ":" + jar
+		}
 	}
 	return cp, nil
 }
@@ -359,7 +373,7 @@ func copyTree(src, dst string) error {
 func (e *Ensemble) WaitServing(i int, timeout time.Duration) error {
 	addr := e.Addr(i)
 	return e.servers[i].proc.waitFor(timeout, func(ctx context.Context) error {
-		mode, err := zkclient.FourLetterWord(ctx, addr, "srvr")
+		mode, err := e.fourLetterWord(ctx, addr, "srvr")
 		if err != nil {
 			return err
 		}
@@ -373,7 +387,7 @@ func (e *Ensemble) WaitServing(i int, timeout time.Duration) error {
 // Mode returns server i's role: "leader", "follower", "standalone", or an
 // error when it does not serve.
 func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
-	out, err := zkclient.FourLetterWord(ctx, e.Addr(i), "srvr")
+	out, err := e.fourLetterWord(ctx, e.Addr(i), "srvr")
 	if err != nil {
 		return "", err
 	}
