@@ -125,6 +125,19 @@ type Config struct {
 	// ZKDigest is "user:password" for ZooKeeper digest authentication; when
 	// set, every znode seqkeeper creates carries a digest ACL for this user.
 	ZKDigest Secret
+	// ZKTLSCAFile, ZKTLSCertFile and ZKTLSKeyFile make every ZooKeeper
+	// connection TLS (ZooKeeper's secureClientPort): the CA bundle that
+	// signed the servers' certificates (empty: the system's), and this
+	// process's client certificate and key (both or neither). With a client
+	// certificate, ZooKeeper's x509 scheme makes its subject the session's
+	// identity. All three are read again when they change.
+	ZKTLSCAFile, ZKTLSCertFile, ZKTLSKeyFile string
+	// ZKTLS turns TLS on with none of the files (the system's CAs, no
+	// client certificate); any of them turns it on too.
+	ZKTLS bool
+	// ZKTLSServerName is the name the servers' certificates must hold;
+	// empty: each server's name as given in ZK.
+	ZKTLSServerName string
 	// Root is the znode under which sequences live.
 	Root string
 	// ElectionPath is the directory of the replicas' leader election

@@ -2,6 +2,8 @@ package config
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"os"
 	"sync"
 	"time"
@@ -67,4 +69,80 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 		r.cert, r.stamp = &cert, stamp
 	}
 	return r.cert, nil
+}
+
+// getClientCertificate is tls.Config.GetClientCertificate.
+func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.getCertificate(nil)
+}
+
+// poolReloader serves a CA bundle, read again when its file changes; a
+// file that does not parse leaves the last good pool in use.
+type poolReloader struct {
+	file string
+
+	mu      sync.Mutex
+	pool    *x509.CertPool
+	stamp   fileStamp
+	checked time.Time
+}
+
+// newPoolReloader loads the bundle once; its error is the caller's to word.
+func newPoolReloader(file string) (*poolReloader, error) {
+	r := &poolReloader{file: file}
+	stamp := stampOf(file)
+	pool, err := loadPool(file)
+	if err != nil {
+		return nil, err
+	}
+	r.pool, r.stamp, r.checked = pool, stamp, time.Now()
+	return r, nil
+}
+
+func loadPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// current returns the pool, read again if the file changed.
+func (r *poolReloader) current() *x509.CertPool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.checked) < certCheckEvery {
+		return r.pool
+	}
+	r.checked = time.Now()
+	if stamp := stampOf(r.file); stamp != r.stamp {
+		if pool, err := loadPool(r.file); err == nil {
+			r.pool, r.stamp = pool, stamp
+		}
+	}
+	return r.pool
+}
+
+// verifyServer is tls.Config.VerifyConnection for a client whose CA bundle
+// may change: crypto/tls's own verification reads RootCAs once, so the
+// configuration skips it (InsecureSkipVerify) and this does the same
+// checks, chain and name, against the current bundle. Its errors are
+// crypto/x509's, as the built-in verification's would be.
+func (r *poolReloader) verifyServer(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the server sent no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{
+		DNSName: cs.ServerName, Roots: r.current(), Intermediates: inter,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	return err
 }

@@ -92,6 +92,12 @@ func (c *Config) Validate() error {
 	if t := c.HTTPAdminToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
 		bad("http_admin_token", "must not contain white space")
 	}
+	if (c.ZKTLSCertFile == "") != (c.ZKTLSKeyFile == "") {
+		bad("zk_tls_cert_file", "set both zk_tls_cert_file and zk_tls_key_file, or neither")
+	}
+	if c.ZKTLSServerName != "" && !c.ZKTLSOn() {
+		bad("zk_tls_server_name", "only means something with TLS: set zk_tls_ca_file (or zk_tls: true)")
+	}
 	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
 		bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
 	}

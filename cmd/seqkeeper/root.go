@@ -352,11 +352,28 @@ func dialZK(ctx context.Context, cfg *config.Config, log zerolog.Logger) (*zkcli
 // dialZKWithin is dialZK with def as the wait when zk_connect_timeout is 0,
 // and observe (if not nil) timing every request.
 func dialZKWithin(ctx context.Context, cfg *config.Config, def time.Duration, log zerolog.Logger, observe func(string, time.Duration)) (*zkclient.Client, error) {
+	tc, err := cfg.ZKTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := cfg.ZKIdentities()
+	if err != nil {
+		return nil, err
+	}
+	// The znodes this process creates are its identities' (all of them:
+	// the certificate's and the digest's), as ZooKeeper's "auth" scheme
+	// would give them.
+	var acl []zkclient.ACL
+	for _, id := range ids {
+		acl = append(acl, zkclient.ACL{Perms: zkclient.PermAll, ID: id})
+	}
 	return zkclient.Dial(ctx, cfg.ZK, zkclient.Options{
 		SessionTimeout: cfg.ZKSessionTimeout,
 		ConnectTimeout: cfg.ConnectTimeout(def),
 		ObserveRequest: observe,
 		Digest:         cfg.ZKDigest.Reveal(),
+		TLS:            tc,
+		ACL:            acl,
 		Logger:         &log,
 	})
 }
