@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // Timing of the test servers. A short tick lets tests use session timeouts
