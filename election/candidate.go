@@ -126,6 +126,7 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 		if err := e.ready(ctx); err != nil {
 			return err
 		}
+		acl := e.leafACL(ctx)
 		s := e.client.Session()
 		sid = s.ID()
 		if e.beforeCreate != nil {
@@ -136,7 +137,14 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 		go func() {
 			// Not bound to ctx: leave needs the outcome of a create that
 			// was still running when join gave up waiting.
-			p, err := s.Create(context.WithoutCancel(ctx), e.path+"/"+nodePrefix+c.guid+seqMarker, e.data, zkclient.Ephemeral|zkclient.Sequential)
+			path, flags := e.path+"/"+nodePrefix+c.guid+seqMarker, zkclient.Ephemeral|zkclient.Sequential
+			var p string
+			var err error
+			if acl != nil {
+				p, err = s.CreateWithACL(context.WithoutCancel(ctx), path, e.data, flags, acl)
+			} else {
+				p, err = s.Create(context.WithoutCancel(ctx), path, e.data, flags)
+			}
 			done <- createResult{p, err}
 		}()
 		var r createResult

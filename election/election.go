@@ -399,3 +399,19 @@ func (e *Election) ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// leafACL is the ACL of the znodes the election creates (candidates, the
+// leader epoch): the election directory's, without CREATE and DELETE,
+// which mean nothing on a leaf. So the directory's ACL, which an operator
+// sets ('seqkeeper acl apply'), decides who may read and who may write
+// them. Nil (the client's own ACL) when the directory's cannot be read.
+func (e *Election) leafACL(ctx context.Context) []zkclient.ACL {
+	acl, _, err := e.client.GetACL(ctx, e.path)
+	if err != nil || len(acl) == 0 {
+		return nil
+	}
+	for i := range acl {
+		acl[i].Perms &^= zkclient.PermCreate | zkclient.PermDelete
+	}
+	return acl
+}

@@ -276,6 +276,9 @@ func (e *Election) nextEpoch(ctx context.Context, c *candidate, ownVersion int32
 		case errors.Is(err, zkclient.ErrNoNode):
 			next = 1
 			op = zkclient.CreateOp(e.epochPath, formatEpoch(next), 0)
+			if acl := e.leafACL(ctx); acl != nil {
+				op = op.WithACL(acl)
+			}
 		case err != nil:
 			return 0, fmt.Errorf("read epoch %s: %w", e.epochPath, err)
 		default:

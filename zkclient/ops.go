@@ -288,6 +288,13 @@ type Op struct {
 	data    []byte
 	version int32
 	flags   CreateFlags
+	acl     []ACL // of a create; nil: the client's
+}
+
+// WithACL returns the create o with acl instead of the client's ACL.
+func (o Op) WithACL(acl []ACL) Op {
+	o.acl = acl
+	return o
 }
 
 // CreateOp creates a znode (see Session.Create).
@@ -323,6 +330,9 @@ func (o Op) String() string {
 func (o Op) request(acl []zk.ACL) any {
 	switch o.kind {
 	case "create":
+		if o.acl != nil {
+			acl = toZK(o.acl)
+		}
 		return &zk.CreateRequest{Path: o.path, Data: o.data, Acl: acl, Flags: int32(o.flags)}
 	case "set":
 		return &zk.SetDataRequest{Path: o.path, Data: o.data, Version: o.version}

@@ -24,13 +24,22 @@ func ValidateRoot(p string) error {
 }
 
 // EnsurePath creates p and its missing ancestors, with the client's ACL.
+// It creates only what does not exist: ZooKeeper checks the CREATE
+// permission before existence, so a client that may read an existing path
+// but not create in its parent would be refused otherwise.
 func (c *Client) EnsurePath(ctx context.Context, p string) error {
 	if err := ValidateRoot(p); err != nil {
 		return err
 	}
+	if ok, _, err := c.Exists(ctx, p); err == nil && ok {
+		return nil
+	}
 	cur := ""
 	for _, el := range strings.Split(p[1:], "/") {
 		cur += "/" + el
+		if ok, _, err := c.Exists(ctx, cur); err == nil && ok {
+			continue
+		}
 		if _, err := c.Create(ctx, cur, nil, 0); err != nil && !errors.Is(err, ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", cur, err)
 		}

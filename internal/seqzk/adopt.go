@@ -79,7 +79,7 @@ func (c *Client) Adopt(ctx context.Context, name string, version int32, floor, c
 	nd := c.node(p)
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	_, err := c.zk.Multi(sent(ctx), zkclient.SetOp(p, st.Encode(), version), zkclient.CreateOp(p+"/"+st.Marker, nil, 0))
+	_, err := c.zk.Multi(sent(ctx), zkclient.SetOp(p, st.Encode(), version), c.createOp(ctx, KindSequenceChild, p+"/"+st.Marker, nil, 0))
 	c.stats.requests.Add(1)
 	nd.valid = false // it holds another format now
 	switch {

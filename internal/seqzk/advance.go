@@ -67,7 +67,7 @@ func (c *Client) Advance(ctx context.Context, name string, to, storedFloor, ceil
 			ops = append(ops, zkclient.CheckOp(nd.path+"/"+old.Marker, 0))
 		}
 		set := len(ops)
-		ops = append(ops, zkclient.SetOp(nd.path, st.Encode(), nd.version), zkclient.CreateOp(nd.path+"/"+st.Marker, nil, 0))
+		ops = append(ops, zkclient.SetOp(nd.path, st.Encode(), nd.version), c.createOp(ctx, KindSequenceChild, nd.path+"/"+st.Marker, nil, 0))
 		for _, ch := range slices.Concat(nd.windows, nd.markers) {
 			ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
 		}

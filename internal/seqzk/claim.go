@@ -26,7 +26,11 @@ const claimHeader = "seqkeeper-claim v1"
 // claims existed) is claimed; data that is not a claim is refused as not
 // seqkeeper's. what names the znode for messages ("election_path").
 func (c *Client) Claim(ctx context.Context, path, what string) error {
-	if err := c.zk.EnsurePath(ctx, path); err != nil {
+	kind := KindMarker
+	if what == "election_path" {
+		kind = KindElection
+	}
+	if err := c.ensure(ctx, kind, path); err != nil {
 		return fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	want := []byte(claimHeader + "\nroot " + strconv.Quote(c.opts.Root) + "\n")

@@ -129,6 +129,9 @@ type Client struct {
 	stats struct {
 		requests, conflicts, retries, unvalidated, waits atomic.Int64
 	}
+
+	// layout is the root's ACL layout, for the znodes the client creates.
+	layout layoutCache
 }
 
 // node is the cached view of one znode (a sequence or one of its windows).

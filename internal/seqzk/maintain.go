@@ -40,7 +40,7 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	_, err := c.zk.Create(sent(ctx), c.Path(name), st.Encode(), 0)
+	_, err := c.zk.Multi(sent(ctx), c.createOp(ctx, KindSequence, c.Path(name), st.Encode(), 0))
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNodeExists) {
 		return fmt.Errorf("sequence %q %w", name, ErrExists)
@@ -202,7 +202,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			// history this lands in.
 			ops := []zkclient.Op{
 				zkclient.SetOp(nd.path, st.Encode(), nd.version),
-				zkclient.CreateOp(nd.path+"/"+st.Marker, nil, 0),
+				c.createOp(ctx, KindSequenceChild, nd.path+"/"+st.Marker, nil, 0),
 			}
 			for _, ch := range slices.Concat(nd.windows, nd.markers) {
 				ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))

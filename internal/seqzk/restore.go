@@ -123,16 +123,16 @@ func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (cr
 
 // restoreOps returns the operations that create the znode of r's state,
 // guarded by its deletion record.
-func (c *Client) restoreOps(r Restoration) []zkclient.Op {
-	return append(c.createOps(r.State), c.guardOps(r.State.Name, r.Guard)...)
+func (c *Client) restoreOps(ctx context.Context, r Restoration) []zkclient.Op {
+	return append(c.createOps(ctx, r.State), c.guardOps(r.State.Name, r.Guard)...)
 }
 
 // createOps returns the operations that create the znode of st and, for a
 // validated state, its marker.
-func (c *Client) createOps(st state.State) []zkclient.Op {
-	ops := []zkclient.Op{zkclient.CreateOp(c.Path(st.Name), st.Encode(), 0)}
+func (c *Client) createOps(ctx context.Context, st state.State) []zkclient.Op {
+	ops := []zkclient.Op{c.createOp(ctx, KindSequence, c.Path(st.Name), st.Encode(), 0)}
 	if st.Marker != "" {
-		ops = append(ops, zkclient.CreateOp(c.Path(st.Name)+"/"+st.Marker, nil, 0))
+		ops = append(ops, c.createOp(ctx, KindSequenceChild, c.Path(st.Name)+"/"+st.Marker, nil, 0))
 	}
 	return ops
 }
@@ -142,7 +142,7 @@ func (c *Client) createOps(st state.State) []zkclient.Op {
 func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch int64) (created, stale []string, err error) {
 	ops := make([]zkclient.Op, 0, 4*len(batch)+1)
 	for _, r := range batch {
-		ops = append(ops, c.restoreOps(r)...)
+		ops = append(ops, c.restoreOps(ctx, r)...)
 	}
 	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
 	res, err := c.zk.Multi(sent(ctx), ops...)
@@ -163,7 +163,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			_, err := c.zk.Multi(sent(ctx), c.restoreOps(r)...)
+			_, err := c.zk.Multi(sent(ctx), c.restoreOps(ctx, r)...)
 			c.stats.requests.Add(1)
 			switch {
 			case err == nil:

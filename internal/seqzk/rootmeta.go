@@ -134,11 +134,11 @@ func (c *Client) Deletions(ctx context.Context) (map[string]Deletion, error) {
 // name is deleted up to ceiling: create the record, or raise it (never
 // lower it) at the version d was read at, so that the transaction fails if
 // another record was written meanwhile.
-func (c *Client) deletionOps(name string, ceiling int64, d Deletion) []zkclient.Op {
+func (c *Client) deletionOps(ctx context.Context, name string, ceiling int64, d Deletion) []zkclient.Op {
 	if d.Exists {
 		return []zkclient.Op{zkclient.SetOp(c.deletionPath(name), encodeDeletion(max(ceiling, d.Ceiling)), d.Version)}
 	}
-	return []zkclient.Op{zkclient.CreateOp(c.deletionPath(name), encodeDeletion(ceiling), 0)}
+	return []zkclient.Op{c.createOp(ctx, KindRecord, c.deletionPath(name), encodeDeletion(ceiling), 0)}
 }
 
 // guardOps returns the operations that make a transaction that births an
@@ -178,7 +178,7 @@ func (c *Client) RecordDeletion(ctx context.Context, name string, ceiling int64)
 		}
 		// The sequence must not exist: create and delete it in the same
 		// transaction, which fails if it does.
-		ops := append(c.deletionOps(name, ceiling, d),
+		ops := append(c.deletionOps(ctx, name, ceiling, d),
 			zkclient.CreateOp(c.Path(name), nil, 0), zkclient.DeleteOp(c.Path(name), 0))
 		_, err = c.zk.Multi(sent(ctx), ops...)
 		c.stats.requests.Add(1)
@@ -204,12 +204,7 @@ func (c *Client) RecordDeletion(ctx context.Context, name string, ceiling int64)
 // EnsureMeta creates the root and its own znode when they are missing (a
 // read when they exist).
 func (c *Client) EnsureMeta(ctx context.Context) error {
-	ok, _, err := c.zk.Exists(ctx, c.MetaPath())
-	c.stats.requests.Add(1)
-	if err == nil && ok {
-		return nil
-	}
-	if err := c.zk.EnsurePath(ctx, c.MetaPath()); err != nil {
+	if err := c.ensure(ctx, KindMeta, c.MetaPath()); err != nil {
 		return fmt.Errorf("create %s: %w", c.MetaPath(), err)
 	}
 	return nil
@@ -346,7 +341,7 @@ func (c *Client) Remove(ctx context.Context, s zkclient.Session, name string, ve
 		ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
 	}
 	ops = append(ops, zkclient.DeleteOp(p, version))
-	ops = append(ops, c.deletionOps(name, dead, d)...)
+	ops = append(ops, c.deletionOps(ctx, name, dead, d)...)
 	_, err = s.Multi(sent(ctx), ops...)
 	c.stats.requests.Add(1)
 	return err

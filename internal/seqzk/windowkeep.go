@@ -51,7 +51,7 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 		// history (or an earlier incarnation) from landing.
 		res, err := c.zk.Multi(sent(ctx),
 			zkclient.CheckOp(nd.path+"/"+st.Marker, 0),
-			zkclient.CreateOp(nd.path+"/"+state.WindowPrefix, w.Encode(), zkclient.Sequential),
+			c.createOp(ctx, KindSequenceChild, nd.path+"/"+state.WindowPrefix, w.Encode(), zkclient.Sequential),
 			zkclient.SetOp(nd.path, st.Encode(), nd.version),
 		)
 		c.stats.requests.Add(1)
@@ -266,7 +266,7 @@ func (c *Client) carveSlots(ctx context.Context, name string, nd *node, ws, open
 		size := min(left, windowSize(rate, prev, fresh, st.Windows))
 		w := state.State{Name: name, Start: st.Next, Next: st.Next, Ceiling: st.Next + size - 1, End: st.Next + size - 1,
 			ZKEpoch: st.ZKEpoch, Marker: st.Marker}
-		ops = append(ops, zkclient.CreateOp(nd.path+"/"+slotPrefix(k), w.Encode(), zkclient.Sequential))
+		ops = append(ops, c.createOp(ctx, KindSequenceChild, nd.path+"/"+slotPrefix(k), w.Encode(), zkclient.Sequential))
 		st.Next += size
 		left -= size
 	}

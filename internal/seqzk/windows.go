@@ -282,7 +282,7 @@ func (c *Client) refill(ctx context.Context, name string, slot int, last string,
 		ops := append([]zkclient.Op{
 			zkclient.CheckOp(nd.path+"/"+st.Marker, 0),
 			zkclient.SetOp(nd.path, st.Encode(), nd.version),
-			zkclient.CreateOp(nd.path+"/"+slotPrefix(slot), w.Encode(), zkclient.Sequential),
+			c.createOp(ctx, KindSequenceChild, nd.path+"/"+slotPrefix(slot), w.Encode(), zkclient.Sequential),
 		}, retire...)
 		res, err := c.zk.Multi(sent(ctx), ops...)
 		c.stats.requests.Add(1)
