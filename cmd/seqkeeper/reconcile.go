@@ -40,16 +40,26 @@ func newVerifyCmd(g *globals) *cobra.Command {
 (exit 1): a ZooKeeper ceiling above the stored one, a sequence the store does
 not cover, a legacy counter past its mark, corrupt data. Pending (exit 0): what
 a running primary fixes by itself (missing znodes, sequences not yet validated
-in the current ZooKeeper epoch, registrations).`,
+in the current ZooKeeper epoch, registrations).
+
+It also checks every znode's ACL against the root's ACL layout ('seqkeeper
+acl'): an ACL wider than the layout is unsafe too (exit 1).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			r, _, _, done, err := g.compare(cmd.Context())
+			r, seqs, _, done, err := g.compare(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer done()
 			if unsafe := g.printFindings(r, false); unsafe > 0 {
 				return fmt.Errorf("%d unsafe sequence(s): see above; is 'seqkeeper serve' running with this store? 'seqkeeper restore' covers ZooKeeper ceilings in the store", unsafe)
+			}
+			wide, err := g.checkACLs(cmd.Context(), seqs)
+			if err != nil {
+				return err
+			}
+			if wide > 0 {
+				return fmt.Errorf("%d znode(s) with an ACL wider than the root's layout: see above; 'seqkeeper acl apply' narrows them", wide)
 			}
 			return nil
 		},

@@ -29,7 +29,7 @@ import (
 // connection and the root's znodes, so that a serve command line works for
 // an operator command too. The others are set in the config file or the
 // environment, or bound by the commands that use them.
-var globalSettings = []string{"zk", "root", "election_path", "marker_path", "zk_session_timeout", "zk_connect_timeout", "store", "log_level"}
+var globalSettings = []string{"zk", "root", "election_path", "marker_path", "zk_session_timeout", "zk_connect_timeout", "zk_tls", "zk_tls_ca_file", "zk_tls_cert_file", "zk_tls_key_file", "zk_tls_server_name", "store", "log_level"}
 
 // serveSettings are the settings serve takes as flags of its own, as
 // docs/cli.md lists them. zk_digest has no flag: a flag shows in the
@@ -240,6 +240,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newAdoptCmd(g),
 		newExportCmd(g),
 		newImportCmd(g),
+		newACLCmd(g),
 	)
 	root.SetOut(g.stdout) // before the completion commands capture it
 	root.SetErr(g.stderr)

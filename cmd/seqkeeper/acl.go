@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+func newACLCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "acl",
+		Short: "Show, check or apply the ZooKeeper ACL layout of the root (least privilege per role)",
+		Long: `The root's ACL names four roles, and every znode seqkeeper keeps gets
+what its role needs (docs/security.md has the table):
+
+  reader   reads everything
+  worker   takes and pushes IDs, registers a sequence by creating a child
+  replica  also runs the election and the primary's work
+  admin    also deletes, restores, imports, and alone changes ACLs
+
+Identities are ZooKeeper's: x509:<certificate subject> (with TLS and
+ZooKeeper's x509 provider), digest:<user>:<base64 SHA-1>, ip:<cidr>,
+world:anyone.`,
+		Args: usageArgs(cobra.NoArgs),
+	}
+	cmd.AddCommand(newACLShowCmd(g), newACLApplyCmd(g))
+	return cmd
+}
+
+func newACLShowCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show",
+		Short: "Print the layout the root's ACL names and every znode whose ACL is wider; exit 1 if any",
+		Args:  usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			zc, seqs, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer zc.Close()
+			l, findings, err := seqs.CheckLayout(cmd.Context(), g.cfg.ElectionPath, g.cfg.MarkerPath)
+			if err != nil {
+				return err
+			}
+			printLayout(g.stdout, l)
+			if n := printACLFindings(g.stdout, findings); n > 0 {
+				return fmt.Errorf("%d znode(s) with an ACL wider than the layout: 'seqkeeper acl apply' with the same roles narrows them", n)
+			}
+			return nil
+		},
+	}
+}
+
+func newACLApplyCmd(g *globals) *cobra.Command {
+	var roles [4][]string
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Set the root's ACL layout and give every znode its role's permissions",
+		Long: `Set the root's ACL to name the given identities' roles, then set the ACL of
+every znode seqkeeper keeps (sequences and their windows and markers, the
+deletion records, the election and the cluster marker) to what the layout
+gives it. The processes that create znodes read the layout from the root
+(within 30 seconds), so nothing else needs the layout in its configuration.
+
+Run it as an identity that has ADMIN on those znodes (one named --admin, or
+ZooKeeper's super user), before the replicas create them with their own
+identity. A znode it may not change is reported, and the rest still set.`,
+		Example: `  seqkeeper acl apply --admin x509:CN=ops --replica x509:CN=seqkeeper-replica \
+    --worker x509:CN=orders-service --worker 'digest:legacy:kV9cd0...='`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l := seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{}}
+			for role, ids := range roles {
+				for _, s := range ids {
+					id, err := zkclient.ParseID(s)
+					if err != nil {
+						return &usageError{fmt.Errorf("--%s: %w", seqzk.Role(role), err)}
+					}
+					l.Roles[seqzk.Role(role)] = append(l.Roles[seqzk.Role(role)], id)
+				}
+			}
+			if len(l.Roles[seqzk.Admin]) == 0 {
+				return usagef("give at least one --admin identity: without one, no one could change the ACLs again")
+			}
+			zc, seqs, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer zc.Close()
+			changed, failed, err := seqs.ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
+			if err != nil {
+				return err
+			}
+			printLayout(g.stdout, l)
+			fmt.Fprintf(g.stdout, "%d znode(s) changed\n", changed)
+			for _, f := range failed {
+				fmt.Fprintf(g.stdout, "  not changed: %s (%s): %v\n", f.Path, f.Kind, f.Err)
+			}
+			if len(failed) > 0 {
+				return fmt.Errorf("%d znode(s) could not be changed: run as an identity with ADMIN on them (the one that created them, or ZooKeeper's super user)", len(failed))
+			}
+			return nil
+		},
+	}
+	for role := range roles {
+		name := seqzk.Role(role).String()
+		cmd.Flags().StringArrayVar(&roles[role], name, nil, "identity (scheme:id) of the "+name+" role; repeat for more")
+	}
+	return cmd
+}
+
+func printLayout(w io.Writer, l seqzk.Layout) {
+	for role := seqzk.Reader; role <= seqzk.Admin; role++ {
+		var ids []string
+		for _, id := range l.Roles[role] {
+			ids = append(ids, id.String())
+		}
+		if len(ids) > 0 {
+			fmt.Fprintf(w, "%-8s %s\n", role, strings.Join(ids, ", "))
+		}
+	}
+}
+
+// printACLFindings prints the znodes with an ACL wider than the layout and
+// returns how many.
+func printACLFindings(w io.Writer, findings []seqzk.ACLFinding) int {
+	n := 0
+	for _, f := range findings {
+		switch {
+		case f.Err != nil:
+			fmt.Fprintf(w, "ACL of %s (%s) not readable: %v\n", f.Path, f.Kind, f.Err)
+		case len(f.Wider) > 0:
+			n++
+			fmt.Fprintf(w, "ACL wider than the layout: %s (%s): %s\n", f.Path, f.Kind, strings.Join(f.Wider, "; "))
+		}
+	}
+	return n
+}
+
+// checkACLs is verify's ACL check: the number of znodes whose ACL is wider
+// than the root's layout.
+func (g *globals) checkACLs(ctx context.Context, seqs *seqzk.Client) (int, error) {
+	_, findings, err := seqs.CheckLayout(ctx, g.cfg.ElectionPath, g.cfg.MarkerPath)
+	if err != nil {
+		return 0, err
+	}
+	w := g.stdout
+	if g.jsonOutput() {
+		w = g.stderr // stdout holds the findings' document
+	}
+	return printACLFindings(w, findings), nil
+}
