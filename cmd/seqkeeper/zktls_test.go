@@ -23,7 +23,13 @@ import (
 // and the test's own session is ZooKeeper's x509 super user.
 func newTLSCLI(t *testing.T, e *testenv.Ensemble, cn string) *cli {
 	t.Helper()
-	root := "/tls-" + strings.ToLower(cn)
+	return newTLSCLIAt(t, e, cn, "/tls-"+strings.ToLower(cn))
+}
+
+// newTLSCLIAt is newTLSCLI with the test's root (root/all-sequences,
+// root/election, root/cluster) under root.
+func newTLSCLIAt(t *testing.T, e *testenv.Ensemble, cn, root string) *cli {
+	t.Helper()
 	c := &cli{t: t, servers: e.Servers(), root: root + "/all-sequences", election: root + "/election", storeCeiling: storeCeiling}
 	ca, cert, key := e.TLSFiles(t, cn)
 	c.env = map[string]string{

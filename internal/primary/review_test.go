@@ -11,7 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,6 +383,24 @@ func TestRotationUnderLoad(t *testing.T) {
 	}
 }
 
+// pausedBackend makes Put and Delete wait while the test holds pause.
+type pausedBackend struct {
+	persist.Backend
+	pause *sync.RWMutex
+}
+
+func (b pausedBackend) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	b.pause.RLock()
+	defer b.pause.RUnlock()
+	return b.Backend.Put(ctx, key, data, ifMatch)
+}
+
+func (b pausedBackend) Delete(ctx context.Context, key string) error {
+	b.pause.RLock()
+	defer b.pause.RUnlock()
+	return b.Backend.Delete(ctx, key)
+}
+
 // The store loses an object (deleted, or rolled back) while ZooKeeper keeps
 // its data: the audit finds the ceilings missing and persists them again,
 // idle sequences included, so that a later ZooKeeper data loss does not hit
@@ -391,7 +409,15 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
-	store := fileStore(t, dir)
+	b, err := persist.NewFile(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause := &sync.RWMutex{}
+	store, err := persist.NewStore(pausedBackend{b, pause}, persist.StoreOptions{Buckets: 16, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, p := startFilePrimary(t, z.Servers, z.Root, store, func(c *config.Primary) {
 		c.SweepInterval, c.AuditInterval = 100*time.Millisecond, 300*time.Millisecond
 	})
@@ -410,22 +436,23 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	// Every bucket object and log segment goes: the store lost
 	// everything it held. The next write of the primary lands beyond the
 	// hole in the log, where no reader looks until the audit's seal
-	// claims the first missing position again.
+	// claims the first missing position again. The store's writes wait
+	// meanwhile, so that none is half done (a temporary file about to be
+	// renamed into place) while the objects go.
+	pause.Lock()
 	buckets, err := filepath.Glob(filepath.Join(dir, "buckets", "*"))
 	segments, err2 := filepath.Glob(filepath.Join(dir, "log", "*"))
 	if err != nil || err2 != nil || len(buckets)+len(segments) == 0 {
+		pause.Unlock()
 		t.Fatalf("store objects: %v %v, %v %v", buckets, segments, err, err2)
 	}
 	for _, b := range append(buckets, segments...) {
-		// A temporary file of a write in flight may be renamed into
-		// place meanwhile: it is not an object yet.
-		if strings.HasPrefix(filepath.Base(b), ".tmp-") {
-			continue
-		}
 		if err := os.Remove(b); err != nil {
+			pause.Unlock()
 			t.Fatal(err)
 		}
 	}
+	pause.Unlock()
 	for _, n := range names {
 		st, _, err := c.Describe(ctx, n)
 		if err != nil {

@@ -101,7 +101,10 @@ func (c *Client) CheckLayout(ctx context.Context, electionPath, markerPath strin
 }
 
 // ApplyLayout makes l the root's layout: it sets the root's ACL to name
-// l's roles, then every znode the layout covers to its kind's ACL (the
+// l's roles, creates the meta znode, the election directory, its leader
+// epoch and the marker where missing (their parents are not the layout's,
+// so only the admin creates there), then sets every znode the layout
+// covers to its kind's ACL (the
 // root first, so that the processes that create znodes meanwhile follow
 // the new layout; a pass over what exists then catches up). Setting an
 // ACL needs the ADMIN permission on that znode: one that the caller may
@@ -143,6 +146,20 @@ func (c *Client) ApplyLayout(ctx context.Context, l Layout, electionPath, marker
 	c.layout.mu.Lock()
 	c.layout.conn = 0 // read the new layout at the next create
 	c.layout.mu.Unlock()
+	// The znodes whose parents the layout does not cover are created now,
+	// by the admin: a replica may not create in the election path's parent
+	// (which other roots may share), nor should it need to.
+	for _, z := range []struct {
+		path string
+		kind Kind
+	}{{c.MetaPath(), KindMeta}, {electionPath, KindElection}, {electionPath + "-epoch", KindElectionChild}, {markerPath, KindMarker}} {
+		if z.path == "" || z.path == "-epoch" {
+			continue
+		}
+		if err := c.ensure(ctx, z.kind, z.path); err != nil {
+			return changed, failed, err
+		}
+	}
 	err = c.layoutNodes(ctx, electionPath, markerPath, set)
 	return changed, failed, err
 }

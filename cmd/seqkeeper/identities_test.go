@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// Three real identities (x509 client certificates on a TLS-only
+// ZooKeeper) under the layout 'seqkeeper acl apply' sets: each can do what
+// its role needs and no more. The worker takes, pushes and registers, but
+// cannot delete a sequence, write the election or the cluster marker, or
+// change an ACL; the replica leads and serves but cannot change an ACL; the
+// admin can delete. verify finds nothing wider than the layout, until an
+// ACL is widened by hand.
+func TestIdentitiesAndLeastPrivilege(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartTLSEnsemble(t, 1)
+	ctx := context.Background()
+	const base = "/ids"
+	admin := newTLSCLIAt(t, e, "admin", base)
+	replica := newTLSCLIAt(t, e, "replica", base)
+	worker := newTLSCLIAt(t, e, "worker", base)
+	// One store for all three (the worker needs none).
+	replica.env["SEQKEEPER_STORE"] = admin.env["SEQKEEPER_STORE"]
+
+	out := admin.ok("acl", "apply", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
+	if !strings.Contains(out, "worker   x509:CN=worker") || !strings.Contains(out, "admin    x509:CN=admin") {
+		t.Fatalf("acl apply printed:\n%s", out)
+	}
+	r := replica.serve("r")
+	eventually(t, "the replica leads under the layout", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+
+	// The worker registers, takes and pushes.
+	worker.ok("create", "orders")
+	eventually(t, "orders initialised", func() bool {
+		_, code := r.ids(t, "orders", 1)
+		return code == http.StatusOK
+	})
+	if out := worker.ok("take", "orders", "--count", "3"); out == "" {
+		t.Fatal("worker take printed nothing")
+	}
+
+	dial := func(cn string) *zkclient.Client {
+		t.Helper()
+		c, err := zkclient.Dial(ctx, e.Servers(), zkclient.Options{TLS: e.ClientTLS(t, cn)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	w, rep := dial("worker"), dial("replica")
+	seq := worker.root + "/orders"
+	noAuth := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, zkclient.ErrNoAuth) {
+			t.Errorf("%s: %v; want refused (no auth)", what, err)
+		}
+	}
+	if _, _, err := w.Children(ctx, seq); err != nil {
+		t.Fatalf("the worker lists orders' children: %v", err)
+	}
+	noAuth("worker deletes a sequence", w.Delete(ctx, seq, zkclient.AnyVersion))
+	_, err := w.Create(ctx, worker.election+"/forged", nil, zkclient.Ephemeral)
+	noAuth("worker joins the election", err)
+	_, err = w.Set(ctx, base+"/election-epoch", []byte("99"), zkclient.AnyVersion)
+	noAuth("worker writes the leader epoch", err)
+	_, err = w.Set(ctx, base+"/cluster", []byte("forged"), zkclient.AnyVersion)
+	noAuth("worker writes the cluster marker", err)
+	_, err = w.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
+	noAuth("worker changes an ACL", err)
+	_, err = w.Set(ctx, worker.root+"/.seqkeeper", []byte("forged era"), zkclient.AnyVersion)
+	noAuth("worker writes the era", err)
+	_, err = rep.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
+	noAuth("replica changes an ACL", err)
+	if _, _, code := worker.run("", "delete", "orders", "--yes"); code == 0 {
+		t.Error("seqkeeper delete as the worker succeeded")
+	}
+
+	// What the replica and the worker created follows the layout, not
+	// their own identities: a sequence, its marker, a candidate.
+	want := map[string]string{
+		seq:                         "x509:CN=worker:crwd x509:CN=replica:crwd x509:CN=admin:crwda",
+		"marker h-":                 "x509:CN=worker:rw x509:CN=replica:rw x509:CN=admin:rwa",
+		"candidate":                 "x509:CN=worker:r x509:CN=replica:rw x509:CN=admin:rwa",
+		base + "/cluster":           "x509:CN=worker:r x509:CN=replica:rw x509:CN=admin:rwa",
+		worker.root + "/.seqkeeper": "x509:CN=worker:crd x509:CN=replica:crwd x509:CN=admin:crwda",
+	}
+	first := func(p, prefix string) string {
+		ch, _, err := w.Children(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch {
+			if strings.HasPrefix(c, prefix) {
+				return p + "/" + c
+			}
+		}
+		t.Fatalf("no child %s* of %s in %v", prefix, p, ch)
+		return ""
+	}
+	for what, acl := range want {
+		p := what
+		switch what {
+		case "marker h-":
+			p = first(seq, "h-")
+		case "candidate":
+			p = first(worker.election, "")
+		}
+		got, _, err := w.GetACL(ctx, p)
+		var s []string
+		for _, e := range got {
+			s = append(s, e.String())
+		}
+		if err != nil || strings.Join(s, " ") != acl {
+			t.Errorf("ACL of %s (%s): %v, %v; want %s", p, what, s, err, acl)
+		}
+	}
+	// Nothing is wider than the layout, until an admin widens one ACL.
+	admin.ok("acl", "show")
+	if _, _, err := w.Get(ctx, base+"/cluster"); err != nil {
+		t.Errorf("the worker reads the marker: %v", err)
+	}
+	a := dial("admin")
+	if _, err := a.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := admin.run("", "verify")
+	if code != 1 || !strings.Contains(out, "ACL wider than the layout: "+seq+" (sequence): world:anyone has crwda (the layout gives nothing)") {
+		t.Fatalf("verify after widening: exit %d\n%s", code, out)
+	}
+	admin.ok("acl", "apply", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
+	admin.ok("verify")
+	// The admin deletes.
+	admin.ok("delete", "orders", "--yes")
+}
