@@ -63,6 +63,67 @@ func (s *S3) EnableVersioning(t testing.TB) {
 	}
 }
 
+// Undelete undoes deletes under prefix in a versioned bucket as an
+// operator would: it deletes every delete marker that is the current
+// version of its key, so the version before it is current again. It
+// returns the keys brought back.
+func (s *S3) Undelete(t testing.TB, prefix string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var keys []string
+	p := s3.NewListObjectVersionsPaginator(s.Client(), &s3.ListObjectVersionsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list the versions under %s in %s: %v", prefix, s.Bucket, err)
+		}
+		for _, m := range page.DeleteMarkers {
+			if !aws.ToBool(m.IsLatest) {
+				continue
+			}
+			if _, err := s.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: m.Key, VersionId: m.VersionId}); err != nil {
+				t.Fatalf("delete the delete marker of %s: %v", aws.ToString(m.Key), err)
+			}
+			keys = append(keys, aws.ToString(m.Key))
+		}
+	}
+	return keys
+}
+
+// RestorePrevious undoes the last write of key in a versioned bucket as
+// an operator would: it copies the version before the current one over
+// it (CopyObject from that versionId, with the server's KMS key when it
+// has one), which makes a new current version with the older content.
+func (s *S3) RestorePrevious(t testing.TB, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := s.Client().ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.Bucket), Prefix: aws.String(key), MaxKeys: aws.Int32(10)})
+	if err != nil {
+		t.Fatalf("list the versions of %s in %s: %v", key, s.Bucket, err)
+	}
+	// Versions come newest first.
+	var versions []types.ObjectVersion
+	for _, v := range out.Versions {
+		if aws.ToString(v.Key) == key {
+			versions = append(versions, v)
+		}
+	}
+	if len(versions) < 2 || !aws.ToBool(versions[0].IsLatest) {
+		t.Fatalf("%s in %s: %d versions, want a current one and an older one", key, s.Bucket, len(versions))
+	}
+	src := s.Bucket + "/" + key + "?versionId=" + aws.ToString(versions[1].VersionId)
+	in := &s3.CopyObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key), CopySource: aws.String(src)}
+	if s.KMSKeyID != "" {
+		// A copy is encrypted as its request says, not as its source was.
+		in.ServerSideEncryption, in.SSEKMSKeyId = types.ServerSideEncryptionAwsKms, aws.String(s.KMSKeyID)
+	}
+	if _, err := s.Client().CopyObject(ctx, in); err != nil {
+		t.Fatalf("copy %s over %s: %v", src, key, err)
+	}
+}
+
 // NewBucket creates another empty bucket on the same server for t.
 func (s *S3) NewBucket(t testing.TB) *S3 {
 	t.Helper()
