@@ -111,7 +111,7 @@ func TestSSEKMSEncryptsEveryObject(t *testing.T) {
 	}
 
 	kinds := map[string]int{}
-	for _, key := range listAll(t, env, "enc/") {
+	for _, key := range env.Keys(t, "enc/") {
 		head, err := env.Client().HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(env.Bucket), Key: aws.String(key)})
 		if err != nil {
 			t.Fatal(err)
@@ -133,24 +133,6 @@ func TestSSEKMSEncryptsEveryObject(t *testing.T) {
 // MinIO: arn:aws:kms:NAME) is the key configured as id.
 func isKey(reported, id string) bool {
 	return reported == id || strings.HasSuffix(reported, ":"+id) || strings.HasSuffix(reported, "/"+id)
-}
-
-// listAll lists every object under prefix in env's bucket, with the
-// server's own client.
-func listAll(t *testing.T, env *testenv.S3, prefix string) []string {
-	t.Helper()
-	var keys []string
-	p := s3.NewListObjectsV2Paginator(env.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(env.Bucket), Prefix: aws.String(prefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(testCtx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			keys = append(keys, aws.ToString(o.Key))
-		}
-	}
-	return keys
 }
 
 // A key the server does not hold, and a server with no KMS at all: the
@@ -176,7 +158,7 @@ func TestSSEKMSWrongKey(t *testing.T) {
 		if err == nil || errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("key %q on %s: %v\nwant an error saying %q", c.key, c.env.Endpoint, err, c.want)
 		}
-		if keys := listAll(t, c.env, "wrong/"); len(keys) != 0 {
+		if keys := c.env.Keys(t, "wrong/"); len(keys) != 0 {
 			t.Errorf("key %q: objects written: %q", c.key, keys)
 		}
 	}

@@ -46,7 +46,7 @@ func TestVersionedBucketRecovery(t *testing.T) {
 
 	// The folded segments are noncurrent versions now, out of the
 	// store's sight.
-	if keys := listAll(t, env, prefix+logPrefix); len(keys) != 0 {
+	if keys := env.Keys(t, prefix+logPrefix); len(keys) != 0 {
 		t.Fatalf("the store lists %q after compaction", keys)
 	}
 	if n := versionsUnder(t, env, prefix+logPrefix); n != 13 {
@@ -54,7 +54,7 @@ func TestVersionedBucketRecovery(t *testing.T) {
 	}
 
 	// An overwrite by mistake: every bucket object replaced by junk.
-	buckets := listAll(t, env, prefix+bucketPrefix)
+	buckets := env.Keys(t, prefix+bucketPrefix)
 	for _, key := range buckets {
 		if _, err := env.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(env.Bucket), Key: aws.String(key), Body: strings.NewReader("junk")}); err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestVersionedBucketRecovery(t *testing.T) {
 	}
 
 	// A delete by mistake: every object under the prefix.
-	for _, key := range listAll(t, env, prefix) {
+	for _, key := range env.Keys(t, prefix) {
 		if _, err := env.Client().DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(env.Bucket), Key: aws.String(key)}); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func TestVersionedBucketRecovery(t *testing.T) {
 		t.Fatalf("load after the delete: %d records, %v; want an empty store", len(got), err)
 	}
 	back := env.Undelete(t, prefix)
-	if segs := len(listAll(t, env, prefix+logPrefix)); segs != 13 {
+	if segs := len(env.Keys(t, prefix+logPrefix)); segs != 13 {
 		t.Fatalf("undeleted %d objects, %d of them log segments; want the 13 folded ones back too", len(back), segs)
 	}
 	s = open()

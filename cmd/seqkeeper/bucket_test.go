@@ -25,24 +25,6 @@ func s3CLI(t *testing.T, bucket *testenv.S3, prefix, params string) *cli {
 	return c
 }
 
-// listKeys lists the objects under prefix in bucket, sorted.
-func listKeys(t *testing.T, bucket *testenv.S3, prefix string) []string {
-	t.Helper()
-	var keys []string
-	p := s3.NewListObjectsV2Paginator(bucket.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket.Bucket), Prefix: aws.String(prefix)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range page.Contents {
-			keys = append(keys, aws.ToString(o.Key))
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // The recovery docs/operations.md ("Bucket versioning") describes: every
 // store object deleted by mistake, and then ZooKeeper's data lost too,
 // which without versioning loses the counters for good. Removing the
@@ -66,7 +48,7 @@ func TestVersionedBucketUndoesAMistakenDelete(t *testing.T) {
 	}
 
 	// The mistake: 'aws s3 rm --recursive s3://BUCKET/seqkeeper/'.
-	deleted := listKeys(t, bucket, "seqkeeper/")
+	deleted := bucket.Keys(t, "seqkeeper/")
 	if len(deleted) == 0 {
 		t.Fatal("no store object to delete")
 	}
@@ -87,7 +69,7 @@ func TestVersionedBucketUndoesAMistakenDelete(t *testing.T) {
 	// this root, the default bucket count), so its delete marker is no
 	// longer its current version; the others are undone.
 	back := bucket.Undelete(t, "seqkeeper/")
-	if now := listKeys(t, bucket, "seqkeeper/"); len(back) != len(deleted)-1 || !slices.Equal(now, deleted) {
+	if now := bucket.Keys(t, "seqkeeper/"); len(back) != len(deleted)-1 || !slices.Equal(now, deleted) {
 		t.Fatalf("undeleted %q; the store holds %q; want %q back", back, now, deleted)
 	}
 	if out := c.ok("verify"); !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "gone: deleted") || !strings.Contains(out, "0 unsafe") {
@@ -128,7 +110,7 @@ func TestStoreURLWithSSEKMS(t *testing.T) {
 	if out, errOut, code := c.run("", "export"); code != 0 || !strings.Contains(out, `"name":"gone","deleted":true`) || !strings.Contains(out, `"ceiling":700`) {
 		t.Fatalf("export: exit %d\n%s\n%s", code, out, errOut)
 	}
-	keys := listKeys(t, bucket, "enc/")
+	keys := bucket.Keys(t, "enc/")
 	if len(keys) == 0 {
 		t.Fatal("no object in the store")
 	}

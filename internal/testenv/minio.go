@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -61,6 +62,27 @@ func (s *S3) EnableVersioning(t testing.TB) {
 	if err != nil {
 		t.Fatalf("enable versioning on bucket %s at %s: %v", s.Bucket, s.Endpoint, err)
 	}
+}
+
+// Keys lists the current objects under prefix in the bucket, sorted, as
+// the server's own client sees them.
+func (s *S3) Keys(t testing.TB, prefix string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var keys []string
+	p := s3.NewListObjectsV2Paginator(s.Client(), &s3.ListObjectsV2Input{Bucket: aws.String(s.Bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("list %s in %s: %v", prefix, s.Bucket, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Undelete undoes deletes under prefix in a versioned bucket as an
