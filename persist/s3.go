@@ -336,8 +336,7 @@ func (b *S3Backend) credentialsAdvice(code string) string {
 // s3://bucket/prefix?endpoint=URL&region=R&sse_kms_key_id=KEY. The prefix
 // and the parameters are optional; sse_kms_key_id is S3Config.SSEKMSKeyID.
 // Credentials are not accepted in the URL (use the AWS chain or
-// OpenOptions). Errors wrap ErrBadURL and
-// show the expected form.
+// OpenOptions). Errors wrap ErrBadURL and show the expected form.
 func ParseS3URL(rawURL string) (S3Config, error) {
 	bad := func(format string, args ...any) (S3Config, error) {
 		return S3Config{}, fmt.Errorf("%w: %s (%s)", ErrBadURL, fmt.Sprintf(format, args...), storeURLForms)
