@@ -144,7 +144,8 @@ type Config struct {
 	// candidates; every replica and the CLI of one cluster must agree.
 	ElectionPath string
 	// Store is the durable store URL: s3://bucket/prefix (with
-	// ?endpoint=URL&region=R for S3-compatible servers) or file:///path.
+	// ?endpoint=URL&region=R for S3-compatible servers, and
+	// &sse_kms_key_id=KEY for SSE-KMS) or file:///path.
 	// Empty means no store: serve refuses to run as primary, and delete
 	// refuses to run.
 	Store string

@@ -134,7 +134,7 @@ var settings = []setting{
 		func(c *Config) *string { return &c.ElectionPath }),
 	stringSetting("marker_path", "cluster marker znode that tells a wiped ZooKeeper from a healthy one",
 		func(c *Config) *string { return &c.MarkerPath }),
-	stringSetting("store", "durable store: s3://bucket/prefix[?endpoint=URL&region=R] or file:///path",
+	stringSetting("store", "durable store: s3://bucket/prefix[?endpoint=URL&region=R&sse_kms_key_id=KEY] or file:///path",
 		func(c *Config) *string { return &c.Store }),
 	stringSetting("http", "host:port the HTTP ID API listens on",
 		func(c *Config) *string { return &c.HTTP }),

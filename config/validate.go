@@ -179,7 +179,8 @@ func hostPortProblem(s string, anyHost bool) string {
 // RedactURL returns a URL for a message or a log line with every secret it
 // may hold taken out: user information (of the URL and of any URL in its
 // query, such as an S3 endpoint) and the values of query parameters other
-// than endpoint and region. Text that does not parse as a URL is not shown
+// than endpoint, region and sse_kms_key_id (a KMS key's name or ARN says
+// which key, and is no secret: IAM decides who may use it). Text that does not parse as a URL is not shown
 // at all.
 func RedactURL(s string) string {
 	u, err := url.Parse(s)
@@ -193,7 +194,7 @@ func RedactURL(s string) string {
 		q := u.Query()
 		for k, vs := range q {
 			for i, v := range vs {
-				if k != "endpoint" && k != "region" {
+				if k != "endpoint" && k != "region" && k != "sse_kms_key_id" {
 					vs[i] = "REDACTED"
 				} else if e, err := url.Parse(v); err == nil && e.User != nil {
 					e.User = url.User("REDACTED")
@@ -218,7 +219,7 @@ func storeProblem(s string) string {
 	switch u.Scheme {
 	case "s3":
 		if u.Host == "" {
-			return "no bucket; want s3://bucket/prefix[?endpoint=URL&region=R]"
+			return "no bucket; want s3://bucket/prefix[?endpoint=URL&region=R&sse_kms_key_id=KEY]"
 		}
 		if u.User != nil {
 			return "credentials do not belong in the URL; use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"

@@ -21,10 +21,13 @@ type fixture struct {
 }
 
 var fixtures = []fixture{
-	{"s3", func(t testing.TB) func() Backend {
-		env := testenv.ObjectStore(t)
-		return func() Backend { return newS3(t, env, "seqkeeper/test") }
-	}},
+	{"s3", s3Fixture(testenv.ObjectStore, false)},
+	// The same with versioning on the bucket: a delete leaves a delete
+	// marker and an overwrite an older version, which the store's
+	// conditional writes, listings and reads must not see.
+	{"s3-versioned", s3Fixture(testenv.ObjectStore, true)},
+	// Every PUT asks for SSE-KMS with the server's key.
+	{"s3-sse-kms", s3Fixture(testenv.KMSObjectStore, false)},
 	{"file", func(t testing.TB) func() Backend {
 		dir := t.TempDir()
 		return func() Backend {
@@ -35,6 +38,30 @@ var fixtures = []fixture{
 			return b
 		}
 	}},
+}
+
+// s3Fixture is a fixture on a bucket of server (ObjectStore or
+// KMSObjectStore, whose key every PUT then names), versioned or not.
+func s3Fixture(server func(testing.TB) *testenv.S3, versioned bool) func(t testing.TB) func() Backend {
+	return func(t testing.TB) func() Backend {
+		env := server(t)
+		if versioned {
+			env.EnableVersioning(t)
+		}
+		return func() Backend { return newS3(t, env, "seqkeeper/test") }
+	}
+}
+
+// fixtureNamed returns the fixture called name.
+func fixtureNamed(t testing.TB, name string) fixture {
+	t.Helper()
+	for _, fx := range fixtures {
+		if fx.name == name {
+			return fx
+		}
+	}
+	t.Fatalf("no fixture %q", name)
+	return fixture{}
 }
 
 // forEachBackend runs fn once per fixture, in parallel subtests.
@@ -52,7 +79,7 @@ func newS3(t testing.TB, env *testenv.S3, prefix string) *S3Backend {
 	t.Helper()
 	b, err := NewS3(testCtx(t), S3Config{
 		Bucket: env.Bucket, Prefix: prefix, Endpoint: env.Endpoint, Region: env.Region,
-		AccessKey: env.AccessKey, SecretKey: env.SecretKey,
+		AccessKey: env.AccessKey, SecretKey: env.SecretKey, SSEKMSKeyID: env.KMSKeyID,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,13 @@ type S3Config struct {
 	SecretKey string
 	// CreateBucket creates the bucket if it does not exist.
 	CreateBucket bool
+	// SSEKMSKeyID, when set, makes every PUT ask the server to encrypt the
+	// object with this KMS key (SSE-KMS: ServerSideEncryption aws:kms and
+	// SSEKMSKeyId): on AWS a key ARN, key ID, alias (alias/NAME) or alias
+	// ARN in the bucket's region; on MinIO the name of a key its KMS
+	// holds. Reads need nothing more than kms:Decrypt on the key. Empty:
+	// the objects are encrypted as the bucket's default says.
+	SSEKMSKeyID string
 }
 
 // S3Backend is a Backend on an S3 bucket, using S3 conditional writes
@@ -56,6 +63,8 @@ type S3Backend struct {
 	desc   string
 	// endpoint is S3Config.Endpoint: "" is AWS itself.
 	endpoint string
+	// kmsKey is S3Config.SSEKMSKeyID: "" is no SSE-KMS header.
+	kmsKey string
 }
 
 // NewS3 returns a backend for cfg. It does no network I/O unless
@@ -71,6 +80,9 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 			return nil, fmt.Errorf("%w: S3 store prefix: %v", ErrBadURL, err)
 		}
 		prefix += "/"
+	}
+	if err := checkKMSKeyID(cfg.SSEKMSKeyID, cfg.Endpoint); err != nil {
+		return nil, fmt.Errorf("%w: S3 store: %v", ErrBadURL, err)
 	}
 	if (cfg.AccessKey == "") != (cfg.SecretKey == "") {
 		return nil, errors.New("S3 store: give both an access key and a secret key, or neither (to use the AWS credential chain)")
@@ -93,6 +105,9 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 		}
 		awsCfg.Region = "us-east-1"
 	}
+	if r := kmsKeyRegion(cfg.SSEKMSKeyID); r != "" && cfg.Endpoint == "" && r != awsCfg.Region {
+		return nil, fmt.Errorf("%w: S3 store: sse_kms_key_id %q is a key in %s, the store is in %s: S3 encrypts only with a key in the bucket's region; give a key (or a multi-Region key's replica) in %s", ErrBadURL, cfg.SSEKMSKeyID, r, awsCfg.Region, awsCfg.Region)
+	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
@@ -104,13 +119,16 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	})
-	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix, endpoint: cfg.Endpoint}
+	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix, endpoint: cfg.Endpoint, kmsKey: cfg.SSEKMSKeyID}
 	b.desc = strings.TrimSuffix("s3://"+cfg.Bucket+"/"+prefix, "/")
-	if cfg.Endpoint != "" {
-		b.desc += " (" + cfg.Endpoint + ")"
-	} else {
-		b.desc += " (" + awsCfg.Region + ")"
+	where := cfg.Endpoint
+	if where == "" {
+		where = awsCfg.Region
 	}
+	if cfg.SSEKMSKeyID != "" {
+		where += ", SSE-KMS key " + cfg.SSEKMSKeyID
+	}
+	b.desc += " (" + where + ")"
 	if cfg.CreateBucket {
 		if err := b.createBucket(ctx, awsCfg.Region); err != nil {
 			return nil, err
@@ -171,10 +189,11 @@ func (b *S3Backend) Get(ctx context.Context, key string) ([]byte, string, error)
 	return data, etag, nil
 }
 
-// Put implements Backend with If-None-Match: * (create) or If-Match. S3
-// answers a failed precondition with 412 PreconditionFailed, and a race with
-// another conditional write to the key with 409 ConditionalRequestConflict;
-// both are ErrConflict. The SDK retries transient failures itself, so a
+// Put implements Backend with If-None-Match: * (create) or If-Match, and
+// the SSE-KMS headers when the store has a KMS key. S3 answers a failed
+// precondition with 412 PreconditionFailed, and a race with another
+// conditional write to the key with 409 ConditionalRequestConflict; both
+// are ErrConflict. The SDK retries transient failures itself, so a
 // write whose reply was lost can come back as ErrConflict although it
 // landed: callers re-read, as on any conflict.
 func (b *S3Backend) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
@@ -192,6 +211,10 @@ func (b *S3Backend) Put(ctx context.Context, key string, data []byte, ifMatch st
 		in.IfNoneMatch = aws.String("*")
 	} else {
 		in.IfMatch = aws.String(ifMatch)
+	}
+	if b.kmsKey != "" {
+		in.ServerSideEncryption = types.ServerSideEncryptionAwsKms
+		in.SSEKMSKeyId = aws.String(b.kmsKey)
 	}
 	out, err := b.client.PutObject(ctx, in)
 	if err != nil {
@@ -265,6 +288,9 @@ func (b *S3Backend) mapError(err error) error {
 	}
 	var ae smithy.APIError
 	if errors.As(err, &ae) {
+		if kmsErr := b.kmsError(ae, err); kmsErr != nil {
+			return kmsErr
+		}
 		switch ae.ErrorCode() {
 		case "NoSuchBucket":
 			return fmt.Errorf("the bucket %q does not exist: create it, or let serve create it (create_bucket, on by default): %w", b.bucket, err)
@@ -301,13 +327,16 @@ func (b *S3Backend) credentialsAdvice(code string) string {
 	case "InvalidToken", "ExpiredToken":
 		return fmt.Sprintf("%s refused the session token: check or renew AWS_SESSION_TOKEN (or the role's credentials)", where)
 	}
-	return fmt.Sprintf("%s denied access to bucket %q: the credentials lack permission (s3:GetObject, s3:PutObject, s3:DeleteObject, s3:ListBucket on it), or the bucket belongs to another account", where, b.bucket)
+	// Objects may be encrypted with a KMS key by the bucket's default even
+	// without sse_kms_key_id, so the KMS permissions are always named.
+	return fmt.Sprintf("%s denied access to bucket %q: the credentials lack permission (s3:GetObject, s3:PutObject, s3:DeleteObject, s3:ListBucket on it; with SSE-KMS also kms:GenerateDataKey and kms:Decrypt on the key), or the bucket belongs to another account", where, b.bucket)
 }
 
-// ParseS3URL parses the --store form s3://bucket/prefix?endpoint=URL&region=R.
-// The prefix, endpoint and region are optional; credentials are not accepted
-// in the URL (use the AWS chain or OpenOptions). Errors wrap ErrBadURL and
-// show the expected form.
+// ParseS3URL parses the --store form
+// s3://bucket/prefix?endpoint=URL&region=R&sse_kms_key_id=KEY. The prefix
+// and the parameters are optional; sse_kms_key_id is S3Config.SSEKMSKeyID.
+// Credentials are not accepted in the URL (use the AWS chain or
+// OpenOptions). Errors wrap ErrBadURL and show the expected form.
 func ParseS3URL(rawURL string) (S3Config, error) {
 	bad := func(format string, args ...any) (S3Config, error) {
 		return S3Config{}, fmt.Errorf("%w: %s (%s)", ErrBadURL, fmt.Sprintf(format, args...), storeURLForms)
@@ -364,9 +393,17 @@ func ParseS3URL(rawURL string) (S3Config, error) {
 				return bad("empty region")
 			}
 			cfg.Region = v[0]
+		case "sse_kms_key_id":
+			if v[0] == "" {
+				return bad("empty sse_kms_key_id: %s, or leave the parameter out", kmsKeyForms)
+			}
+			cfg.SSEKMSKeyID = v[0]
 		default:
-			return bad("unknown parameter %q (known: endpoint, region)", k)
+			return bad("unknown parameter %q (known: endpoint, region, sse_kms_key_id)", k)
 		}
+	}
+	if err := checkKMSKeyID(cfg.SSEKMSKeyID, cfg.Endpoint); err != nil {
+		return bad("%v", err)
 	}
 	return cfg, nil
 }

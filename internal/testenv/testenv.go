@@ -9,6 +9,7 @@
 //	SEQKEEPER_TEST_S3             use this S3 endpoint URL instead of starting MinIO
 //	SEQKEEPER_TEST_S3_ACCESS_KEY  credentials for SEQKEEPER_TEST_S3 (default minioadmin)
 //	SEQKEEPER_TEST_S3_SECRET_KEY
+//	SEQKEEPER_TEST_S3_KMS_KEY     a KMS key SEQKEEPER_TEST_S3 holds, for SSE-KMS (unset: KMSObjectStore starts a MinIO with one)
 //	SEQKEEPER_ZK_CLASSPATH        ZooKeeper classpath (default: the Debian package's jars)
 //	SEQKEEPER_MINIO_BIN           MinIO binary (default: the scripts' cache, then $PATH)
 //
