@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -259,49 +260,81 @@ func (c *Config) Level(def zerolog.Level) zerolog.Level {
 	return l
 }
 
-// BearerToken returns the HTTP bearer token: HTTPToken, or the contents of
-// HTTPTokenFile without surrounding white space; "" when neither is set.
+// BearerToken returns the HTTP bearer token: HTTPToken, or the first
+// token of HTTPTokenFile; "" when neither is set. Servers use BearerTokens.
 func (c *Config) BearerToken() (string, error) {
-	return readToken("http_token_file", c.HTTPToken.Reveal(), c.HTTPTokenFile)
+	ts, err := c.BearerTokens()
+	if err != nil || len(ts) == 0 {
+		return "", err
+	}
+	return ts[0], nil
+}
+
+// BearerTokens returns the tokens that take IDs: HTTPToken, or every line
+// of HTTPTokenFile (several during a rotation: the new one is added, the
+// clients move to it, the old one is removed); nil when neither is set.
+func (c *Config) BearerTokens() ([]string, error) {
+	return readTokens("http_token_file", c.HTTPToken.Reveal(), c.HTTPTokenFile)
 }
 
 // AdminToken returns the admin routes' bearer token: HTTPAdminToken, or
-// the contents of HTTPAdminTokenFile; "" when neither is set. It must
-// differ from the taker's token (BearerToken): one token for both would
-// let every worker create and delete sequences.
+// the first token of HTTPAdminTokenFile; "" when neither is set.
 func (c *Config) AdminToken() (string, error) {
-	admin, err := readToken("http_admin_token_file", c.HTTPAdminToken.Reveal(), c.HTTPAdminTokenFile)
-	if err != nil || admin == "" {
-		return admin, err
-	}
-	taker, err := c.BearerToken()
-	if err != nil {
+	ts, err := c.AdminTokens()
+	if err != nil || len(ts) == 0 {
 		return "", err
 	}
-	if admin == taker {
-		return "", fmt.Errorf("%w: http_admin_token is the same as http_token: give the admin routes a token of their own, or every worker that takes IDs could delete sequences", ErrInvalid)
+	return ts[0], nil
+}
+
+// AdminTokens returns the admin routes' tokens, as BearerTokens does. None
+// may also be a taker's token: one token for both would let every worker
+// create and delete sequences.
+func (c *Config) AdminTokens() ([]string, error) {
+	admin, err := readTokens("http_admin_token_file", c.HTTPAdminToken.Reveal(), c.HTTPAdminTokenFile)
+	if err != nil || len(admin) == 0 {
+		return admin, err
+	}
+	taker, err := c.BearerTokens()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range admin {
+		if slices.Contains(taker, a) {
+			return nil, fmt.Errorf("%w: an admin token (http_admin_token) is also a token of http_token: give the admin routes tokens of their own, or every worker that takes IDs could delete sequences", ErrInvalid)
+		}
 	}
 	return admin, nil
 }
 
-// readToken returns inline, or the contents of file (the setting key)
-// without surrounding white space.
-func readToken(key, inline, file string) (string, error) {
+// readTokens returns inline, or the lines of file (the setting key),
+// each without surrounding white space, blank lines skipped.
+func readTokens(key, inline, file string) ([]string, error) {
 	if file == "" {
-		return inline, nil
+		if inline == "" {
+			return nil, nil
+		}
+		return []string{inline}, nil
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("%w: %s: %v", ErrInvalid, key, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalid, key, err)
 	}
-	t := strings.TrimSpace(string(data))
-	switch {
-	case t == "":
-		return "", fmt.Errorf("%w: %s %s is empty: write the token into it", ErrInvalid, key, file)
-	case strings.ContainsFunc(t, unicode.IsSpace):
-		return "", fmt.Errorf("%w: %s %s: want one token without white space inside", ErrInvalid, key, file)
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		switch {
+		case t == "":
+			continue
+		case strings.ContainsFunc(t, unicode.IsSpace):
+			return nil, fmt.Errorf("%w: %s %s: want one token per line, without white space inside", ErrInvalid, key, file)
+		}
+		out = append(out, t)
 	}
-	return t, nil
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s %s is empty: write the token into it", ErrInvalid, key, file)
+	}
+	return out, nil
 }
 
 // TLSConfig returns the HTTP API's TLS configuration, or nil when TLS is

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed"
 	"fmt"
 	"net/http"
@@ -180,8 +179,9 @@ func (s *Server) guard(rt route) http.Handler {
 			got, bearer = r.FormValue("token"), true
 		}
 		sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
-		admin := bearer && s.hasAdminToken && subtle.ConstantTimeCompare(sum[:], s.adminToken[:]) == 1
-		taker := bearer && s.hasToken && subtle.ConstantTimeCompare(sum[:], s.token[:]) == 1
+		set := s.tokens.Load()
+		admin := bearer && s.hasAdminToken && match(set.admin, sum)
+		taker := bearer && s.hasToken && match(set.taker, sum)
 		switch {
 		case rt.Access == Admin && (!s.hasAdminToken || s.admin == nil):
 			writeError(w, http.StatusForbidden, CodeForbidden, "creating and deleting sequences over HTTP is off on this replica: start it with http_admin_token_file (a token other than http_token), or use 'seqkeeper create' and 'seqkeeper delete'")

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,6 +62,10 @@ type Options struct {
 	// other route too. It must differ from Token. Empty (or Admin nil):
 	// the admin routes answer 403.
 	AdminToken string
+	// Tokens and AdminTokens add more tokens of each kind (a rotation
+	// accepts the old and the new one for a while); SetTokens replaces
+	// them all while the server runs.
+	Tokens, AdminTokens []string
 	// Admin carries out the admin routes.
 	Admin AdminService
 	// Registry receives the API's metrics and is served on /metrics. Nil: a
@@ -89,19 +92,19 @@ type Options struct {
 // Call Close after the http.Server has shut down: it pushes every
 // allocator's unused IDs back, so a graceful shutdown loses none.
 type Server struct {
-	seqs     *sequence.Client
-	status   func(context.Context, StatusQuery) StatusView
-	ready    func(context.Context) error
-	token    [sha256.Size]byte
-	hasToken bool
-	// adminToken is the admin routes' token (hasAdminToken: one is set).
-	adminToken    [sha256.Size]byte
-	hasAdminToken bool
-	admin         AdminService
-	maxCount      int64
-	allocOpt      sequence.AllocatorOptions
-	log           zerolog.Logger
-	mux           *http.ServeMux
+	seqs   *sequence.Client
+	status func(context.Context, StatusQuery) StatusView
+	ready  func(context.Context) error
+	// hasToken and hasAdminToken say whether the taker's and the admin
+	// routes need a token: fixed at start. tokens holds the accepted ones
+	// (their SHA-256), which SetTokens replaces.
+	hasToken, hasAdminToken bool
+	tokens                  atomic.Pointer[tokenSet]
+	admin                   AdminService
+	maxCount                int64
+	allocOpt                sequence.AllocatorOptions
+	log                     zerolog.Logger
+	mux                     *http.ServeMux
 	// paths maps a path pattern, whatever the method, to the 405 answer
 	// listing its methods (see register).
 	paths       *http.ServeMux
@@ -150,13 +153,16 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxCount < 1 {
 		return nil, fmt.Errorf("httpapi: MaxCount %d must be at least 1", opts.MaxCount)
 	}
-	for _, t := range []string{opts.Token, opts.AdminToken} {
-		if strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			return nil, errors.New("httpapi: the tokens must not contain white space or control characters")
-		}
+	taker, admin := opts.Tokens, opts.AdminTokens
+	if opts.Token != "" {
+		taker = append([]string{opts.Token}, taker...)
 	}
-	if opts.AdminToken != "" && opts.AdminToken == opts.Token {
-		return nil, errors.New("httpapi: the admin token must differ from the token that takes IDs")
+	if opts.AdminToken != "" {
+		admin = append([]string{opts.AdminToken}, admin...)
+	}
+	set, err := newTokenSet(taker, admin)
+	if err != nil {
+		return nil, err
 	}
 	// Check the allocator options now rather than on the first request.
 	probe, err := sequence.NewAllocator(opts.Sequences, "check", opts.Allocator)
@@ -173,10 +179,8 @@ func New(opts Options) (*Server, error) {
 		seqs:          opts.Sequences,
 		status:        opts.Status,
 		ready:         opts.Ready,
-		hasToken:      opts.Token != "",
-		token:         sha256.Sum256([]byte(opts.Token)),
-		hasAdminToken: opts.AdminToken != "",
-		adminToken:    sha256.Sum256([]byte(opts.AdminToken)),
+		hasToken:      len(taker) > 0,
+		hasAdminToken: len(admin) > 0,
 		admin:         opts.Admin,
 		paths:         http.NewServeMux(),
 		promHandler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
@@ -195,6 +199,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.tokens.Store(set)
 
 	s.register()
 	return s, nil

@@ -74,11 +74,11 @@ func (g *globals) serve(ctx context.Context) error {
 	if cfg.Store == "" {
 		return usagef("serve needs a store for the ceilings: set --store (s3://bucket/prefix?endpoint=URL or file:///path) or SEQKEEPER_STORE")
 	}
-	token, err := cfg.BearerToken()
+	tokens, err := cfg.BearerTokens()
 	if err != nil {
 		return &usageError{err}
 	}
-	adminToken, err := cfg.AdminToken()
+	adminTokens, err := cfg.AdminTokens()
 	if err != nil {
 		return &usageError{err}
 	}
@@ -143,12 +143,13 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	r.api, err = httpapi.New(httpapi.Options{
 		Sequences: workers, Status: r.status, Ready: r.ready,
-		Token: token, AdminToken: adminToken, Registry: reg,
+		Tokens: tokens, AdminTokens: adminTokens, Registry: reg,
 		Admin: &admin.Service{Sequences: seqs, Store: r.store}, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
 	})
 	if err != nil {
 		return err
 	}
+	go reloadTokens(ctx, cfg, r.api, log)
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
