@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -110,8 +111,10 @@ type env struct {
 	seed uint64
 	m    *model
 
-	specs    []seqSpec
-	ens      *testenv.Ensemble
+	specs []seqSpec
+	ens   *testenv.Ensemble
+	// tls, when set, is every client's TLS configuration (TestModelOverTLS).
+	tls      *tls.Config
 	zkAddr   string
 	root     string
 	seqRoot  string
@@ -152,7 +155,12 @@ func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client 
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
-	c, err := zkclient.Dial(ctx, []string{addr}, zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial})
+	opts := zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial}
+	if e.tls != nil {
+		opts.TLS = e.tls
+		opts.ACL = []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=seqkeeper"}}}
+	}
+	c, err := zkclient.Dial(ctx, []string{addr}, opts)
 	if err != nil {
 		e.fatalf("dial zookeeper %s: %v", addr, err)
 	}
@@ -239,9 +247,14 @@ func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
 
 // setup starts everything and waits until the primary has initialised
 // every sequence.
-func setup(t *testing.T, seed uint64, m *model, specs []seqSpec) *env {
+func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *env {
 	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
-	e.ens = testenv.StartEnsemble(t, 1)
+	if overTLS {
+		e.ens = testenv.StartTLSEnsemble(t, 1)
+		e.tls = e.ens.ClientTLS(t, "seqkeeper")
+	} else {
+		e.ens = testenv.StartEnsemble(t, 1)
+	}
 	e.zkAddr = e.ens.Addr(0)
 	e.root = fmt.Sprintf("/model-%08x", uint32(seed))
 	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"

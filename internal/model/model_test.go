@@ -114,6 +114,30 @@ func TestModel(t *testing.T) {
 	shrink(t, set, out)
 }
 
+// TestModelOverTLS is a short run in which the primary, the workers and
+// the operator talk TLS to a ZooKeeper that serves TLS only and knows them
+// by their client certificate (x509:CN=seqkeeper): the proxies that cut
+// connections carry TLS, and ZooKeeper's wipes and rollbacks keep its TLS
+// port. SEQKEEPER_MODEL_TLS_DURATION sets its length (default 20s); the
+// other settings are TestModel's.
+func TestModelOverTLS(t *testing.T) {
+	set := loadSettings(t)
+	set.tls, set.duration = true, 20*time.Second
+	if v := os.Getenv("SEQKEEPER_MODEL_TLS_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("SEQKEEPER_MODEL_TLS_DURATION=%q: want a positive Go duration", v)
+		}
+		set.duration = d
+	}
+	t.Logf("seed %#x (SEQKEEPER_MODEL_SEED=%d), over TLS, duration %s", set.seed, set.seed, set.duration)
+	out := runModel(t, set, set.maxOps)
+	t.Log(out.summary)
+	if out.failed {
+		t.Errorf("%s", out.report(set.seed))
+	}
+}
+
 // settings are the run's parameters, from the environment.
 type settings struct {
 	seed     uint64
@@ -121,6 +145,10 @@ type settings struct {
 	maxOps   int
 	shrink   bool
 	skip     map[string]bool
+	// tls runs every client over TLS, with an x509 identity, against a
+	// ZooKeeper that serves TLS only (SEQKEEPER_MODEL_TLS=1, and
+	// TestModelOverTLS).
+	tls bool
 }
 
 func loadSettings(t *testing.T) settings {
@@ -149,6 +177,7 @@ func loadSettings(t *testing.T) settings {
 	if os.Getenv("SEQKEEPER_MODEL_SHRINK") == "0" {
 		s.shrink = false
 	}
+	s.tls = os.Getenv("SEQKEEPER_MODEL_TLS") == "1"
 	s.skip = map[string]bool{}
 	for _, k := range strings.Split(os.Getenv("SEQKEEPER_MODEL_SKIP"), ",") {
 		if k = strings.TrimSpace(k); k == "" {

@@ -86,7 +86,7 @@ func runModel(t *testing.T, set settings, maxOps int) outcome {
 	began := time.Now()
 	specs := slices.DeleteFunc(specsFor(set.seed), func(s seqSpec) bool { return set.skip["seq:"+s.name] })
 	m := newModel(specs)
-	e := setup(t, set.seed, m, specs)
+	e := setup(t, set.seed, m, specs, set.tls)
 	e.skip = set.skip
 	var once sync.Once
 	closeEnv := func() { once.Do(e.close) }
