@@ -53,6 +53,11 @@ type Options struct {
 	// ZooKeepers is the ensemble size (1 runs a standalone server). Servers
 	// are named zoo1, zoo2, ... on the network.
 	ZooKeepers int
+	// ZooKeeperTLS makes the servers serve TLS only, on the same client
+	// port, require a client certificate from the cluster's CA and know
+	// clients by it (x509); replicas get zk_tls_* settings and the
+	// identity ReplicaIdentity. Cluster.ZooKeeperTLS is the test's own.
+	ZooKeeperTLS bool
 	// ZooKeeperEnv is added to each server's environment (the official
 	// image's ZOO_* variables), overriding the harness's fast-test defaults.
 	ZooKeeperEnv map[string]string
@@ -93,6 +98,7 @@ type Cluster struct {
 	host      string // where published ports are reached from this process
 
 	subnet netip.Prefix // the network's; every node has a fixed address in it
+	zkTLS  *clusterTLS  // Options.ZooKeeperTLS
 
 	mu       sync.Mutex
 	lastIP   netip.Addr // the address given last (the gateway before any)
@@ -124,6 +130,9 @@ func NewCluster(ctx context.Context, t testing.TB, opts Options) *Cluster {
 	}
 	c := &Cluster{t: t, opts: opts, docker: docker}
 	t.Cleanup(c.close)
+	if opts.ZooKeeperTLS {
+		c.zkTLS = newClusterTLS(t, opts.ZooKeepers)
+	}
 
 	if err := c.checkImages(ctx); err != nil {
 		t.Fatalf("integration: %v", err)
@@ -250,6 +259,13 @@ func (c *Cluster) AddReplicaWith(ctx context.Context, args []string, extra ...te
 	if c.MinIO != nil {
 		env["SEQKEEPER_STORE"] = "s3://" + StoreBucket + "/" + c.StorePrefix() + "?endpoint=" + c.MinIOInternalEndpoint() + "&region=us-east-1"
 	}
+	if c.zkTLS != nil {
+		tlsEnv, files := c.zkTLS.replicaSettings()
+		for k, v := range tlsEnv {
+			env[k] = v
+		}
+		extra = append([]testcontainers.ContainerCustomizer{files}, extra...)
+	}
 	for k, v := range c.opts.ReplicaEnv {
 		env[k] = v
 	}
@@ -279,6 +295,9 @@ func (c *Cluster) startZooKeeper(ctx context.Context, id int) (*Node, error) {
 	servers := make([]string, c.opts.ZooKeepers)
 	for i := range servers {
 		servers[i] = fmt.Sprintf("server.%d=zoo%d:2888:3888;%s", i+1, i+1, portNumber(ZooKeeperPort))
+		if c.zkTLS != nil {
+			servers[i] = fmt.Sprintf("server.%d=zoo%d:2888:3888", i+1, i+1) // no plain client port
+		}
 	}
 	env := map[string]string{
 		"ZOO_MY_ID":   fmt.Sprint(id),
@@ -298,15 +317,21 @@ func (c *Cluster) startZooKeeper(ctx context.Context, id int) (*Node, error) {
 		// to rejoin after a partition heals.
 		"JVMFLAGS": "-Xmx256m -Dzookeeper.fastleader.maxNotificationInterval=1000",
 	}
+	var extra []testcontainers.ContainerCustomizer
+	if c.zkTLS != nil {
+		cfg, files := c.zkTLS.zooKeeperSettings()
+		env["ZOO_CFG_EXTRA"] += " " + cfg
+		extra = append(extra, files)
+	}
 	for k, v := range c.opts.ZooKeeperEnv {
 		env[k] = v
 	}
-	return c.start(ctx, fmt.Sprintf("zoo%d", id), ZooKeeperImage, []string{ZooKeeperPort},
+	return c.start(ctx, fmt.Sprintf("zoo%d", id), ZooKeeperImage, []string{ZooKeeperPort}, append(extra,
 		testcontainers.WithEnv(env),
 		// The server binds its client port before it looks for a quorum;
 		// NewCluster and tests wait for the quorum with WaitZooKeeperServing.
 		testcontainers.WithWaitStrategyAndDeadline(c.opts.StartTimeout, logSinceStart(c.docker, `binding to port .*:2181`)),
-	)
+	)...)
 }
 
 func (c *Cluster) startMinIO(ctx context.Context) (*Node, error) {

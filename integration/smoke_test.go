@@ -261,7 +261,7 @@ func connectZK(t *testing.T, n *Node) *zkclient.Client {
 // the caller closes it.
 func dialZK(n *Node, timeout time.Duration) (*zkclient.Client, error) {
 	addr := n.Addr(ZooKeeperPort)
-	c, err := zkclient.Dial(context.Background(), []string{addr}, zkclient.Options{SessionTimeout: 4 * time.Second, ConnectTimeout: timeout})
+	c, err := zkclient.Dial(context.Background(), []string{addr}, zkclient.Options{SessionTimeout: 4 * time.Second, ConnectTimeout: timeout, TLS: n.cluster.ZooKeeperTLS()})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s at %s: %w", n.Name, addr, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -84,8 +85,13 @@ func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	var conn net.Conn
+	var err error
+	if cfg := n.cluster.ZooKeeperTLS(); cfg != nil {
+		conn, err = (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
@@ -97,7 +103,7 @@ func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
 		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
 	reply, err := io.ReadAll(conn)
-	if err != nil {
+	if err != nil && len(reply) == 0 { // over TLS the server may close without close_notify
 		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
 	}
 	var zxid int64 = -1

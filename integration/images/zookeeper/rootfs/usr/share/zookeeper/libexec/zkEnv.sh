@@ -19,4 +19,7 @@ JAVA=/usr/bin/java
 # /etc/zookeeper/console-log/simplelogger.properties. $ZOOCFGDIR comes first
 # so a simplelogger.properties there overrides it. The AdminServer (Jetty,
 # admin.enableServer) also needs the servlet API, missing from the manifest.
-CLASSPATH="$ZOOCFGDIR:/etc/zookeeper/console-log:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:/usr/share/java/servlet-api.jar"
+# zookeeper.jar's manifest lists the Netty jars of a plain client port;
+# the TLS port (secureClientPort, NettyServerCnxnFactory) also needs
+# netty-codec and netty-resolver, as the official image's lib/ has them.
+CLASSPATH="$ZOOCFGDIR:/etc/zookeeper/console-log:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:/usr/share/java/servlet-api.jar:/usr/share/java/netty-codec.jar:/usr/share/java/netty-resolver.jar"
