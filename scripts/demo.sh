@@ -3,6 +3,9 @@
 # ensemble, MinIO and three seqkeeper replicas, and shows it handing out IDs.
 #
 #   bash scripts/demo.sh          build missing images, start, show it working
+#   bash scripts/demo.sh --tls    the same with TLS to ZooKeeper and x509
+#                                 identities under the least-privilege ACL
+#                                 layout (docker-compose.tls.yml)
 #   bash scripts/demo.sh down     stop it and delete its data
 #
 # Needs Go and Docker. On a fresh machine it installs, as root, the Debian
@@ -23,6 +26,20 @@ die() {
 command -v go >/dev/null 2>&1 || die "Go is missing: install Go 1.26 or later (https://go.dev/dl/) and put it on PATH"
 command -v docker >/dev/null 2>&1 || die "Docker is missing: install Docker Engine (apt-get install docker.io)"
 docker info >/dev/null 2>&1 || die "the Docker daemon does not answer: start it (systemctl start docker) or check your access to it"
+# Arguments: up (default) or down, and --tls.
+action=up tls=false
+for arg in "$@"; do
+	case "$arg" in
+	up | down) action="$arg" ;;
+	--tls) tls=true ;;
+	*)
+		echo "usage: bash scripts/demo.sh [up|down] [--tls]" >&2
+		exit 2
+		;;
+	esac
+done
+set -- "$action"
+
 extra=()
 if ! command -v docker-compose >/dev/null 2>&1 && ! docker compose version >/dev/null 2>&1; then
 	extra+=(docker-compose:docker-compose)
@@ -38,18 +55,22 @@ else
 	die "neither docker-compose nor the docker compose plugin is installed: apt-get install docker-compose"
 fi
 
-case "${1:-up}" in
+if $tls || [[ -f .demo-tls/ca.pem && "$action" == down ]]; then
+	compose+=(-f docker-compose.yml -f docker-compose.tls.yml)
+fi
+case "$action" in
 up) ;;
 down)
 	log "${compose[*]} down -v"
 	"${compose[@]}" down -v --remove-orphans
 	exit 0
 	;;
-*)
-	echo "usage: bash scripts/demo.sh [up|down]" >&2
-	exit 2
-	;;
 esac
+if $tls; then
+	log "writing the demo's throwaway TLS certificates to .demo-tls (go run ./internal/tools/devcerts)"
+	go run ./internal/tools/devcerts -dir .demo-tls -hosts zoo1,zoo2,zoo3,localhost,127.0.0.1 \
+		-clients seqkeeper-replica,seqkeeper-worker,seqkeeper-admin
+fi
 
 # wait_for WHAT TIMEOUT COMMAND... retries COMMAND every second.
 wait_for() {
@@ -64,8 +85,15 @@ wait_for() {
 }
 
 # zk_mode PORT prints the server's role (leader, follower, standalone).
+# With --tls the host reaches only the TLS port: ask the server's plain
+# port on its own loopback, from inside its container.
 zk_mode() {
 	local reply
+	if $tls; then
+		"${compose[@]}" exec -T "zoo$(($1 - 2180))" bash -c \
+			'exec 3<>/dev/tcp/127.0.0.1/2181 && echo srvr >&3 && cat <&3' 2>/dev/null | sed -n 's/^Mode: //p' | grep .
+		return
+	fi
 	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
 	echo srvr >&3
 	reply="$(cat <&3)"
@@ -100,6 +128,17 @@ done
 # Runs the operator CLI inside replica 1, which has the cluster's settings
 # in its environment.
 cli() { "${compose[@]}" exec -T seqkeeper1 /seqkeeper "$@"; }
+
+if $tls; then
+	# The replicas created the root with their own identity; the admin
+	# (ZooKeeper's x509 super user in this demo) sets the least-privilege
+	# layout over it. The worker, refused until then, starts taking.
+	echo
+	echo "\$ seqkeeper acl apply --admin x509:CN=seqkeeper-admin --replica x509:CN=seqkeeper-replica --worker x509:CN=seqkeeper-worker"
+	"${compose[@]}" exec -T -e SEQKEEPER_ZK_TLS_CERT_FILE=/tls/seqkeeper-admin.pem -e SEQKEEPER_ZK_TLS_KEY_FILE=/tls/seqkeeper-admin-key.pem \
+		seqkeeper1 /seqkeeper acl apply --admin x509:CN=seqkeeper-admin \
+		--replica x509:CN=seqkeeper-replica --worker x509:CN=seqkeeper-worker || log "acl apply failed"
+fi
 
 echo
 echo "\$ seqkeeper leader"
