@@ -116,8 +116,14 @@ type Layout struct {
 	Roles map[Role][]zkclient.ID
 }
 
-// LayoutOf reads the layout from the root's ACL.
+// LayoutOf reads the layout from the root's ACL. A root open to everyone
+// and no one else (world:anyone alone, ZooKeeper's default) has none: the
+// znodes created under it keep their creator's ACL (its digest or
+// certificate identity, or open), as before layouts existed.
 func LayoutOf(rootACL []zkclient.ACL) Layout {
+	if !slices.ContainsFunc(rootACL, func(e zkclient.ACL) bool { return e.Scheme != "world" }) {
+		return Layout{}
+	}
 	l := Layout{Roles: map[Role][]zkclient.ID{}}
 	for _, e := range rootACL {
 		role := roleOf(e.Perms)

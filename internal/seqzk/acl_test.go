@@ -41,9 +41,13 @@ func TestLayoutRolesAndKinds(t *testing.T) {
 	if w := l.Wider(seqzk.KindMarker, []zkclient.ACL{{Perms: zkclient.PermRead, ID: id("world:anyone")}}); len(w) != 1 {
 		t.Errorf("world read on the marker: %v", w)
 	}
-	// No layout: creates use the client's own ACL.
+	// No layout: creates use the client's own ACL. An open root (world
+	// alone, ZooKeeper's default) has none.
 	if acl := (seqzk.Layout{}).ACL(seqzk.KindSequence); acl != nil {
 		t.Errorf("zero layout gives %v", acl)
+	}
+	if l := seqzk.LayoutOf([]zkclient.ACL{{Perms: zkclient.PermAll, ID: id("world:anyone")}}); len(l.Roles) != 0 {
+		t.Errorf("an open root has the layout %v", l.Roles)
 	}
 	// Leaves never carry create or delete.
 	for _, k := range []seqzk.Kind{seqzk.KindRecord, seqzk.KindSequenceChild, seqzk.KindElectionChild, seqzk.KindMarker} {

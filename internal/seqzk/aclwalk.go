@@ -82,6 +82,9 @@ func (c *Client) CheckLayout(ctx context.Context, electionPath, markerPath strin
 		return Layout{}, nil, fmt.Errorf("read the ACL of the root %s: %w", c.opts.Root, err)
 	}
 	l := LayoutOf(rootACL)
+	if len(l.Roles) == 0 {
+		return l, nil, nil // an open root: no layout to hold anything to
+	}
 	var out []ACLFinding
 	err = c.layoutNodes(ctx, electionPath, markerPath, func(p string, k Kind) error {
 		acl, _, err := c.zk.GetACL(ctx, p)
