@@ -36,6 +36,9 @@ func reloadTokens(ctx context.Context, cfg *config.Config, api *httpapi.Server, 
 		return s
 	}
 	last := stamp()
+	// serve read both at start: these are the last good ones.
+	lastTaker, _ := cfg.BearerTokens()
+	lastAdmin, _ := cfg.AdminTokens()
 	t := time.NewTicker(tokenCheckEvery)
 	defer t.Stop()
 	for {
@@ -48,19 +51,29 @@ func reloadTokens(ctx context.Context, cfg *config.Config, api *httpapi.Server, 
 		if cur == last {
 			continue
 		}
+		// Each file on its own: one that does not read keeps its last
+		// good tokens and does not hold the other back.
+		taker, admin := lastTaker, lastAdmin
+		if cur[0] != last[0] {
+			if ts, err := cfg.BearerTokens(); err != nil {
+				log.Error().Err(err).Msg("token file changed but not reloaded: its previous tokens stay in use")
+			} else {
+				taker = ts
+			}
+		}
+		if cur[1] != last[1] {
+			if ts, err := cfg.AdminTokens(); err != nil {
+				log.Error().Err(err).Msg("admin token file changed but not reloaded: its previous tokens stay in use")
+			} else {
+				admin = ts
+			}
+		}
 		last = cur
-		taker, err := cfg.BearerTokens()
-		var admin []string
-		if err == nil {
-			admin, err = cfg.AdminTokens()
-		}
-		if err == nil {
-			err = api.SetTokens(taker, admin)
-		}
-		if err != nil {
-			log.Error().Err(err).Msg("token file changed but not reloaded: the previous tokens stay in use")
+		if err := api.SetTokens(taker, admin); err != nil {
+			log.Error().Err(err).Msg("token files changed but not reloaded: the previous tokens stay in use")
 			continue
 		}
+		lastTaker, lastAdmin = taker, admin
 		log.Info().Int("tokens", len(taker)).Int("admin_tokens", len(admin)).Msg("token files reloaded")
 	}
 }

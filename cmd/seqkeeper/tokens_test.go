@@ -16,8 +16,9 @@ func TestTokenFileRotationWithoutRestart(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"
-	file := filepath.Join(t.TempDir(), "token")
-	write := func(s string) {
+	dir := t.TempDir()
+	file, adminFile := filepath.Join(dir, "token"), filepath.Join(dir, "admin-token")
+	writeTo := func(file, s string) {
 		t.Helper()
 		// Replaced whole (a rename), as a Secret update or an editor does.
 		tmp := file + ".tmp"
@@ -28,8 +29,10 @@ func TestTokenFileRotationWithoutRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	write := func(s string) { t.Helper(); writeTo(file, s) }
 	write("old-token\n")
-	r := c.serveWith("a", "--http-token-file", file)
+	writeTo(adminFile, "old-admin\n")
+	r := c.serveWith("a", "--http-token-file", file, "--http-admin-token-file", adminFile)
 	status := func(token string) int {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+r.addr+"/v1/sequences", nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -57,5 +60,15 @@ func TestTokenFileRotationWithoutRestart(t *testing.T) {
 	})
 	if got := status("new-token"); got != http.StatusOK {
 		t.Fatalf("new token after the file was emptied: %d; want the last good tokens kept", got)
+	}
+	// The admin token file the same way (an admin token works on every
+	// route); a taker's token in it is refused, the old ones kept.
+	if got := status("old-admin"); got != http.StatusOK {
+		t.Fatalf("old admin token: %d", got)
+	}
+	writeTo(adminFile, "new-admin\n")
+	eventually(t, "the new admin token works", func() bool { return status("new-admin") == http.StatusOK })
+	if got := status("old-admin"); got != http.StatusUnauthorized {
+		t.Fatalf("old admin token after the rotation: %d", got)
 	}
 }

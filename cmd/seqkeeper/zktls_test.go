@@ -128,3 +128,40 @@ func TestZooKeeperClientCertificateReloads(t *testing.T) {
 	}
 	eventually(t, "read as CN=after", func() bool { _, _, err := zc.Get(ctx, "/renewed"); return err == nil })
 }
+
+// A CA bundle is read again when it changes: a replica whose bundle does
+// not hold the servers' CA is refused, naming the bundle, and the same
+// configuration connects once the right CA is in the file, with no
+// restart (a CA rotation adds the new CA before the servers move to it).
+func TestZooKeeperCABundleReloads(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartTLSEnsemble(t, 1)
+	c := newTLSCLI(t, e, "rotator")
+	caFile := c.env["SEQKEEPER_ZK_TLS_CA_FILE"]
+	if err := os.WriteFile(caFile, testenv.NewCA(t, "not-the-servers-ca").PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Resolve("", func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ZKConnectTimeout = 2 * time.Second
+	ctx := context.Background()
+	if _, err := dialZK(ctx, cfg, zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "zk_tls_ca_file") {
+		t.Fatalf("dial with the wrong CA: %v; want refused naming zk_tls_ca_file", err)
+	}
+	// The same configuration (its reloader), the right CA written in place.
+	tc, err := cfg.ZKTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(caFile, e.CA().PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the reloader looks at most once a second
+	zc, err := zkclient.Dial(ctx, e.Servers(), zkclient.Options{TLS: tc, ConnectTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("dial after the CA was replaced: %v", err)
+	}
+	zc.Close()
+}
