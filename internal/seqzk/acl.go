@@ -192,10 +192,15 @@ func (c *Client) acl(ctx context.Context, k Kind) []zkclient.ACL {
 	defer lc.mu.Unlock()
 	if conn := c.zk.Connection(); lc.conn != conn || time.Since(lc.at) > layoutTTL {
 		acl, _, err := c.zk.GetACL(sent(ctx), c.opts.Root)
-		if err != nil {
-			return nil // no root yet (it is created with the client's ACL), or no session
+		switch {
+		case err == nil:
+			lc.layout, lc.conn, lc.at = LayoutOf(acl), conn, time.Now()
+		case errors.Is(err, zkclient.ErrNoNode):
+			lc.layout = Layout{} // no root yet: it is created with the client's ACL
 		}
-		lc.layout, lc.conn, lc.at = LayoutOf(acl), conn, time.Now()
+		// Otherwise (no session) the last layout read stays in use: a
+		// create that succeeds after a reconnect must not fall back to
+		// the creator's own ACL under a layout.
 	}
 	return lc.layout.ACL(k)
 }
