@@ -77,6 +77,8 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	noAuth("worker changes an ACL", err)
 	_, err = w.Set(ctx, worker.root+"/.seqkeeper", []byte("forged era"), zkclient.AnyVersion)
 	noAuth("worker writes the era", err)
+	_, err = w.Create(ctx, worker.root+"/.seqkeeper/orders", nil, 0)
+	noAuth("worker writes a deletion record", err)
 	_, err = rep.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
 	noAuth("replica changes an ACL", err)
 	if _, _, code := worker.run("", "delete", "orders", "--yes"); code == 0 {
@@ -90,7 +92,7 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 		"marker h-":                 "x509:CN=worker:rw x509:CN=replica:rw x509:CN=admin:rwa",
 		"candidate":                 "x509:CN=worker:r x509:CN=replica:rw x509:CN=admin:rwa",
 		base + "/cluster":           "x509:CN=worker:r x509:CN=replica:rw x509:CN=admin:rwa",
-		worker.root + "/.seqkeeper": "x509:CN=worker:crd x509:CN=replica:crwd x509:CN=admin:crwda",
+		worker.root + "/.seqkeeper": "x509:CN=worker:r x509:CN=replica:crwd x509:CN=admin:crwda",
 	}
 	first := func(p, prefix string) string {
 		ch, _, err := w.Children(ctx, p)

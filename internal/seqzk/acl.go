@@ -90,14 +90,14 @@ const (
 )
 
 // permsTable is the layout: kind by role (reader, worker, replica, admin).
-// A worker registers on the root (c) and registers its birth guard on the
-// meta znode (c, d: a create and delete in one transaction); it writes
-// sequences and opens and retires their windows (w, c, d); it only reads
-// the election, the marker and the deletion records. A leaf's CREATE and
-// DELETE would mean nothing, so leaves have none.
+// A worker registers on the root (c: a bare child znode, which the primary
+// initialises behind its birth guard); it writes sequences and opens and
+// retires their windows (w, c, d); it only reads the era, the deletion
+// records, the election and the marker. A leaf's CREATE and DELETE would
+// mean nothing, so leaves have none.
 var permsTable = [...][4]zkclient.Perms{
 	KindRoot:          {r, r | c, r | w | c | d, zkclient.PermAll},
-	KindMeta:          {r, r | c | d, r | w | c | d, zkclient.PermAll},
+	KindMeta:          {r, r, r | w | c | d, zkclient.PermAll},
 	KindRecord:        {r, r, r | w, r | w | a},
 	KindSequence:      {r, r | w | c | d, r | w | c | d, zkclient.PermAll},
 	KindSequenceChild: {r, r | w, r | w, r | w | a},
