@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -252,15 +253,25 @@ func FuzzRecordRoundTrip(f *testing.F) {
 }
 
 // FuzzDecodeSmall: the meta and epoch decoders never panic, and what they
-// accept round-trips.
+// accept round-trips. A meta object is accepted only as its writer wrote
+// it, byte for byte (FuzzDecodeEpoch holds the epoch object to the same).
 func FuzzDecodeSmall(f *testing.F) {
 	f.Add(encodeMeta(metaState{buckets: 256, root: "/all-sequences"}))
 	f.Add(encodeEpoch(epochState{epoch: 3, holder: "r1", updated: time.UnixMilli(5).UTC()}))
 	f.Add([]byte("seqkeeper-store v2\n"))
 	f.Add([]byte("seqkeeper-store v1\nbuckets 16\n"))
 	f.Add([]byte("seqkeeper-epoch v2\nepoch 8\nholder \"r1\"\nupdated 5\ncheckpoint 40\nswept 31\n"))
+	f.Add([]byte("seqkeeper-store v2\nroot \"/a\"\nbuckets 16\n"))
+	f.Add([]byte("seqkeeper-store v2\nbuckets 16\nroot \"\\x2fa\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if m, err := decodeMeta(data); err == nil {
+			written := encodeMeta(m)
+			if m.version == 1 {
+				written = encodeFields(metaMagic, 1, "buckets", strconv.Itoa(m.buckets))
+			}
+			if !bytes.Equal(written, data) {
+				t.Fatalf("meta %q accepted as %+v, which its writer writes as %q", data, m, written)
+			}
 			m.version = metaVersion // what encodeMeta writes
 			if m2, err := decodeMeta(encodeMeta(m)); err != nil || m2 != m {
 				t.Fatalf("meta round trip: %+v -> %+v, %v", m, m2, err)
