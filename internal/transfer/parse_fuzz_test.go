@@ -72,6 +72,7 @@ func exportSeeds(t testing.TB) []fuzzseed.Seed {
 		edge("triple-range", strings.Replace(line, `[[1,2]]`, `[[1,2,3]]`, 1)),
 		edge("single-range", strings.Replace(line, `[[1,2]]`, `[[1]]`, 1)),
 		edge("null-next", strings.Replace(line, `"next":5`, `"next":null`, 1)),
+		edge("null-windows", strings.Replace(line, `"windows":0`, `"windows":null`, 1)),
 		edge("null-range", strings.Replace(line, `[[1,2]]`, `[null]`, 1)),
 		edge("minus-zero", strings.Replace(line, `"windows":0`, `"windows":-0`, 1)),
 		edge("float", strings.Replace(line, `"next":5`, `"next":5.0`, 1)),
