@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/fuzzseed"
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 )
 
 // epochOf is the epoch object's value, as decodeEpoch returns it.
@@ -44,22 +44,22 @@ func FuzzDecodeEpoch(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	fuzzseed.Corpus(f,
-		fuzzseed.New("current", encodeEpoch(epochOf(12, "replica \"1\" 10.0.0.1:8080", 1767225600123))),
-		fuzzseed.New("zero", encodeEpoch(epochOf(0, "", 0))),
-		fuzzseed.New("extremes", encodeEpoch(epochOf(math.MaxInt64, "\x00\xff\n", math.MinInt64))),
-		fuzzseed.New("v1-store", v1),
-		fuzzseed.New("v2-store", v2),
-		fuzzseed.New("escaped-holder", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"\\x72\"\nupdated 5\n")),
-		fuzzseed.New("plus-time", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated +5\n")),
-		fuzzseed.New("zero-time", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated 05\n")),
-		fuzzseed.New("reordered", []byte("seqkeeper-epoch v3\nholder \"r\"\nepoch 1\nupdated 5\n")),
-		fuzzseed.New("v2-no-checkpoint", []byte("seqkeeper-epoch v2\nepoch 1\nholder \"r\"\nupdated 5\n")),
-		fuzzseed.New("v3-checkpoint", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated 5\ncheckpoint 3\nswept 1\n")),
-		fuzzseed.New("negative", []byte("seqkeeper-epoch v3\nepoch -1\nholder \"r\"\nupdated 5\n")),
-		fuzzseed.New("crlf", []byte("seqkeeper-epoch v3\r\nepoch 1\r\nholder \"r\"\r\nupdated 5\r\n")),
-		fuzzseed.New("newer", []byte("seqkeeper-epoch v4\nterm 1\n")),
-		fuzzseed.New("meta", encodeMeta(metaState{buckets: 256, root: "/all-sequences"})),
+	fuzztest.Corpus(f,
+		fuzztest.New("current", encodeEpoch(epochOf(12, "replica \"1\" 10.0.0.1:8080", 1767225600123))),
+		fuzztest.New("zero", encodeEpoch(epochOf(0, "", 0))),
+		fuzztest.New("extremes", encodeEpoch(epochOf(math.MaxInt64, "\x00\xff\n", math.MinInt64))),
+		fuzztest.New("v1-store", v1),
+		fuzztest.New("v2-store", v2),
+		fuzztest.New("escaped-holder", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"\\x72\"\nupdated 5\n")),
+		fuzztest.New("plus-time", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated +5\n")),
+		fuzztest.New("zero-time", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated 05\n")),
+		fuzztest.New("reordered", []byte("seqkeeper-epoch v3\nholder \"r\"\nepoch 1\nupdated 5\n")),
+		fuzztest.New("v2-no-checkpoint", []byte("seqkeeper-epoch v2\nepoch 1\nholder \"r\"\nupdated 5\n")),
+		fuzztest.New("v3-checkpoint", []byte("seqkeeper-epoch v3\nepoch 1\nholder \"r\"\nupdated 5\ncheckpoint 3\nswept 1\n")),
+		fuzztest.New("negative", []byte("seqkeeper-epoch v3\nepoch -1\nholder \"r\"\nupdated 5\n")),
+		fuzztest.New("crlf", []byte("seqkeeper-epoch v3\r\nepoch 1\r\nholder \"r\"\r\nupdated 5\r\n")),
+		fuzztest.New("newer", []byte("seqkeeper-epoch v4\nterm 1\n")),
+		fuzztest.New("meta", encodeMeta(metaState{buckets: 256, root: "/all-sequences"})),
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := decodeEpoch(data)

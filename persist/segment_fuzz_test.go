@@ -15,7 +15,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/seqkeeper/seqkeeper/internal/fuzzseed"
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 )
 
 // sampleSegment is a log segment as a primary writes one.
@@ -74,60 +74,60 @@ func objectText(t testing.TB, data []byte) (first, text []byte) {
 // formats v1 and v2: written by encodeSegment, and edge cases. They are
 // short: the fuzzer's minimisation of an input takes time quadratic in
 // its length.
-func segmentTexts(t testing.TB) []fuzzseed.Seed {
+func segmentTexts(t testing.TB) []fuzztest.Seed {
 	t.Helper()
 	encoded := func(sg *segment) []byte {
 		_, text := objectText(t, mustEncodeSegment(t, sg))
 		return text
 	}
 	const head = "segment 7 epoch 3 writer 00000000000000ff records "
-	return []fuzzseed.Seed{
-		fuzzseed.New("one", logVersion, encoded(&segment{pos: 42, epoch: 9, writer: 0x9f86d081884c7d65, root: "/all-sequences",
+	return []fuzztest.Seed{
+		fuzztest.New("one", logVersion, encoded(&segment{pos: 42, epoch: 9, writer: 0x9f86d081884c7d65, root: "/all-sequences",
 			recs: []Record{{Name: "orders", Ceiling: 5000, Czxid: 4294967298, Mzxid: 4294967310, Version: 3, Live: 1, Seen: 7 << 32,
 				Epoch: 7, Updated: time.UnixMilli(1767225600000).UTC(), Start: 1, End: 1 << 40, Windows: 2}}})),
-		fuzzseed.New("seal", logVersion, encoded(&segment{pos: 1})),
-		fuzzseed.New("extremes", logVersion, encoded(&segment{pos: math.MaxInt64, epoch: math.MaxInt64, writer: math.MaxUint64, root: "\x00\"\n",
+		fuzztest.New("seal", logVersion, encoded(&segment{pos: 1})),
+		fuzztest.New("extremes", logVersion, encoded(&segment{pos: math.MaxInt64, epoch: math.MaxInt64, writer: math.MaxUint64, root: "\x00\"\n",
 			recs: []Record{{Name: "\xff", Ceiling: math.MaxInt64, Dead: math.MaxInt64, Epoch: math.MaxInt64, Czxid: math.MinInt64,
 				Version: math.MinInt32, Live: math.MaxInt64, Seen: math.MinInt64, End: math.MaxInt64, Windows: math.MaxInt32, Legacy: true,
 				Updated: time.UnixMilli(math.MinInt64).UTC()}}})),
-		fuzzseed.New("v1", 1, []byte(head+"2\n"+`"a" 500 3 7 9 2 - 1767225600000 1 100 0`+"\n"+`"b" 40 3 7 9 2 LD 1767225600000 0 0 0`+"\n")),
-		fuzzseed.New("v1-root", 1, []byte(head+"0 root \"\"\n")),
-		fuzzseed.New("no-root", 2, []byte(head+"0\n")),
-		fuzzseed.New("upper-hex", 2, []byte("segment 7 epoch 3 writer 00000000000000FF records 0 root \"\"\n")),
-		fuzzseed.New("plus", 2, []byte("segment +7 epoch 3 writer 00000000000000ff records 0 root \"\"\n")),
-		fuzzseed.New("escaped-name", 2, []byte(head+"1 root \"/r\"\n"+`"\x61" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
-		fuzzseed.New("escaped-root", 2, []byte(head+"0 root \"\\x2f\"\n")),
-		fuzzseed.New("epoch-above", 2, []byte(head+"1 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 4 - 0 1 0 0`+"\n")),
-		fuzzseed.New("unsorted", 2, []byte(head+"2 root \"/r\"\n"+`"b" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
-		fuzzseed.New("count", 2, []byte(head+"2 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
-		fuzzseed.New("unterminated", 2, []byte(head+"1 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`)),
+		fuzztest.New("v1", 1, []byte(head+"2\n"+`"a" 500 3 7 9 2 - 1767225600000 1 100 0`+"\n"+`"b" 40 3 7 9 2 LD 1767225600000 0 0 0`+"\n")),
+		fuzztest.New("v1-root", 1, []byte(head+"0 root \"\"\n")),
+		fuzztest.New("no-root", 2, []byte(head+"0\n")),
+		fuzztest.New("upper-hex", 2, []byte("segment 7 epoch 3 writer 00000000000000FF records 0 root \"\"\n")),
+		fuzztest.New("plus", 2, []byte("segment +7 epoch 3 writer 00000000000000ff records 0 root \"\"\n")),
+		fuzztest.New("escaped-name", 2, []byte(head+"1 root \"/r\"\n"+`"\x61" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
+		fuzztest.New("escaped-root", 2, []byte(head+"0 root \"\\x2f\"\n")),
+		fuzztest.New("epoch-above", 2, []byte(head+"1 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 4 - 0 1 0 0`+"\n")),
+		fuzztest.New("unsorted", 2, []byte(head+"2 root \"/r\"\n"+`"b" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
+		fuzztest.New("count", 2, []byte(head+"2 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`+"\n")),
+		fuzztest.New("unterminated", 2, []byte(head+"1 root \"/r\"\n"+`"a" 5 0 0 0 1 0 0 3 - 0 1 0 0`)),
 	}
 }
 
 // segmentSeeds are whole log segments: the texts of segmentTexts in
 // their objects, a bigger segment, the segments of format v1 an older
 // seqkeeper wrote (testdata/v2-store/log), and broken objects.
-func segmentSeeds(t testing.TB) []fuzzseed.Seed {
+func segmentSeeds(t testing.TB) []fuzztest.Seed {
 	t.Helper()
-	var seeds []fuzzseed.Seed
+	var seeds []fuzztest.Seed
 	for _, s := range segmentTexts(t) {
-		seeds = append(seeds, fuzzseed.New(s.Name, gzipObject(logMagic, s.Args[0].(int), string(s.Args[1].([]byte)))))
+		seeds = append(seeds, fuzztest.New(s.Name, gzipObject(logMagic, s.Args[0].(int), string(s.Args[1].([]byte)))))
 	}
 	sample := mustEncodeSegment(t, sampleSegment())
 	seeds = append(seeds,
-		fuzzseed.New("sample", sample),
-		fuzzseed.New("trailing", append(slices.Clone(sample), "junk"...)),
-		fuzzseed.New("truncated", sample[:len(sample)-9]),
-		fuzzseed.New("bucket-magic", gzipObject(bucketMagic, 2, "segment 7 epoch 3 writer 00000000000000ff records 0 root \"\"\n")),
-		fuzzseed.New("newer", []byte("seqkeeper-log v3\nwhatever comes next")),
-		fuzzseed.New("empty", []byte{}),
+		fuzztest.New("sample", sample),
+		fuzztest.New("trailing", append(slices.Clone(sample), "junk"...)),
+		fuzztest.New("truncated", sample[:len(sample)-9]),
+		fuzztest.New("bucket-magic", gzipObject(bucketMagic, 2, "segment 7 epoch 3 writer 00000000000000ff records 0 root \"\"\n")),
+		fuzztest.New("newer", []byte("seqkeeper-log v3\nwhatever comes next")),
+		fuzztest.New("empty", []byte{}),
 	)
 	for _, pos := range []string{"0000000000000002", "0000000000000003", "0000000000000004"} {
 		data, err := os.ReadFile("testdata/v2-store/log/" + pos)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seeds = append(seeds, fuzzseed.New("v1-store-"+pos[len(pos)-1:], data))
+		seeds = append(seeds, fuzztest.New("v1-store-"+pos[len(pos)-1:], data))
 	}
 	return seeds
 }
@@ -139,7 +139,7 @@ func segmentSeeds(t testing.TB) []fuzzseed.Seed {
 // current format, to the same text byte for byte (only gzip's framing may
 // differ).
 func FuzzDecodeSegment(f *testing.F) {
-	fuzzseed.Corpus(f, segmentSeeds(f)...)
+	fuzztest.Corpus(f, segmentSeeds(f)...)
 	f.Fuzz(checkSegment)
 }
 
@@ -147,7 +147,7 @@ func FuzzDecodeSegment(f *testing.F) {
 // the harness, so that the fuzzer explores the text inside rather than
 // gzip's checksums.
 func FuzzDecodeSegmentText(f *testing.F) {
-	fuzzseed.Corpus(f, segmentTexts(f)...)
+	fuzztest.Corpus(f, segmentTexts(f)...)
 	f.Fuzz(func(t *testing.T, version int, text []byte) {
 		checkSegment(t, gzipObject(logMagic, version, string(text)))
 	})
@@ -188,14 +188,14 @@ func checkSegment(t *testing.T, data []byte) {
 // FuzzSegmentKey: listing the log takes a key for a segment only if it is
 // the one key of that position.
 func FuzzSegmentKey(f *testing.F) {
-	fuzzseed.Corpus(f,
-		fuzzseed.New("first", segmentKey(1)),
-		fuzzseed.New("last", segmentKey(math.MaxInt64)),
-		fuzzseed.New("zero", segmentKey(0)),
-		fuzzseed.New("upper", "log/00000000000000AB"),
-		fuzzseed.New("short", "log/ab"),
-		fuzzseed.New("bucket", bucketKey(3)),
-		fuzzseed.New("sign", "log/+000000000000001"),
+	fuzztest.Corpus(f,
+		fuzztest.New("first", segmentKey(1)),
+		fuzztest.New("last", segmentKey(math.MaxInt64)),
+		fuzztest.New("zero", segmentKey(0)),
+		fuzztest.New("upper", "log/00000000000000AB"),
+		fuzztest.New("short", "log/ab"),
+		fuzztest.New("bucket", bucketKey(3)),
+		fuzztest.New("sign", "log/+000000000000001"),
 	)
 	f.Fuzz(func(t *testing.T, key string) {
 		pos, ok := segmentPos(key)

@@ -2,16 +2,13 @@ package transfer
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/seqkeeper/seqkeeper/internal/fuzzseed"
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
@@ -41,7 +38,7 @@ func anys(entries []Entry) []any {
 // exportSeeds are exports written by the real encoders (entryOf,
 // storeOnly, the tombstone entry) and lines that are not quite what they
 // write.
-func exportSeeds(t testing.TB) []fuzzseed.Seed {
+func exportSeeds(t testing.TB) []fuzztest.Seed {
 	t.Helper()
 	live := state.State{Name: "orders", Start: 1, Next: 1001, Ceiling: 5000, End: state.MaxID, Windows: 2,
 		Recycled: state.Ranges{{Start: 10, End: 20}, {Start: 30, End: 30}}}
@@ -50,17 +47,17 @@ func exportSeeds(t testing.TB) []fuzzseed.Seed {
 	tomb := Entry{Name: "gone", Deleted: true, Ceiling: 900, Recycled: [][2]int64{}}
 	header := string(exportOf(t))
 	const line = `{"name":"a","deleted":false,"legacy":false,"registered":false,"next":5,"ceiling":9,"start":1,"end":100,"windows":0,"recycled":[[1,2]]}`
-	edge := func(name, text string) fuzzseed.Seed { return fuzzseed.New(name, []byte(header+text+"\n")) }
-	return []fuzzseed.Seed{
-		fuzzseed.New("export", exportOf(t, entryOf(live, 4000), entryOf(legacy, 100), entryOf(registered, 0), tomb,
+	edge := func(name, text string) fuzztest.Seed { return fuzztest.New(name, []byte(header+text+"\n")) }
+	return []fuzztest.Seed{
+		fuzztest.New("export", exportOf(t, entryOf(live, 4000), entryOf(legacy, 100), entryOf(registered, 0), tomb,
 			storeOnly(persist.Record{Name: "store-only", Ceiling: 300, Start: 1, End: 1 << 40, Windows: 1}))),
-		fuzzseed.New("extremes", exportOf(t, entryOf(state.State{Name: "z", Start: state.MaxID, Next: state.MaxID, Ceiling: state.MaxID - 1, End: state.MaxID,
+		fuzztest.New("extremes", exportOf(t, entryOf(state.State{Name: "z", Start: state.MaxID, Next: state.MaxID, Ceiling: state.MaxID - 1, End: state.MaxID,
 			Windows: state.MaxWindows}, math.MaxInt64))),
-		fuzzseed.New("header-only", []byte(header)),
-		fuzzseed.New("empty", []byte{}),
-		fuzzseed.New("no-header", []byte(line+"\n")),
-		fuzzseed.New("newer", []byte(`{"seqkeeper_export":2}`+"\n"+line+"\n")),
-		fuzzseed.New("crlf", []byte(strings.ReplaceAll(header+line+"\n\n"+line+"\n", "\n", "\r\n"))),
+		fuzztest.New("header-only", []byte(header)),
+		fuzztest.New("empty", []byte{}),
+		fuzztest.New("no-header", []byte(line+"\n")),
+		fuzztest.New("newer", []byte(`{"seqkeeper_export":2}`+"\n"+line+"\n")),
+		fuzztest.New("crlf", []byte(strings.ReplaceAll(header+line+"\n\n"+line+"\n", "\n", "\r\n"))),
 		edge("line", line),
 		edge("repeated-name", line+"\n"+line),
 		edge("trailing-bracket", line+"]"),
@@ -91,7 +88,7 @@ func exportSeeds(t testing.TB) []fuzzseed.Seed {
 // the entry's (a key left out is the zero value). A line it cannot read is
 // refused, never read as something else.
 func FuzzParseExport(f *testing.F) {
-	fuzzseed.Corpus(f, exportSeeds(f)...)
+	fuzztest.Corpus(f, exportSeeds(f)...)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lines, out, err := parse(bytes.NewReader(data))
 		if err != nil {
@@ -121,7 +118,7 @@ func FuzzParseExport(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sameJSON(bytes.TrimSpace([]byte(strings.TrimSuffix(text[l.n-1], "\r"))), enc); err != nil {
+			if err := fuzztest.SameJSON(bytes.TrimSpace([]byte(strings.TrimSuffix(text[l.n-1], "\r"))), enc); err != nil {
 				t.Fatalf("line %d %q accepted as %+v, which is written %s: %v", l.n, text[l.n-1], l.e, enc, err)
 			}
 			again, _, err := parse(bytes.NewReader(exportOf(t, l.e)))
@@ -130,89 +127,4 @@ func FuzzParseExport(f *testing.F) {
 			}
 		}
 	})
-}
-
-// sameJSON reports how line says something other than enc, the encoding
-// of the entry it was read as: line is one JSON object, each of its keys
-// appears once and in enc, with an equal value.
-func sameJSON(line, enc []byte) error {
-	keys, err := objectKeys(line)
-	if err != nil {
-		return err
-	}
-	var got, want map[string]any
-	if err := unmarshalNumbers(line, &got); err != nil {
-		return err
-	}
-	if err := unmarshalNumbers(enc, &want); err != nil {
-		return err
-	}
-	for _, k := range keys {
-		w, ok := want[k]
-		if !ok {
-			return fmt.Errorf("key %q is not the encoder's", k)
-		}
-		if !reflect.DeepEqual(normalise(got[k]), normalise(w)) {
-			return fmt.Errorf("key %q: %v, read as %v", k, got[k], w)
-		}
-	}
-	return nil
-}
-
-// objectKeys returns the keys of the JSON object data, in order, and fails
-// on a key given twice or anything after the object.
-func objectKeys(data []byte) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object (%v)", err)
-	}
-	var keys []string
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		k := tok.(string)
-		if seen[k] {
-			return nil, fmt.Errorf("key %q given twice", k)
-		}
-		seen[k] = true
-		keys = append(keys, k)
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("more after the object (%v)", err)
-	}
-	return keys, nil
-}
-
-func unmarshalNumbers(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	return dec.Decode(v)
-}
-
-// normalise makes numbers of equal value equal (-0 is 0).
-func normalise(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		return v.String()
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = normalise(e)
-		}
-		return out
-	}
-	return v
 }

@@ -1,14 +1,17 @@
-// Package fuzzseed keeps the seed corpus of a fuzz test in the tree, in
-// the file format go test -fuzz reads (testdata/fuzz/<FuzzName>/<file>,
-// "go test fuzz v1"). A package's fuzz test builds its seeds with the real
-// encoders; Corpus adds them to the fuzz test and, when
-// SEQKEEPER_WRITE_FUZZ_SEEDS=1, writes them to testdata as well, so that
-// objects of today's formats stay in the corpus after the encoders change.
-// Inputs the fuzzer found go next to them, under the names go test gave
-// them, as regression seeds.
+// Package fuzztest is what seqkeeper's fuzz tests share: their seed
+// corpora (Corpus) and the oracles of formats that more than one package
+// reads (JSON).
+//
+// A fuzz test keeps its seeds in the tree, in the file format go test
+// -fuzz reads (testdata/fuzz/<FuzzName>/<file>, "go test fuzz v1"). It
+// builds them with the real encoders; Corpus adds them to the fuzz test
+// and, when SEQKEEPER_WRITE_FUZZ_SEEDS=1, writes them to testdata as well,
+// so that objects of today's formats stay in the corpus after the encoders
+// change. Inputs the fuzzer found go next to them, under the names go test
+// gave them, as regression seeds.
 //
 //	SEQKEEPER_WRITE_FUZZ_SEEDS=1 go test -run '^FuzzX$' ./pkg/
-package fuzzseed
+package fuzztest
 
 import (
 	"bytes"
