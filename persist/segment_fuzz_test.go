@@ -153,13 +153,21 @@ func FuzzDecodeSegmentText(f *testing.F) {
 	})
 }
 
+// refused reports whether a decoder refused its input, and fails t unless
+// its error wraps ErrCorrupt or ErrNewerFormat, the only ways an object is
+// refused.
+func refused(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {
+		t.Fatalf("error %v wraps neither ErrCorrupt nor ErrNewerFormat", err)
+	}
+	return err != nil
+}
+
 // checkSegment holds decodeSegment to the properties of FuzzDecodeSegment.
 func checkSegment(t *testing.T, data []byte) {
 	sg, err := decodeSegment(data)
-	if err != nil {
-		if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerFormat) {
-			t.Fatalf("error %v wraps neither ErrCorrupt nor ErrNewerFormat", err)
-		}
+	if refused(t, err) {
 		return
 	}
 	if sg.pos < 1 || sg.epoch < 0 {
