@@ -15,6 +15,8 @@ package fuzztest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -66,6 +68,19 @@ func Corpus(f *testing.F, seeds ...Seed) {
 			f.Fatal(err)
 		}
 	}
+}
+
+// Add adds one seed to f, as f.Add does, and when Env is 1 writes it to
+// testdata/fuzz/<f's name>/seed-<digest of its file>: for seeds without a
+// name of their own.
+func Add(f *testing.F, args ...any) {
+	f.Helper()
+	data, err := Marshal(args...)
+	if err != nil {
+		f.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	Corpus(f, New(hex.EncodeToString(sum[:8]), args...))
 }
 
 // Marshal encodes values as a corpus file, as go test writes one.
