@@ -525,39 +525,6 @@ func TestFileRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzParse: the loader never panics, fails without changing the config,
-// and whatever it accepts survives a round trip through the file format.
-func FuzzParse(f *testing.F) {
-	for _, seed := range []string{
-		"", "zk: a:1\n", "zk: [a:1, b:2]\nroot: /x\n", "runway: 5s\nmin_reserve: 3\n",
-		string(encodeYAML(exampleConfig())), "a: &x [1]\nb: *x\n", "- 1\n", "root: /a\n---\n",
-		"zk: !!binary aGVsbG8=\n", "? [a]\n: b\n", "store: ~\n", "http: {a: b}\n",
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		c := DefaultConfig()
-		before := c.String()
-		if err := c.Parse("fuzz.yaml", data); err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error does not wrap ErrInvalid: %v", err)
-			}
-			if c.String() != before {
-				t.Fatalf("failed Parse changed the config")
-			}
-			return
-		}
-		_ = c.Validate()
-		d := DefaultConfig()
-		if err := d.Parse("rt.yaml", encodeYAML(c)); err != nil {
-			t.Fatalf("accepted %q but not its re-encoding:\n%s\n%v", data, encodeYAML(c), err)
-		}
-		if d.String() != c.String() || d.ZKDigest != c.ZKDigest || d.HTTPToken != c.HTTPToken {
-			t.Fatalf("round trip of %q:\n%s\nwant\n%s", data, d, c)
-		}
-	})
-}
-
 // The reserve cap holds whichever source sets the value, and the error
 // says the allowed range.
 func TestReserveLimitFromEverySource(t *testing.T) {

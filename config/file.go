@@ -136,6 +136,9 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
 	}
+	if err := binary(v); err != nil {
+		return "", err
+	}
 	switch v.Kind {
 	case yaml.ScalarNode:
 		if v.Tag == "!!null" {
@@ -157,6 +160,9 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 			if e.Kind != yaml.ScalarNode {
 				return "", fmt.Errorf("list elements must be single values, found %s", kindName(e))
 			}
+			if err := binary(e); err != nil {
+				return "", err
+			}
 			if strings.Contains(e.Value, ",") {
 				return "", fmt.Errorf("list element %q contains a comma", e.Value)
 			}
@@ -165,6 +171,17 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 		return strings.Join(parts, ","), nil
 	}
 	return "", fmt.Errorf("want a value, found %s", kindName(v))
+}
+
+// binary refuses a value tagged !!binary: its text is base64, and the
+// value it means is the decoded bytes, which a setting would not get
+// ("zk: !!binary aGVsbG8=" was read as the server aGVsbG8=; found by
+// FuzzParse).
+func binary(v *yaml.Node) error {
+	if v.ShortTag() == "!!binary" {
+		return fmt.Errorf("a !!binary value: write the text itself")
+	}
+	return nil
 }
 
 // didYouMean points at the setting the user probably meant.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -57,43 +56,32 @@ type DeleteResponse struct {
 
 // handleCreate serves POST /v1/sequences.
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
-	var req CreateRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		badRequest(w, `body: want {"name":"orders","start":1,"max":1000000,"windows":0} (only name is required): %v`, err)
-		return
-	}
-	if dec.More() {
-		badRequest(w, "body: one JSON object expected, found more")
-		return
-	}
-	if err := sequence.ValidateName(req.Name); err != nil {
+	name, reg, err := createRequest(http.MaxBytesReader(w, r.Body, maxBody))
+	switch {
+	case errors.Is(err, sequence.ErrInvalidName):
 		s.fail(w, r, err)
 		return
-	}
-	reg := seqzk.Registration{Start: req.Start, End: req.Max, Windows: req.Windows}
-	if err := admin.Check(reg, func(f string) string { return f }); err != nil {
+	case err != nil:
 		badRequest(w, "%v", err)
 		return
 	}
-	created, err := s.admin.Create(r.Context(), req.Name, reg)
+	created, err := s.admin.Create(r.Context(), name, reg)
 	if errors.Is(err, admin.ErrOtherSettings) {
 		writeError(w, http.StatusConflict, CodeExists, err.Error()+"; delete it first, or use another name")
 		return
 	}
 	if err != nil {
-		s.failNamed(w, r, req.Name, err)
+		s.failNamed(w, r, name, err)
 		return
 	}
 	got := admin.Resolved(reg)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		w.Header().Set("Location", "/v1/sequences/"+req.Name)
+		w.Header().Set("Location", "/v1/sequences/"+name)
 	}
-	s.log.Info().Str("sequence", req.Name).Bool("created", created).Str("remote", r.RemoteAddr).Msg("create over HTTP")
-	writeJSON(w, status, CreateResponse{Sequence: req.Name, Start: got.Start, End: got.End, Windows: got.Windows, Created: created})
+	s.log.Info().Str("sequence", name).Bool("created", created).Str("remote", r.RemoteAddr).Msg("create over HTTP")
+	writeJSON(w, status, CreateResponse{Sequence: name, Start: got.Start, End: got.End, Windows: got.Windows, Created: created})
 }
 
 // handleDelete serves DELETE /v1/sequences/{name}.

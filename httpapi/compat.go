@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -47,29 +46,14 @@ func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "nextIdSimple: %v", err)
 		return
 	}
-	for key := range r.Form {
-		if !slices.Contains([]string{"bizType", "batchSize", "token"}, key) {
-			badRequest(w, "unknown parameter %q of nextIdSimple; it takes bizType, batchSize and token", key)
-			return
-		}
-	}
-	name := r.Form.Get("bizType")
-	if name == "" {
-		badRequest(w, "nextIdSimple needs bizType, the sequence's name")
+	name, count, err := tinyidParams(r.Form, s.maxCount)
+	if err != nil {
+		badRequest(w, "%v", err)
 		return
 	}
 	if err := sequence.ValidateName(name); err != nil {
 		s.fail(w, r, err)
 		return
-	}
-	count := int64(1)
-	if v := r.Form.Get("batchSize"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			badRequest(w, "batchSize %q: want a whole number from 1 (at most %d are handed out at once)", v, s.maxCount)
-			return
-		}
-		count = min(n, s.maxCount)
 	}
 	got, ok := s.takeIDs(w, r, name, count)
 	if !ok {

@@ -2,15 +2,11 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -22,14 +18,10 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	count := int64(1)
-	if q := countParam(r.URL.RawQuery); q != "" {
-		n, err := strconv.ParseInt(q, 10, 64)
-		if err != nil || n < 1 || n > s.maxCount {
-			badRequest(w, "count %q: want a whole number from 1 to %d", q, s.maxCount)
-			return
-		}
-		count = n
+	count, err := idsCount(r.URL.RawQuery, s.maxCount)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return
 	}
 	got, ok := s.takeIDs(w, r, name, count)
 	if ok {
@@ -59,20 +51,6 @@ func (s *Server) takeIDs(w http.ResponseWriter, r *http.Request, name string, co
 	s.served.Add(got.Count())
 	e.served.Add(got.Count())
 	return got, true
-}
-
-// countParam returns the count parameter of a query, without parsing the
-// whole query into a map when it is the only parameter (the common case,
-// on the route that must be fast).
-func countParam(raw string) string {
-	if v, ok := strings.CutPrefix(raw, "count="); ok && !strings.ContainsAny(v, "&;%+") {
-		return v
-	}
-	if raw == "" {
-		return ""
-	}
-	q, _ := url.ParseQuery(raw)
-	return q.Get("count")
 }
 
 // Shared header values of the ID answer (net/http only reads them).
@@ -221,28 +199,13 @@ func (s *Server) handleRecycle(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	var body IDsResponse
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		badRequest(w, `body: want {"ranges":[[start,end],...]}: %v`, err)
+	ids, err := recycleRanges(http.MaxBytesReader(w, r.Body, maxBody), name)
+	switch {
+	case errors.Is(err, sequence.ErrBadPush):
+		s.fail(w, r, err)
 		return
-	}
-	if dec.More() {
-		badRequest(w, "body: one JSON object expected, found more")
-		return
-	}
-	if body.Sequence != "" && body.Sequence != name {
-		badRequest(w, "body names sequence %q but the URL names %q", body.Sequence, name)
-		return
-	}
-	if len(body.Ranges) == 0 {
-		badRequest(w, `body: "ranges" is empty: nothing to recycle`)
-		return
-	}
-	ids, err := sequence.NormalizeRanges(body.Ranges)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("sequence %q: %w: %v", name, sequence.ErrBadPush, err))
+	case err != nil:
+		badRequest(w, "%v", err)
 		return
 	}
 	retry := keyed && s.handed.knowsKey(name, key, ids)
@@ -295,27 +258,10 @@ func (s *Server) refuseRecycle(w http.ResponseWriter, r *http.Request, name, key
 // after the opaque cursor of the previous page; next_cursor, when present,
 // asks for the following page.
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	opts := ListOptions{Prefix: q.Get("prefix"), Health: q.Get("health"), Limit: DefaultListLimit}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			badRequest(w, "limit %q: want 1 to %d", v, MaxListLimit)
-			return
-		}
-		opts.Limit = n
-	}
-	if opts.Health != "" && !slices.Contains(Healths, opts.Health) {
-		badRequest(w, "health %q: want one of %s", opts.Health, strings.Join(Healths, ", "))
+	opts, err := listOptions(r.URL.RawQuery)
+	if err != nil {
+		badRequest(w, "%v", err)
 		return
-	}
-	if c := q.Get("cursor"); c != "" {
-		after, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || sequence.ValidateName(string(after)) != nil {
-			badRequest(w, "cursor %q is not one this API gave: pass next_cursor from the previous page as it is", c)
-			return
-		}
-		opts.After = string(after)
 	}
 	page, next, err := ListPage(r.Context(), s.seqs, opts)
 	if errors.Is(err, sequence.ErrUnknownSequence) {
@@ -328,7 +274,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	body := ListResponse{Sequences: page}
 	if next != "" {
-		body.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(next))
+		body.NextCursor = listCursor(next)
 	}
 	writeJSON(w, http.StatusOK, body)
 }
@@ -345,7 +291,7 @@ func (s *Server) handleDescribe(w http.ResponseWriter, r *http.Request) {
 
 // handleStatus serves GET /v1/status.
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	q, err := statusQuery(r.URL.Query())
+	q, err := statusQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, CodeBadRequest, err.Error())
 		return

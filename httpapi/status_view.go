@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/election"
@@ -191,8 +190,12 @@ type StatusQuery struct {
 	Names     []string
 }
 
-// statusQuery reads a StatusQuery from GET /v1/status's parameters.
-func statusQuery(v url.Values) (StatusQuery, error) {
+// statusQuery reads a StatusQuery from GET /v1/status's raw query.
+func statusQuery(raw string) (StatusQuery, error) {
+	v, err := parseQuery(raw, "name")
+	if err != nil {
+		return StatusQuery{}, err
+	}
 	q := StatusQuery{Sequences: SequencesAll, Names: v["name"]}
 	if s := v.Get("sequences"); s != "" {
 		switch s {

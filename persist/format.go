@@ -201,10 +201,18 @@ func cutRoot(line string, version int) (head, root string, err error) {
 	if !ok {
 		return "", "", errors.New("no root")
 	}
-	if root, err = strconv.Unquote(q); err != nil || strconv.Quote(root) != q {
+	if root, ok = unquote(q); !ok {
 		return "", "", fmt.Errorf("bad root %.40s", q)
 	}
 	return head, root, nil
+}
+
+// unquote reads a string as the writers quote it (strconv.Quote) and
+// refuses any other spelling of it: "\x2f" for "/" would be read as a
+// value the object does not spell, and written back otherwise.
+func unquote(q string) (string, bool) {
+	s, err := strconv.Unquote(q)
+	return s, err == nil && strconv.Quote(s) == q
 }
 
 // openObject checks the header line of an object of the bucket layout,
@@ -317,14 +325,17 @@ func encodeFields(magic string, version int, kv ...string) []byte {
 
 // decodeFields parses what encodeFields wrote and returns the format
 // version. Every key in want must be present exactly once, and keys in
-// may at most once; other keys are refused (a same-version writer never
-// writes them).
+// may at most once, in that order (the writers' order: an object in
+// another was not written by one); other keys are refused (a same-version
+// writer never writes them).
 func decodeFields(data []byte, magic string, current int, want, may []string) (int, map[string]string, error) {
 	version, rest, err := splitHeader(data, magic, current)
 	if err != nil {
 		return 0, nil, err
 	}
+	order := append(slices.Clip(want), may...)
 	fields := make(map[string]string, len(want))
+	last := -1 // the index in order of the last key read
 	for len(rest) > 0 {
 		line, r, ok := bytes.Cut(rest, []byte{'\n'})
 		if !ok {
@@ -332,12 +343,17 @@ func decodeFields(data []byte, magic string, current int, want, may []string) (i
 		}
 		rest = r
 		k, v, ok := strings.Cut(string(line), " ")
-		if !ok || !slices.Contains(want, k) && !slices.Contains(may, k) {
+		i := slices.Index(order, k)
+		if !ok || i < 0 {
 			return 0, nil, corruptf("unexpected line %.40q", line)
 		}
 		if _, dup := fields[k]; dup {
 			return 0, nil, corruptf("%s given twice", k)
 		}
+		if i < last {
+			return 0, nil, corruptf("%s after %s: the lines are out of order", k, order[last])
+		}
+		last = i
 		fields[k] = v
 	}
 	for _, k := range want {
@@ -393,7 +409,7 @@ func decodeMeta(data []byte) (metaState, error) {
 	}
 	m := metaState{buckets: int(n), version: version}
 	if q, ok := f["root"]; ok {
-		if m.root, err = strconv.Unquote(q); err != nil || version < 2 {
+		if m.root, ok = unquote(q); !ok || version < 2 {
 			return metaState{}, corruptf("bad root %.40q", q)
 		}
 	} else if version >= 2 {
@@ -435,11 +451,14 @@ func decodeEpoch(data []byte) (epochState, error) {
 	if e.epoch, err = parseCount(f["epoch"]); err != nil {
 		return epochState{}, corruptf("epoch: %v", err)
 	}
-	if e.holder, err = strconv.Unquote(f["holder"]); err != nil {
+	var ok bool
+	if e.holder, ok = unquote(f["holder"]); !ok {
 		return epochState{}, corruptf("bad holder %.40q", f["holder"])
 	}
-	ms, err := strconv.ParseInt(f["updated"], 10, 64)
-	if err != nil {
+	// Canonical, as every number of the formats: "+5" or "05" is not what
+	// a writer writes (found by FuzzDecodeEpoch).
+	ms, ok := parseCanonical(f["updated"])
+	if !ok {
 		return epochState{}, corruptf("bad update time %.30q", f["updated"])
 	}
 	e.updated = time.UnixMilli(ms).UTC()

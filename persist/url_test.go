@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
@@ -128,7 +129,7 @@ func TestOpen(t *testing.T) {
 // and what they accept is usable.
 func FuzzParseStoreURL(f *testing.F) {
 	for _, s := range []string{"s3://b/p?endpoint=http://h:1&region=r", "file:///x", "s3://u:p@b", "file://localhost/y"} {
-		f.Add(s)
+		fuzztest.Add(f, s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		if cfg, err := ParseS3URL(raw); err == nil {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every seqkeeper test against real servers: installs what is missing
 # (scripts/setup.sh), checks formatting, vet and staticcheck, runs the
-# package tests with the race detector, then the container suite, which is
-# the Go module of its own in integration/ (it keeps testcontainers out of
-# the library's module graph).
+# package tests with the race detector, every fuzz target for a few
+# seconds, then the container suite, which is the Go module of its own in
+# integration/ (it keeps testcontainers out of the library's module graph).
 #
 #   bash scripts/test.sh            everything
 #   bash scripts/test.sh -short     the same with shorter soak/chaos runs
@@ -42,6 +42,23 @@ bash scripts/validate-manifests.sh
 # clusters and takes minutes.
 log "package tests (-race)"
 go test -race -count=1 -timeout 30m "$@" ./...
+
+# Every fuzz target, for a short fixed time: the package tests ran their
+# seed corpora (testdata/fuzz), this looks a little further. go test -list
+# finds the targets, so a new one joins by itself; go test -fuzz takes one
+# target of one package at a time. FUZZTIME=1m for a longer look.
+fuzztime=${FUZZTIME:-10s}
+log "fuzz targets ($fuzztime each)"
+go test -list '^Fuzz' ./... | awk '/^Fuzz/ { t[n++] = $1 } /^ok / { for (i = 0; i < n; i++) print $2, t[i]; n = 0 }' |
+	while read -r pkg target; do
+		log "fuzz $target ($pkg)"
+		if ! out=$(go test -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" "$pkg" 2>&1); then
+			echo "$out"
+			echo "$target found a failing input, now in $pkg's testdata/fuzz/$target: fix the parser and keep the input there as a regression seed"
+			exit 1
+		fi
+	done
+
 log "container suite (-race)"
 (cd integration && go test -race -count=1 -timeout 45m "$@" ./...)
 log "all tests passed in $(( $(date +%s) - start ))s"

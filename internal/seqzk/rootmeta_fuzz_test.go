@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
@@ -11,11 +12,11 @@ import (
 // deletion records) never panics, refuses everything but the one form the
 // encoder writes, and round-trips what it accepts.
 func FuzzDecodeValue(f *testing.F) {
-	f.Add(encodeDeletion(500))
-	f.Add(encodeEra(7<<32 | 12345))
-	f.Add([]byte(deletionHeader + "\nceiling 007\n"))
-	f.Add([]byte(deletionHeader + "\nceiling -1\n"))
-	f.Add([]byte("seqkeeper-deleted v2\nceiling 5\n"))
+	fuzztest.Add(f, encodeDeletion(500))
+	fuzztest.Add(f, encodeEra(7<<32|12345))
+	fuzztest.Add(f, []byte(deletionHeader+"\nceiling 007\n"))
+	fuzztest.Add(f, []byte(deletionHeader+"\nceiling -1\n"))
+	fuzztest.Add(f, []byte("seqkeeper-deleted v2\nceiling 5\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if v, ok := decodeValue(data, deletionHeader, "ceiling"); ok {
 			if got := encodeValue(deletionHeader, "ceiling", v); string(got) != string(data) {

@@ -3,6 +3,8 @@ package suggest
 import (
 	"slices"
 	"testing"
+
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 )
 
 func TestClosest(t *testing.T) {
@@ -30,7 +32,7 @@ func TestClosest(t *testing.T) {
 }
 
 func FuzzClosest(f *testing.F) {
-	f.Add("orders", "ordres")
+	fuzztest.Add(f, "orders", "ordres")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		if d, e := distance(a, b), distance(b, a); d != e {
 			t.Fatalf("distance(%q, %q) = %d but %d the other way", a, b, d, e)

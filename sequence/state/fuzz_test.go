@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 )
 
 func FuzzParseState(f *testing.F) {
@@ -37,7 +39,7 @@ func FuzzParseState(f *testing.F) {
 		stateText(formatHeader, "start 1", "next 10", "ceiling 20", "end 100", "pushed"),
 		stateText("start 1", "pushed k"),
 	} {
-		f.Add(seed)
+		fuzztest.Add(f, seed)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseState("fuzz", data)
@@ -84,12 +86,12 @@ func (r *opReader) next() int64 {
 // survives an Encode/ParseState round trip. Some pushes carry an idempotency
 // key: repeating one must change nothing.
 func FuzzTakePush(f *testing.F) {
-	f.Add(int64(1), int64(100), uint8(0), []byte{0, 10, 3, 50, 0, 20, 1, 0, 0, 5, 2, 3, 1, 0, 0, 40})
-	f.Add(int64(1000), int64(5000), uint8(1), []byte{3, 255, 0, 200, 0, 200, 1, 2, 0, 1, 7, 1, 1, 0, 3, 0, 0, 255})
-	f.Add(int64(1), int64(50), uint8(2), []byte{3, 255, 0, 10, 1, 0, 0, 0, 1, 1, 0, 0, 0, 255, 0, 255})
-	f.Add(int64(7), int64(30), uint8(4), []byte{3, 9, 0, 30, 1, 0, 2, 1, 1, 0, 4, 1, 1, 0, 6, 1, 1, 0, 8, 1, 0, 3, 2, 0, 5})
-	f.Add(int64(5), int64(20), uint8(8), []byte{0, 5, 3, 255, 0, 255, 0, 1})
-	f.Add(int64(40), int64(1000), uint8(16), []byte{0, 200, 1, 2, 7, 9, 9, 9, 1, 1, 3, 4, 2, 0, 0, 2, 1, 1, 2, 50, 3})
+	fuzztest.Add(f, int64(1), int64(100), uint8(0), []byte{0, 10, 3, 50, 0, 20, 1, 0, 0, 5, 2, 3, 1, 0, 0, 40})
+	fuzztest.Add(f, int64(1000), int64(5000), uint8(1), []byte{3, 255, 0, 200, 0, 200, 1, 2, 0, 1, 7, 1, 1, 0, 3, 0, 0, 255})
+	fuzztest.Add(f, int64(1), int64(50), uint8(2), []byte{3, 255, 0, 10, 1, 0, 0, 0, 1, 1, 0, 0, 0, 255, 0, 255})
+	fuzztest.Add(f, int64(7), int64(30), uint8(4), []byte{3, 9, 0, 30, 1, 0, 2, 1, 1, 0, 4, 1, 1, 0, 6, 1, 1, 0, 8, 1, 0, 3, 2, 0, 5})
+	fuzztest.Add(f, int64(5), int64(20), uint8(8), []byte{0, 5, 3, 255, 0, 255, 0, 1})
+	fuzztest.Add(f, int64(40), int64(1000), uint8(16), []byte{0, 200, 1, 2, 7, 9, 9, 9, 1, 1, 3, 4, 2, 0, 0, 2, 1, 1, 2, 50, 3})
 	f.Fuzz(func(t *testing.T, start, size int64, mode uint8, ops []byte) {
 		if len(ops) > 1024 {
 			ops = ops[:1024]
