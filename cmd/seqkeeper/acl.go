@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -59,6 +60,7 @@ func newACLShowCmd(g *globals) *cobra.Command {
 
 func newACLApplyCmd(g *globals) *cobra.Command {
 	var roles [4][]string
+	settle := seqzk.LayoutTTL + 5*time.Second
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Set the root's ACL layout and give every znode its role's permissions",
@@ -70,7 +72,12 @@ gives it. The processes that create znodes read the layout from the root
 
 Run it as an identity that has ADMIN on those znodes (one named --admin, or
 ZooKeeper's super user), before the replicas create them with their own
-identity. A znode it may not change is reported, and the rest still set.`,
+identity. A znode it may not change is reported, and the rest still set.
+
+Running processes read the new layout within 30 seconds (ZooKeeper has no
+watch on ACLs), and what they create meanwhile may carry the old one: so
+apply waits --settle (35s) and goes over every znode a second time. Give
+--settle 0 when no process runs under the root.`,
 		Example: `  seqkeeper acl apply --admin x509:CN=ops --replica x509:CN=seqkeeper-replica \
     --worker x509:CN=orders-service --worker 'digest:legacy:kV9cd0...='`,
 		Args: usageArgs(cobra.NoArgs),
@@ -97,6 +104,20 @@ identity. A znode it may not change is reported, and the rest still set.`,
 			if err != nil {
 				return err
 			}
+			if settle > 0 && len(failed) == 0 {
+				fmt.Fprintf(g.stdout, "%d znode(s) changed; waiting %s for running processes to read the new layout, then a second pass\n", changed, settle)
+				select {
+				case <-time.After(settle):
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				}
+				var again int
+				again, failed, err = seqs.ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
+				if err != nil {
+					return err
+				}
+				changed += again
+			}
 			printLayout(g.stdout, l)
 			fmt.Fprintf(g.stdout, "%d znode(s) changed\n", changed)
 			for _, f := range failed {
@@ -108,6 +129,7 @@ identity. A znode it may not change is reported, and the rest still set.`,
 			return nil
 		},
 	}
+	cmd.Flags().DurationVar(&settle, "settle", settle, "wait this long after the first pass, then set what running processes created meanwhile (0: one pass)")
 	for role := range roles {
 		name := seqzk.Role(role).String()
 		cmd.Flags().StringArrayVar(&roles[role], name, nil, "identity (scheme:id) of the "+name+" role; repeat for more")

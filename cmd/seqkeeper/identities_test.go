@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -29,7 +32,7 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	// One store for all three (the worker needs none).
 	replica.env["SEQKEEPER_STORE"] = admin.env["SEQKEEPER_STORE"]
 
-	out := admin.ok("acl", "apply", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
+	out := admin.ok("acl", "apply", "--settle", "0", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
 	if !strings.Contains(out, "worker   x509:CN=worker") || !strings.Contains(out, "admin    x509:CN=admin") {
 		t.Fatalf("acl apply printed:\n%s", out)
 	}
@@ -137,7 +140,7 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "ACL wider than the layout: "+seq+" (sequence): world:anyone has crwda (the layout gives nothing)") {
 		t.Fatalf("verify after widening: exit %d\n%s", code, out)
 	}
-	admin.ok("acl", "apply", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
+	admin.ok("acl", "apply", "--settle", "0", "--admin", "x509:CN=admin", "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
 	admin.ok("verify")
 	// What no ACL can stop: WRITE on a sequence, which every taker needs,
 	// lets the worker identity put any state there, a counter set back
@@ -151,4 +154,58 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	}
 	// The admin deletes.
 	admin.ok("delete", "orders", "--yes")
+}
+
+// The layout applied beside a running replica that created the root, its
+// sequences and their markers with its own identity (the demo's order):
+// the replica reads the new layout only within seqzk.LayoutTTL, and
+// what it creates meanwhile carries its own ACL; apply's second pass,
+// after --settle, catches that up, and the worker identity then takes.
+func TestACLApplyBesideARunningReplica(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartTLSEnsemble(t, 1)
+	const base = "/beside"
+	admin := newTLSCLIAt(t, e, testenv.TLSSuperUserCN, base) // ZooKeeper's super user, as in the demo
+	replica := newTLSCLIAt(t, e, "replica", base)
+	worker := newTLSCLIAt(t, e, "worker", base)
+	replica.env["SEQKEEPER_STORE"] = admin.env["SEQKEEPER_STORE"]
+	r := replica.serve("r")
+	eventually(t, "the replica leads", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+	replica.ok("create", "demo")
+	eventually(t, "demo initialised", func() bool { _, code := r.ids(t, "demo", 1); return code == http.StatusOK })
+	if _, errOut, code := worker.run("", "take", "demo"); code == 0 {
+		t.Fatal("the worker took before any layout named it")
+	} else {
+		t.Logf("before the layout, the worker is refused: %s", strings.TrimSpace(errOut))
+	}
+	// The layout goes on while the replica runs; a sequence registered
+	// right after the first pass is initialised by the primary, whose
+	// copy of the layout is up to seqzk.LayoutTTL old: its marker carries
+	// the replica's own ACL until the second pass.
+	applied := make(chan string, 1)
+	go func() {
+		out, errOut, code := admin.run("", "acl", "apply", "--settle", (seqzk.LayoutTTL + 2*time.Second).String(),
+			"--admin", "x509:CN="+testenv.TLSSuperUserCN, "--replica", "x509:CN=replica", "--worker", "x509:CN=worker")
+		if code != 0 {
+			out = fmt.Sprintf("exit %d: %s%s", code, out, errOut)
+		} else {
+			out = ""
+		}
+		applied <- out
+	}()
+	eventually(t, "the first pass", func() bool {
+		acl, _, err := admin.conn.GetACL(context.Background(), replica.root)
+		return err == nil && len(acl) == 3
+	})
+	replica.ok("create", "later")
+	eventually(t, "later initialised", func() bool { _, code := r.ids(t, "later", 1); return code == http.StatusOK })
+	if msg := <-applied; msg != "" {
+		t.Fatalf("acl apply: %s", msg)
+	}
+	for _, name := range []string{"demo", "later"} {
+		if out, errOut, code := worker.run("", "take", name, "-n", "3"); code != 0 {
+			t.Fatalf("the worker takes from %s after acl apply: exit %d\n%s%s", name, code, out, errOut)
+		}
+	}
+	admin.ok("acl", "show")
 }

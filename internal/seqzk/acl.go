@@ -170,9 +170,12 @@ func permsOrNone(p zkclient.Perms) string {
 	return p.String()
 }
 
-// layoutTTL bounds how long a client uses a root's layout before it reads
-// the root's ACL again: an 'acl apply' reaches every process within it.
-const layoutTTL = 30 * time.Second
+// LayoutTTL bounds how long a client uses a root's layout before it reads
+// the root's ACL again: an 'acl apply' reaches every running process
+// within it (ZooKeeper has no watch on ACLs). A znode a process created
+// meanwhile may carry the old layout's ACL, which is why 'acl apply' makes
+// a second pass once this much time has gone by.
+const LayoutTTL = 30 * time.Second
 
 // layoutCache is a client's copy of its root's layout, read on one
 // connection.
@@ -190,7 +193,7 @@ func (c *Client) acl(ctx context.Context, k Kind) []zkclient.ACL {
 	lc := &c.layout
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
-	if conn := c.zk.Connection(); lc.conn != conn || time.Since(lc.at) > layoutTTL {
+	if conn := c.zk.Connection(); lc.conn != conn || time.Since(lc.at) > LayoutTTL {
 		acl, _, err := c.zk.GetACL(sent(ctx), c.opts.Root)
 		switch {
 		case err == nil:
