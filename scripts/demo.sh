@@ -187,12 +187,16 @@ if [[ "$primary" =~ ^seqkeeper[123]$ ]]; then
 else
 	log "could not read the leader (got '$primary'); skipping the failover"
 fi
+zk_line="127.0.0.1:2181-2183   (${compose[*]} exec zoo1 zkCli.sh -server localhost:2181)"
+if $tls; then
+	zk_line="127.0.0.1:2281-2283, TLS with a client certificate from .demo-tls (the plain port 2181 answers only inside each container, and a session there has no identity: the layout lets it read nothing)"
+fi
 cat <<EOF
 
 The stack keeps running:
   Replicas' HTTP API   http://127.0.0.1:7071, :7072, :7073 (docs/http-api.md)
   Operator CLI         ${compose[*]} exec seqkeeper1 /seqkeeper list   (docs/cli.md)
-  ZooKeeper ensemble   127.0.0.1:2181-2183   (${compose[*]} exec zoo1 zkCli.sh -server localhost:2181)
+  ZooKeeper ensemble   $zk_line
   MinIO console        http://127.0.0.1:9001 (minioadmin / minioadmin)
   Logs                 ${compose[*]} logs -f seqkeeper1    (the worker: ${compose[*]} logs -f worker)
 
