@@ -4,17 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // WaitZooKeeperServing returns once every given server (all of them when
@@ -85,27 +85,12 @@ func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var conn net.Conn
-	var err error
-	if cfg := n.cluster.ZooKeeperTLS(); cfg != nil {
-		conn, err = (&tls.Dialer{Config: cfg}).DialContext(ctx, "tcp", addr)
-	} else {
-		conn, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-	}
+	out, err := zkclient.FourLetterWordTLS(ctx, addr, "srvr", n.cluster.ZooKeeperTLS())
 	if err != nil {
-		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
+		// docker-proxy accepts and closes when nothing listens inside.
+		return "", 0, fmt.Errorf("%s: srvr: no answer: %w", n.Name, err)
 	}
-	defer conn.Close()
-	if deadline, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(deadline)
-	}
-	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
-	}
-	reply, err := io.ReadAll(conn)
-	if err != nil && len(reply) == 0 { // over TLS the server may close without close_notify
-		return "", 0, fmt.Errorf("%s: srvr: %w", n.Name, err)
-	}
+	reply := []byte(out)
 	var zxid int64 = -1
 	sc := bufio.NewScanner(bytes.NewReader(reply))
 	for sc.Scan() {
@@ -117,10 +102,6 @@ func (n *Node) zooKeeperSrvr(ctx context.Context) (string, int64, error) {
 		if mode, ok := strings.CutPrefix(sc.Text(), "Mode: "); ok {
 			return mode, zxid, nil
 		}
-	}
-	if len(reply) == 0 {
-		// docker-proxy accepts and closes when nothing listens inside.
-		return "", 0, fmt.Errorf("%s: srvr: no answer", n.Name)
 	}
 	return "", 0, fmt.Errorf("%s: srvr: %s", n.Name, strings.TrimSpace(string(reply)))
 }
