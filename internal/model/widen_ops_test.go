@@ -1,8 +1,10 @@
 package model
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -12,6 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // maxAdoptions bounds the legacy counters a run adopts (each becomes one
@@ -86,8 +89,24 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 	value := int64(e.adoptions)*10_000_000 + r.Int64N(1000)
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
-	if _, err := e.admin.ZK().Create(ctx, e.admin.Path(name), binary.BigEndian.AppendUint64(nil, uint64(value)), 0); err != nil {
-		e.fatalf("create the legacy counter %s: %v", name, err)
+	// The admin session redials at once after a loss, and a request in
+	// flight then fails with its connection: retry it; one that applied
+	// before the failure left the counter there.
+	counter := binary.BigEndian.AppendUint64(nil, uint64(value))
+	for {
+		_, err := e.admin.ZK().Create(ctx, e.admin.Path(name), counter, 0)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, zkclient.ErrNodeExists) {
+			if data, _, gerr := e.admin.ZK().Get(ctx, e.admin.Path(name)); gerr == nil && bytes.Equal(data, counter) {
+				break
+			}
+		}
+		if !zkclient.IsTransient(err) || ctx.Err() != nil {
+			e.fatalf("create the legacy counter %s: %v", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	spec := seqSpec{name: name, kind: "adopted"}
 	m := e.m
