@@ -23,28 +23,33 @@ type certReloader struct {
 
 	mu      sync.Mutex
 	cert    *tls.Certificate
-	stamp   [2]fileStamp
+	stamp   [2]FileStamp
 	checked time.Time
 }
 
-// fileStamp tells whether a file changed.
-type fileStamp struct {
+// FileStamp tells whether a file changed: its modification time and size,
+// as StampOf reads them (the zero value for a file that cannot be read).
+// Every file seqkeeper reads again when it changes (certificates, CA
+// bundles, token files) is watched by it.
+type FileStamp struct {
 	mod  time.Time
 	size int64
 }
 
-func stampOf(path string) fileStamp {
+// StampOf reads path's FileStamp, following symbolic links (as Secret
+// mounts use).
+func StampOf(path string) FileStamp {
 	fi, err := os.Stat(path) // follows symbolic links, as Secret mounts use
 	if err != nil {
-		return fileStamp{}
+		return FileStamp{}
 	}
-	return fileStamp{fi.ModTime(), fi.Size()}
+	return FileStamp{fi.ModTime(), fi.Size()}
 }
 
 // newCertReloader loads the pair once; its error is the caller's to word.
 func newCertReloader(certFile, keyFile string) (*certReloader, error) {
 	r := &certReloader{certFile: certFile, keyFile: keyFile}
-	stamp := [2]fileStamp{stampOf(certFile), stampOf(keyFile)}
+	stamp := [2]FileStamp{StampOf(certFile), StampOf(keyFile)}
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
@@ -61,7 +66,7 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 		return r.cert, nil
 	}
 	r.checked = time.Now()
-	stamp := [2]fileStamp{stampOf(r.certFile), stampOf(r.keyFile)}
+	stamp := [2]FileStamp{StampOf(r.certFile), StampOf(r.keyFile)}
 	if stamp == r.stamp {
 		return r.cert, nil
 	}
@@ -83,14 +88,14 @@ type poolReloader struct {
 
 	mu      sync.Mutex
 	pool    *x509.CertPool
-	stamp   fileStamp
+	stamp   FileStamp
 	checked time.Time
 }
 
 // newPoolReloader loads the bundle once; its error is the caller's to word.
 func newPoolReloader(file string) (*poolReloader, error) {
 	r := &poolReloader{file: file}
-	stamp := stampOf(file)
+	stamp := StampOf(file)
 	pool, err := loadPool(file)
 	if err != nil {
 		return nil, err
@@ -119,7 +124,7 @@ func (r *poolReloader) current() *x509.CertPool {
 		return r.pool
 	}
 	r.checked = time.Now()
-	if stamp := stampOf(r.file); stamp != r.stamp {
+	if stamp := StampOf(r.file); stamp != r.stamp {
 		if pool, err := loadPool(r.file); err == nil {
 			r.pool, r.stamp = pool, stamp
 		}

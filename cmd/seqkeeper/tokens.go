@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -25,12 +24,10 @@ func reloadTokens(ctx context.Context, cfg *config.Config, api *httpapi.Server, 
 	if files[0] == "" && files[1] == "" {
 		return
 	}
-	stamp := func() (s [2]fileStamp) {
+	stamp := func() (s [2]config.FileStamp) {
 		for i, f := range files {
 			if f != "" {
-				if fi, err := os.Stat(f); err == nil {
-					s[i] = fileStamp{fi.ModTime(), fi.Size()}
-				}
+				s[i] = config.StampOf(f)
 			}
 		}
 		return s
@@ -76,10 +73,4 @@ func reloadTokens(ctx context.Context, cfg *config.Config, api *httpapi.Server, 
 		lastTaker, lastAdmin = taker, admin
 		log.Info().Int("tokens", len(taker)).Int("admin_tokens", len(admin)).Msg("token files reloaded")
 	}
-}
-
-// fileStamp tells whether a file changed.
-type fileStamp struct {
-	mod  time.Time
-	size int64
 }
