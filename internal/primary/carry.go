@@ -70,7 +70,7 @@ func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 	defer p.view.Unlock()
 	for name, r := range done {
 		if t := p.seqs[name]; t != nil {
-			t.state = r.st
+			t.state, t.fresh = r.st, false
 			// Our own move of next is not consumption: shift the rate's
 			// baseline by it, or every fast-forward would look like a
 			// burst, size a bigger reserve, and the next fast-forward skip

@@ -32,7 +32,7 @@ import (
 type flight struct {
 	names  map[string]struct{}
 	done   chan struct{}
-	raised map[string]state.State // set before done is closed
+	raised map[string]seqzk.Raised // set before done is closed; Version -1: not known
 	err    error
 }
 
@@ -66,41 +66,57 @@ func (p *Primary) inFlight(name string) bool {
 
 // launch sends plans (all pipelined, their ceilings in the store) to
 // ZooKeeper in the background, after the previous flight landed.
+//
+// Performance: a raise of a sequence whose reserve is empty goes out from
+// the state the primary last read (tracked.fresh), without reading it
+// again: no take can move a state with nothing left to take, so its
+// compare-and-set rarely fails, and when it does (a push, an operator) the
+// raise is read and retried one by one. Under a load that empties
+// reserves this is one ZooKeeper read fewer per raise (docs/performance.md,
+// "Issue 29"); a reserve with IDs left is read first, as a take may move
+// it at any moment.
 func (p *Primary) launch(ctx context.Context, plans []plan) {
 	if len(plans) == 0 {
 		return
 	}
 	f := &flight{names: make(map[string]struct{}, len(plans)), done: make(chan struct{})}
-	for _, pl := range plans {
+	reqs := make([]seqzk.RaiseReq, len(plans))
+	for i, pl := range plans {
 		f.names[pl.name] = struct{}{}
+		reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.rec.Ceiling}
+		if t := p.seqs[pl.name]; t != nil && t.fresh && exhausted(t.state) {
+			base := t.state
+			reqs[i].Base, reqs[i].Version = &base, t.version
+		}
 	}
 	p.flight = f
 	log := p.log // the loop may replace p.log meanwhile
 	go func() {
 		defer close(f.done)
-		f.raised, f.err = p.raise(ctx, log, plans)
+		f.raised, f.err = p.raise(ctx, log, plans, reqs)
 		if p.landGate != nil {
 			<-p.landGate
 		}
 	}()
 }
 
-// raise makes the raises in ZooKeeper: many per transaction, and one by
-// one those a transaction could not take (seqzk.Client.RaiseAll). It
-// returns the new state of each sequence it raised.
-func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (map[string]state.State, error) {
-	raised := make(map[string]state.State, len(plans))
-	rest := []int{0} // one raise gains nothing from a transaction
-	if len(plans) > 1 {
-		reqs := make([]seqzk.RaiseReq, len(plans))
-		for i, pl := range plans {
-			reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.rec.Ceiling}
-		}
+// exhausted reports whether st has no ID left to take.
+func exhausted(st state.State) bool {
+	return len(st.Recycled) == 0 && st.Next > st.Ceiling
+}
+
+// raise makes the raises in ZooKeeper (reqs[i] is plans[i]'s): many per
+// transaction, and one by one those a transaction could not take
+// (seqzk.Client.RaiseAll). It returns what it raised, by name.
+func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, reqs []seqzk.RaiseReq) (map[string]seqzk.Raised, error) {
+	raised := make(map[string]seqzk.Raised, len(plans))
+	rest := []int{0} // one raise that must be read gains nothing from a transaction
+	if len(plans) > 1 || reqs[0].Base != nil {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
 		done, left := p.seq.RaiseAll(octx, reqs)
 		cancel()
-		for i, st := range done {
-			raised[reqs[i].Name] = st
+		for i, r := range done {
+			raised[reqs[i].Name] = r
 		}
 		rest = left
 	}
@@ -127,7 +143,7 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan) (
 			case err != nil:
 				errs = append(errs, err)
 			default:
-				raised[plans[i].name] = st
+				raised[plans[i].name] = seqzk.Raised{State: st, Version: -1}
 			}
 		})
 	}
@@ -172,12 +188,15 @@ func (p *Primary) land() error {
 	p.flight = nil
 	p.view.Lock()
 	defer p.view.Unlock()
-	for name, st := range f.raised {
+	for name, r := range f.raised {
 		// An event the loop saw meanwhile may be newer than what the
 		// raise wrote (a take after it): ceilings only rise, so the
 		// higher one is the later state.
-		if t := p.seqs[name]; t != nil && st.Ceiling > t.state.Ceiling {
-			t.state = st
+		if t := p.seqs[name]; t != nil && r.State.Ceiling > t.state.Ceiling {
+			t.state, t.fresh = r.State, r.Version >= 0
+			if t.fresh {
+				t.version = r.Version
+			}
 		}
 	}
 	if f.err != nil {

@@ -131,6 +131,11 @@ type tracked struct {
 	czxid   int64
 	mzxid   int64
 	version int32
+	// fresh: state is the znode's data at version, as read (an event) or
+	// as this primary's raise wrote it; not after the other writes, which
+	// set state without learning the version. A raise from a fresh state
+	// need not read it again (launch).
+	fresh   bool
 	corrupt error
 
 	rate     float64 // IDs per second, smoothed
@@ -343,6 +348,7 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 		switch ev.Kind {
 		case watcher.Added, watcher.Changed:
 			t := p.observe(ev)
+			t.fresh = true
 			if t.corrupt == nil && !t.state.Legacy && !t.state.Registered && epochOf(t.mzxid) != p.zkEpoch {
 				// A write in an epoch we have not seen: ZooKeeper may
 				// have elected a leader. Probe; if so, revalidate all.

@@ -18,17 +18,33 @@ const MaxRaiseBatch = 100
 type RaiseReq struct {
 	Name    string
 	Ceiling int64
+	// Base, if set, is the sequence's state as the caller last read it, at
+	// data version Version: RaiseAll writes the raise from it without
+	// reading the sequence again. The write is the same compare-and-set
+	// as after a read (the version and the marker checked), so a base
+	// that is no longer current fails and is left to the caller like any
+	// conflict; pass a base only where that is rare (a reserve that is
+	// empty, which no take can move).
+	Base    *state.State
+	Version int32
+}
+
+// Raised is a raise RaiseAll made: the state it wrote and the data
+// version it is at.
+type Raised struct {
+	State   state.State
+	Version int32
 }
 
 // RaiseAll raises many ceilings with few ZooKeeper writes. It reads every
-// sequence afresh (reads are pipelined, and cheap next to writes), then
-// writes the raises in multi() transactions of up to MaxRaiseBatch, each
+// sequence afresh (reads are pipelined, and cheap next to writes) unless
+// the request carries its Base, then writes the raises in multi() transactions of up to MaxRaiseBatch, each
 // raise conditional on the data version it read and on its marker, like
 // Raise's compare-and-set. A transaction is all or nothing, so a raise
 // whose condition fails (a worker took since the read) is taken out and
 // the rest is sent again.
 //
-// It returns the new state of each request it raised, by index, and the
+// It returns the new state and version of each request it raised, by index, and the
 // indexes it left to the caller, who raises them one by one with Raise:
 // those whose state moved, those that are not plain validated states (a
 // registration, a legacy counter, a state without a marker), those that
@@ -36,8 +52,8 @@ type RaiseReq struct {
 // raise, and all of a transaction whose outcome is unknown (a connection
 // error; Raise is idempotent). The caller must hold the ceilings in the
 // store first, as for Raise.
-func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]state.State, rest []int) {
-	done = make(map[int]state.State, len(reqs))
+func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Raised, rest []int) {
+	done = make(map[int]Raised, len(reqs))
 	type item struct {
 		i       int
 		st      state.State
@@ -48,6 +64,10 @@ func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]st
 	sem := make(chan struct{}, 64)
 	for i, r := range reqs {
 		if ValidateName(r.Name) != nil {
+			continue
+		}
+		if r.Base != nil {
+			read[i] = &item{i, *r.Base, r.Version}
 			continue
 		}
 		sem <- struct{}{}
@@ -75,10 +95,10 @@ func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]st
 					zkclient.SetOp(path, it.st.Encode(), it.version))
 			}
 			c.stats.requests.Add(1)
-			_, err := c.zk.Multi(sent(ctx), ops...)
+			res, err := c.zk.Multi(sent(ctx), ops...)
 			if err == nil {
-				for _, it := range batch {
-					done[it.i] = it.st
+				for k, it := range batch {
+					done[it.i] = Raised{it.st, res[2*k+1].Stat.Version}
 				}
 				batch = nil
 				return

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // TestRaiseAll: plain raises go out in transactions and land; what cannot
@@ -55,16 +56,61 @@ func TestRaiseAll(t *testing.T) {
 	if len(done) != len(reqs)-4 {
 		t.Fatalf("raised %d, want %d", len(done), len(reqs)-4)
 	}
-	for i, st := range done {
+	for i, r := range done {
 		got, _, err := c.Describe(ctx, reqs[i].Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Ceiling != reqs[i].Ceiling || got.Next != 8 || st.Ceiling != got.Ceiling || st.Next != got.Next {
+		if st := r.State; got.Ceiling != reqs[i].Ceiling || got.Next != 8 || st.Ceiling != got.Ceiling || st.Next != got.Next {
 			t.Fatalf("%s: %+v in ZooKeeper, %+v returned; want ceiling %d and next 8", reqs[i].Name, got, st, reqs[i].Ceiling)
+		}
+		if _, stat, err := c.ZK().Get(ctx, c.Path(reqs[i].Name)); err != nil || stat.Version != r.Version {
+			t.Fatalf("%s: version %d returned, ZooKeeper has %+v (%v)", reqs[i].Name, r.Version, stat, err)
 		}
 	}
 	if got, _, _ := c.Describe(ctx, "high"); got.Ceiling != 5000 {
 		t.Fatalf("high lowered: %+v", got)
+	}
+}
+
+// TestRaiseAllFromABase: a request that carries the state it was read at
+// is written without reading it again (one request for the transaction),
+// and a base that is no longer current (a take since) is left to the
+// caller, never written over the newer state.
+func TestRaiseAllFromABase(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.client(seqzk.Options{})
+	var reqs []seqzk.RaiseReq
+	for _, name := range []string{"current", "moved"} {
+		e.create(c, name, seqzk.Registration{}, 100)
+		data, stat, err := c.ZK().Get(ctx, c.Path(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, err := state.ParseState(name, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, seqzk.RaiseReq{Name: name, Ceiling: 1000, Base: &base, Version: stat.Version})
+	}
+	if _, err := c.Take(ctx, "moved", 5); err != nil {
+		t.Fatal(err)
+	}
+	raiser := e.client(seqzk.Options{})
+	done, rest := raiser.RaiseAll(ctx, reqs)
+	if len(done) != 1 || !slices.Equal(rest, []int{1}) {
+		t.Fatalf("raised %v, left %v; want the current base raised and the moved one left", done, rest)
+	}
+	// Two transactions: both raises, then the current one alone; no read.
+	if got := raiser.Stats().Requests; got != 2 {
+		t.Fatalf("%d ZooKeeper requests, want 2 (no read of a request with a base)", got)
+	}
+	if got, _, _ := c.Describe(ctx, "moved"); got.Ceiling != 100 || got.Next != 6 {
+		t.Fatalf("moved: %+v, want its take kept (next 6) and its ceiling untouched", got)
+	}
+	if got, _, _ := c.Describe(ctx, "current"); got.Ceiling != 1000 || got.Next != 1 {
+		t.Fatalf("current: %+v, want ceiling 1000 and next 1", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,9 +95,9 @@ func NewEnsemble(dir string, n int) (*Ensemble, error) {
 		}
 		s.proc = &process{
 			name: fmt.Sprintf("zookeeper server %d (127.0.0.1:%d)", s.id, s.clientPort),
-			argv: []string{java, "-Xmx" + zkHeap(), "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-				"-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-				"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath},
+			argv: slices.Concat([]string{java, "-Xmx" + zkHeap()}, zkJIT(),
+				[]string{"-Dzookeeper.admin.enableServer=false", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+					"-cp", classpath, "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgPath}),
 			dir:     filepath.Dir(cfgPath),
 			logPath: filepath.Join(filepath.Dir(cfgPath), "server.log"),
 		}
@@ -397,6 +398,17 @@ func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("server %s not serving: %q", e.Addr(i), strings.TrimSpace(out))
+}
+
+// zkJIT is the test servers' JIT and GC flags: tuned to start fast (C1
+// only, serial GC), or with SEQKEEPER_TEST_ZK_JIT=full the JVM's defaults,
+// as a production server runs (slower to warm up; for the benchmarks that
+// compare request costs on the server, docs/performance.md "Issue 29").
+func zkJIT() []string {
+	if os.Getenv("SEQKEEPER_TEST_ZK_JIT") == "full" {
+		return nil
+	}
+	return []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"}
 }
 
 // zkHeap is the test servers' maximum Java heap: SEQKEEPER_TEST_ZK_HEAP

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+)
+
+var paceInflight = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+
+// BenchmarkPace is issue 29's first row: how many raises a second one
+// primary makes when every take empties a reserve, as a share of what the
+// same ZooKeeper server takes in marker-checked writes at the same number
+// in flight, both measured in this run on the same server, alternated:
+// the writes, the raises, the writes again.
+//
+//   - The baseline (zk-writes/s) is BenchmarkZooKeeperWrites's
+//     multi/raises=1: -bench.inflight goroutines on one session, each
+//     writing its own znode by compare-and-set with its marker checked
+//     (the write of every take and of every raise).
+//   - The load: -bench.inflight takers, each on its own session and its
+//     own sequences (64 each), taking a sequence's whole reserve at every
+//     take, so that every take calls for a raise. The reserve is fixed at
+//     100 IDs (min_reserve = max_reserve), so the load does not change as
+//     it runs. A taker that comes back to a sequence before its raise
+//     landed waits for it (waits/take).
+//
+// raises/zk-write is the goal's ratio: raises/s over the mean of the two
+// baseline runs. store-puts/raise is what S3 bills for it (the store's
+// own PUT count), and raise latency is not here (BenchmarkRaises has it).
+//
+//	go test -run '^$' -bench 'Pace' ./bench/ -bench.dur=5s -bench.inflight=32
+func BenchmarkPace(b *testing.B) {
+	const perTaker, reserve = 64, 100
+	n := *paceInflight
+	if n < 1 || n > 256 {
+		b.Fatalf("-bench.inflight=%d: want 1 to 256", n)
+	}
+	ctx := context.Background()
+	e := newEnv(b)
+	zc := e.session()
+	payload := state.State{Start: 1, Next: 123456789, Ceiling: 123556789, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef"}.Encode()
+	w := newWriters(b, zc, e.root+"-zkwrites", n, 1, true, payload)
+	baseline := func() float64 {
+		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
+		return float64(len(lat)) / elapsed.Seconds()
+	}
+
+	admin := e.admin()
+	names := make([]string, n*perTaker)
+	for i := range names {
+		names[i] = fmt.Sprintf("p%05d", i)
+	}
+	register(b, admin, names)
+	store := openStore(b, testenv.ObjectStore(b))
+	p := startPrimary(b, e, store, func(c *config.Primary) {
+		c.MinReserve, c.MaxReserve, c.Runway = reserve, reserve, time.Nanosecond
+	})
+	waitUntil(b, 2*time.Minute, "initialise", func() bool { return p.Stats().Initialised >= int64(len(names)) })
+	cs := make([]*seqzk.Client, n)
+	for i := range cs {
+		cs[i] = e.admin()
+	}
+
+	before := baseline()
+	st0, req0 := p.Stats(), store.Requests()
+	var takes, ids atomic.Int64
+	deadline := time.Now().Add(*runFor)
+	elapsed := goroutines(b, n, func(i int) error {
+		mine := names[i*perTaker : (i+1)*perTaker]
+		for k := 0; time.Now().Before(deadline); k++ {
+			got, err := cs[i].Take(ctx, mine[k%perTaker], 1_000_000)
+			if err != nil {
+				return err
+			}
+			takes.Add(1)
+			ids.Add(got.Count())
+		}
+		return nil
+	})
+	st1, req1 := p.Stats(), store.Requests()
+	// forTime resets the benchmark's timer and stops it: started again,
+	// the time it keeps is the last baseline's, and one run is enough.
+	b.StartTimer()
+	after := baseline()
+
+	var waits int64
+	for _, c := range cs {
+		waits += c.Stats().Waits
+	}
+	raises := float64(st1.Raises - st0.Raises)
+	secs := elapsed.Seconds()
+	writes := (before + after) / 2
+	b.ReportMetric(raises/secs, "raises/s")
+	b.ReportMetric(writes, "zk-writes/s")
+	b.ReportMetric(raises/secs/writes, "raises/zk-write")
+	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
+	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
+	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
+	b.ReportMetric(raises/float64(max(st1.StorePuts-st0.StorePuts, 1)), "raises/store-write")
+	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, raises/secs, secs, ids.Load())
+}
+
+// register registers names through admin, many at once.
+func register(b *testing.B, admin *seqzk.Client, names []string) {
+	b.Helper()
+	ctx := context.Background()
+	sem := make(chan struct{}, 64)
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- admin.Register(ctx, name, seqzk.Registration{})
+		}()
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkZooKeeperRequestCost is what BenchmarkPace's requests cost the
+// server, each measured alone at -bench.inflight in flight on one
+// session, each goroutine on its own znode: a marker-checked write (a take,
+// a raise), a read, a read that sets a data watch, and a write after a
+// watching read (the write fires the watch: a notification).
+//
+//	go test -run '^$' -bench 'ZooKeeperRequestCost' ./bench/ -bench.dur=3s
+func BenchmarkZooKeeperRequestCost(b *testing.B) {
+	n := *paceInflight
+	ctx := context.Background()
+	e := newEnv(b)
+	zc := e.session()
+	payload := state.State{Start: 1, Next: 123456789, Ceiling: 123556789, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef"}.Encode()
+	w := newWriters(b, zc, e.root+"-cost", n, 1, true, payload)
+	read := func(g int) error { _, _, err := zc.Get(ctx, w.paths[g][0]); return err }
+	readW := func(g int) error { _, _, err := zc.Session().GetQ(ctx, w.paths[g][0]); return err }
+	cases := []struct {
+		name string
+		op   func(g int) error
+	}{
+		{"write", func(g int) error { return w.write(ctx, g) }},
+		{"read", read},
+		{"read+watch", readW},
+		{"read+watch,write", func(g int) error {
+			if err := readW(g); err != nil {
+				return err
+			}
+			return w.write(ctx, g)
+		}},
+		{"read,write", func(g int) error {
+			if err := read(g); err != nil {
+				return err
+			}
+			return w.write(ctx, g)
+		}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			lat, elapsed := forTime(b, n, tc.op)
+			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
+		})
+	}
+}
