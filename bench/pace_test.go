@@ -4,6 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +18,10 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
-var paceInflight = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+var (
+	paceInflight = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+	paceSessions = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
+)
 
 // BenchmarkPace is issue 29's first row: how many raises a second one
 // primary makes when every take empties a reserve, as a share of what the
@@ -26,8 +33,9 @@ var paceInflight = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (an
 //     multi/raises=1: -bench.inflight goroutines on one session, each
 //     writing its own znode by compare-and-set with its marker checked
 //     (the write of every take and of every raise).
-//   - The load: -bench.inflight takers, each on its own session and its
-//     own sequences (64 each), taking a sequence's whole reserve at every
+//   - The load: -bench.inflight takers, each on a session of its own as
+//     separate workers are (-bench.sessions=1 puts them all on one, as
+//     the baseline's writers are), each on its own sequences (64 each), taking a sequence's whole reserve at every
 //     take, so that every take calls for a raise. The reserve is fixed at
 //     100 IDs (min_reserve = max_reserve), so the load does not change as
 //     it runs. A taker that comes back to a sequence before its raise
@@ -61,16 +69,34 @@ func BenchmarkPace(b *testing.B) {
 	}
 	register(b, admin, names)
 	store := openStore(b, testenv.ObjectStore(b))
+	var primaryOps requestCounts
+	e.observeZK = primaryOps.observe
 	p := startPrimary(b, e, store, func(c *config.Primary) {
 		c.MinReserve, c.MaxReserve, c.Runway = reserve, reserve, time.Nanosecond
 	})
+	e.observeZK = nil
 	waitUntil(b, 2*time.Minute, "initialise", func() bool { return p.Stats().Initialised >= int64(len(names)) })
+	if *paceSessions == 0 {
+		*paceSessions = n
+	}
+	if *paceSessions < 1 || *paceSessions > n {
+		b.Fatalf("-bench.sessions=%d: want 1 to -bench.inflight (%d)", *paceSessions, n)
+	}
+	sessions := make([]*seqzk.Client, *paceSessions)
+	for i := range sessions {
+		sessions[i] = e.admin()
+	}
 	cs := make([]*seqzk.Client, n)
 	for i := range cs {
-		cs[i] = e.admin()
+		cs[i] = sessions[i%len(sessions)]
 	}
 
 	before := baseline()
+	var takerReqs0 int64
+	for _, c := range sessions {
+		takerReqs0 += c.Stats().Requests
+	}
+	primaryOps.on.Store(true)
 	st0, req0 := p.Stats(), store.Requests()
 	var takes, ids atomic.Int64
 	deadline := time.Now().Add(*runFor)
@@ -87,14 +113,16 @@ func BenchmarkPace(b *testing.B) {
 		return nil
 	})
 	st1, req1 := p.Stats(), store.Requests()
+	primaryOps.on.Store(false)
 	// forTime resets the benchmark's timer and stops it: started again,
 	// the time it keeps is the last baseline's, and one run is enough.
 	b.StartTimer()
 	after := baseline()
 
-	var waits int64
-	for _, c := range cs {
+	var waits, takerReqs int64
+	for _, c := range sessions {
 		waits += c.Stats().Waits
+		takerReqs += c.Stats().Requests
 	}
 	raises := float64(st1.Raises - st0.Raises)
 	secs := elapsed.Seconds()
@@ -106,7 +134,51 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
 	b.ReportMetric(raises/float64(max(st1.StorePuts-st0.StorePuts, 1)), "raises/store-write")
+	b.ReportMetric(float64(takerReqs-takerReqs0)/float64(max(takes.Load(), 1)), "zk-requests/take")
+	b.ReportMetric(float64(primaryOps.total())/max(raises, 1), "primary-zk-requests/raise")
+	b.Logf("primary's ZooKeeper requests per raise: %s", primaryOps.per(raises))
 	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, raises/secs, secs, ids.Load())
+}
+
+// requestCounts counts requests by kind while on.
+type requestCounts struct {
+	on atomic.Bool
+	mu sync.Mutex
+	by map[string]int64
+}
+
+func (rc *requestCounts) observe(op string, _ time.Duration) {
+	if !rc.on.Load() {
+		return
+	}
+	rc.mu.Lock()
+	if rc.by == nil {
+		rc.by = map[string]int64{}
+	}
+	rc.by[op]++
+	rc.mu.Unlock()
+}
+
+func (rc *requestCounts) total() int64 {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var n int64
+	for _, c := range rc.by {
+		n += c
+	}
+	return n
+}
+
+// per lists the counts divided by n, by kind.
+func (rc *requestCounts) per(n float64) string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	ops := slices.Sorted(maps.Keys(rc.by))
+	var b strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&b, "%s %.3f; ", op, float64(rc.by[op])/max(n, 1))
+	}
+	return b.String()
 }
 
 // register registers names through admin, many at once.
@@ -165,10 +237,33 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 			return w.write(ctx, g)
 		}},
 	}
+	var hundred []string
+	for len(hundred) < 100 {
+		hundred = append(hundred, w.paths[len(hundred)%n][0])
+	}
+	cases = append(cases, struct {
+		name string
+		op   func(g int) error
+	}{"multiRead=100", func(g int) error {
+		_, err := zc.Session().MultiRead(ctx, hundred...)
+		return err
+	}})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
 			lat, elapsed := forTime(b, n, tc.op)
 			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
 		})
 	}
+	// Last: a persistent watch on every znode, then writes (each a
+	// notification), so that the cases above run without it.
+	b.Run("write,persistent-watch", func(b *testing.B) {
+		watcher := e.session()
+		for g := range n {
+			if err := watcher.Session().AddWatch(ctx, w.paths[g][0], false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
+		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
+	})
 }

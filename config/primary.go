@@ -21,6 +21,8 @@ const (
 	DefaultCompactInterval          = 5 * time.Minute
 	DefaultCompactSegments          = 1024
 	DefaultStoreBatchDelay          = time.Second
+	DefaultStoreWriteRate           = 20
+	DefaultStoreWriteBurst          = 5
 )
 
 // Primary is what the primary's reservation loop (internal/primary) is
@@ -96,6 +98,15 @@ type Primary struct {
 	// should) so that it shares a store write with others: fewer, larger
 	// store writes, each a billed object. Zero sends every raise at once.
 	StoreBatchDelay time.Duration
+	// StoreWriteRate and StoreWriteBurst pace the store writes that raises
+	// and initialisations make: at most StoreWriteBurst at once, then
+	// StoreWriteRate a second. What waits meanwhile shares the next
+	// write, so under heavy load each write carries more raises (and S3
+	// bills fewer requests) rather than more writes going out; a raise
+	// waits at most 1/StoreWriteRate longer. Sweeps, restores and audits
+	// are not paced.
+	StoreWriteRate  float64
+	StoreWriteBurst int
 }
 
 // DefaultPrimary returns the primary's tunables with every default set.
@@ -114,6 +125,8 @@ func DefaultPrimary() Primary {
 		CompactInterval:    DefaultCompactInterval,
 		CompactSegments:    DefaultCompactSegments,
 		StoreBatchDelay:    DefaultStoreBatchDelay,
+		StoreWriteRate:     DefaultStoreWriteRate,
+		StoreWriteBurst:    DefaultStoreWriteBurst,
 	}
 }
 
@@ -164,6 +177,12 @@ func (p *Primary) problems() []error {
 	}
 	if p.StoreBatchDelay < 0 || p.StoreBatchDelay > time.Minute {
 		field("StoreBatchDelay", "%s must lie in 0..1m", p.StoreBatchDelay)
+	}
+	if p.StoreWriteRate <= 0 || p.StoreWriteRate > 10_000 {
+		field("StoreWriteRate", "%g must lie in (0, 10000] writes a second", p.StoreWriteRate)
+	}
+	if p.StoreWriteBurst < 1 {
+		field("StoreWriteBurst", "%d must be positive", p.StoreWriteBurst)
 	}
 	if p.CompactSegments < 1 {
 		field("CompactSegments", "%d must be positive", p.CompactSegments)

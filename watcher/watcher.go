@@ -3,12 +3,14 @@
 // went away, and "this is the complete set" after every full
 // resynchronisation.
 //
-// ZooKeeper watches are one-shot and a change between a watch firing and
-// being set again is never reported on its own, so the watcher never trusts
-// events alone: every notification is answered by reading the current data
-// (which sets the next watch), children are diffed against what it knew, and
-// after a reconnect, a new session, or a call to Resync it reads everything
-// again and reports what differs. Consumers that must not miss a change (the
+// Each sequence has a persistent watch (ZooKeeper 3.6's addWatch), set
+// before the sequence is first read on a connection. Notifications carry no
+// data, so the watcher never trusts events alone: every notification is
+// answered by reading the current data (many sequences per multiRead
+// request), children are diffed against what it knew, and after a
+// reconnect (the server forgets persistent watches with the connection), a
+// new session, or a call to Resync it sets the watches again, reads
+// everything and reports what differs. Consumers that must not miss a change (the
 // primary) still sweep periodically; see package primary.
 //
 // The watcher receives notifications through zkclient's event queue rather
@@ -183,7 +185,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	changes, stop := w.zk.Changes()
 	defer stop()
 
-	session := int64(0)
+	session, conn := int64(0), int64(0)
 	connected := true
 	needSync := true
 	rearm := true // set every watch again: at the start, and after a reconnect or lost watches
@@ -200,12 +202,13 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if needSync && w.zk.HasSession() {
 			// Notifications that arrive during the sync are handled after
 			// it; reading those sequences again is harmless.
-			session = w.zk.SessionID()
+			session, conn = w.zk.SessionID(), w.zk.Connection()
 			if err := w.fullSync(ctx); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				w.log.Warn().Err(err).Str("root", w.root).Msg("watcher: sync failed; retrying")
+				rearm = true // some watches may have been set on a connection now gone
 				select {
 				case <-ctx.Done():
 				case <-changes:
@@ -222,9 +225,10 @@ func (w *Watcher) Run(ctx context.Context) error {
 			needSync = true
 		case <-changes:
 			has := w.zk.HasSession()
-			if has && (!connected || w.zk.SessionID() != session) {
-				// Reconnected (notifications may have been missed), or a
-				// new session, whose watches are all gone.
+			if has && (!connected || w.zk.SessionID() != session || w.zk.Connection() != conn) {
+				// Reconnected (notifications may have been missed, and
+				// the server forgot the persistent watches with the
+				// connection), or a new session.
 				needSync, rearm = true, true
 			}
 			connected = has
@@ -258,8 +262,7 @@ func (w *Watcher) handle(ctx context.Context, evs []zkclient.Event) error {
 			if !ok || strings.Contains(name, "/") {
 				continue // a window or something deeper: not ours
 			}
-			w.disarm(name) // the watch fired: the re-read sets it again
-			reread[name] = true
+			reread[name] = true // its persistent watch stays set
 		}
 	}
 	if relist {
@@ -382,42 +385,100 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 	return w.readSome(ctx, names)
 }
 
-// readSome is readAll for at most readChunk names.
+// readSome is readAll for at most readChunk names. It first sets the
+// persistent watch of every name that has none on this connection, then
+// reads them all, many per request: a change after a watch is set is
+// notified, so what the read misses is reported next.
+//
+// Performance: a persistent watch (ZooKeeper 3.6's addWatch) stays set
+// when it fires, so a notification is answered by a read that sets
+// nothing, and the reads of a batch of notifications go out in multiRead
+// requests of up to readBatch znodes, each costing the server about what
+// one single read does. With one-shot watches every change cost a read of
+// its own to set the watch again: under a load in which every take calls
+// for a raise, two reads per raise, more than the take itself
+// (docs/performance.md, "Issue 29").
 func (w *Watcher) readSome(ctx context.Context, names []string) error {
-	type result struct {
-		data []byte
-		stat *zkclient.Stat
-		err  error
-	}
-	results := make([]result, len(names))
-	watch := make([]bool, len(names))
-	for i, name := range names {
-		watch[i] = !w.known[name].armed
-	}
 	s := w.zk.Session()
-	sem := make(chan struct{}, w.opts.Parallelism)
+	conn := w.zk.Connection()
+	if err := w.arm(ctx, s, names); err != nil {
+		return err
+	}
+	type batch struct {
+		names []string
+		reads []zkclient.Read
+		err   error
+	}
+	var batches []*batch
+	for rest := names; len(rest) > 0; {
+		n := min(len(rest), readBatch)
+		batches = append(batches, &batch{names: rest[:n]})
+		rest = rest[n:]
+	}
+	sem := make(chan struct{}, max(1, w.opts.Parallelism/8))
 	var wg sync.WaitGroup
-	for i, name := range names {
+	for _, b := range batches {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			read := s.Get
-			if watch[i] {
-				read = s.GetQ
+		wg.Go(func() {
+			defer func() { <-sem }()
+			paths := make([]string, len(b.names))
+			for i, name := range b.names {
+				paths[i] = w.root + "/" + name
 			}
-			data, stat, err := read(ctx, w.root+"/"+name)
-			results[i] = result{data, stat, err}
-		}()
+			b.reads, b.err = s.MultiRead(ctx, paths...)
+		})
 	}
 	wg.Wait()
-	for i, name := range names {
-		r := results[i]
-		if err := w.report(ctx, name, r.data, r.stat, r.err); err != nil {
-			return err
+	if w.zk.Connection() != conn {
+		// The watches were set on a connection that is gone, and the
+		// server forgets persistent watches with it.
+		return fmt.Errorf("reconnected while reading %d sequences", len(names))
+	}
+	for _, b := range batches {
+		for i, name := range b.names {
+			r := zkclient.Read{Err: b.err}
+			if b.err == nil {
+				r = b.reads[i]
+			}
+			if err := w.report(ctx, name, r.Data, r.Stat, r.Err); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// readBatch is how many znodes one multiRead reads: a sequence's state is
+// at most about 40 KB (a recycled list at its cap), and 32 of those fit
+// the client's 1.5 MB buffer for one reply.
+const readBatch = 32
+
+// arm sets the persistent watch of each of names that has none set on the
+// current connection, in parallel.
+func (w *Watcher) arm(ctx context.Context, s zkclient.Session, names []string) error {
+	sem := make(chan struct{}, w.opts.Parallelism)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for _, name := range names {
+		if w.known[name].armed {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := s.AddWatch(ctx, w.root+"/"+name, false); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("watch %s/%s: %w", w.root, name, err))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errs[0]
+	}
+	return nil // report marks each name read as armed
 }
 
 // report emits what a read of name found, if it differs from what was

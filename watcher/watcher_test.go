@@ -299,3 +299,53 @@ func TestResyncDoesNotPileUpWatches(t *testing.T) {
 		t.Fatalf("after the resyncs: %+v; want changed s07 to 2 (its watch still set)", ev)
 	}
 }
+
+// The server forgets persistent watches with the connection: after a
+// reconnect on the same session the watcher sets them again, and a change
+// made after it is reported.
+func TestFollowsAfterAReconnect(t *testing.T) {
+	t.Parallel()
+	e := testenv.StartEnsemble(t, 1)
+	c, err := zkclient.Dial(context.Background(), e.Servers(), zkclient.Options{SessionTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+	root := "/seqs"
+	if err := c.EnsurePath(ctx, root+"/a"); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, c, root)
+	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "a" {
+		t.Fatalf("first event = %+v; want added a", ev)
+	}
+	session, conn := c.SessionID(), c.Connection()
+	e.StopAll()
+	if err := e.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Connection() == conn || c.DisconnectedFor() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no reconnect in 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.SessionID() != session {
+		t.Fatalf("session %x replaced by %x: the test needs the same session", session, c.SessionID())
+	}
+	// The watcher's resync after the reconnect ends with Synced; a change
+	// after it must be reported.
+	for ev := next(t, w, true); ev.Kind != watcher.Synced; ev = next(t, w, true) {
+	}
+	for i := range 3 {
+		data := fmt.Sprint("after-", i)
+		if _, err := c.Set(ctx, root+"/a", []byte(data), zkclient.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+		if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "a" || string(ev.Data) != data {
+			t.Fatalf("after the reconnect: %+v; want changed a to %s", ev, data)
+		}
+	}
+}

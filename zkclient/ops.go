@@ -173,6 +173,45 @@ func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan E
 	return data, st, ch, nil
 }
 
+// Read is one znode's result in a MultiRead: its data and stat, or its
+// own error (ErrNoNode for a znode that does not exist).
+type Read struct {
+	Data []byte
+	Stat *Stat
+	Err  error
+}
+
+// MultiRead reads many znodes in one request (ZooKeeper 3.6's multiRead):
+// one Read per path, in order. It is not a transaction: each znode is read
+// as it is when the server reaches it. It sets no watch; AddWatch sets
+// watches that need no read to stay set.
+//
+// Performance: one request costs the server about as much as a single
+// read (docs/performance.md, "Issue 29"), so a watcher that reads what a
+// batch of notifications names pays one request, not one per znode.
+func (s Session) MultiRead(ctx context.Context, paths ...string) ([]Read, error) {
+	rs, err := run(ctx, s, "multiRead", func() ([]zk.ReadResult, error) { return s.conn.MultiRead(paths...) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Read, len(rs))
+	for i, r := range rs {
+		out[i] = Read{Data: r.Data, Stat: stat(r.Stat), Err: r.Error}
+	}
+	return out, nil
+}
+
+// AddWatch sets a persistent watch on path (ZooKeeper 3.6's addWatch):
+// it stays set after it fires and notifies every change of the znode, its
+// data, its children, its creation and deletion (with recursive, of every
+// znode under it too), through the queues of NodeEvents only. The server
+// drops it with the connection: after a reconnect (Changes), set it again.
+// Setting it twice is harmless.
+func (s Session) AddWatch(ctx context.Context, path string, recursive bool) error {
+	_, err := run(ctx, s, "addWatch", func() (struct{}, error) { return struct{}{}, s.watch().AddWatch(path, recursive) })
+	return err
+}
+
 // Children returns the names of a znode's children, unsorted.
 func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, error) {
 	r, err := run(ctx, s, "children", func() (list, error) {

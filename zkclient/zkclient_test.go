@@ -254,3 +254,73 @@ func TestDialWaitsForNamesToResolve(t *testing.T) {
 	}
 	c.Close()
 }
+
+// MultiRead answers each path with its own result (a missing znode is
+// ErrNoNode in its place), and a persistent watch (AddWatch) notifies every
+// change, not only the first, the znode's deletion and its creation again
+// included, through the NodeEvents queues.
+func TestMultiReadAndPersistentWatches(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	root := z.Root + "/multiread"
+	if err := c.EnsurePath(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range []string{"one", "two"} {
+		if _, err := c.Create(ctx, fmt.Sprintf("%s/n%d", root, i), []byte(data), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads, err := c.Session().MultiRead(ctx, root+"/n0", root+"/missing", root+"/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reads) != 3 || string(reads[0].Data) != "one" || reads[0].Err != nil || reads[0].Stat == nil ||
+		!errors.Is(reads[1].Err, zkclient.ErrNoNode) || string(reads[2].Data) != "two" || reads[2].Err != nil {
+		t.Fatalf("MultiRead: %+v", reads)
+	}
+
+	q, stop := c.NodeEvents(root)
+	defer stop()
+	path := root + "/n0"
+	for range 2 { // a second AddWatch is harmless: still one notification per change
+		if err := c.Session().AddWatch(ctx, path, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if _, err := c.Set(ctx, path, []byte{byte(i)}, zkclient.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Delete(ctx, path, zkclient.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(ctx, path, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	// A write's reply comes after the notifications it triggered.
+	if _, _, err := c.Get(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range q.Drain() {
+		got = append(got, fmt.Sprint(ev.Type, " ", ev.Path))
+	}
+	want := []string{
+		fmt.Sprint(zkclient.EventNodeDataChanged, " ", path),
+		fmt.Sprint(zkclient.EventNodeDataChanged, " ", path),
+		fmt.Sprint(zkclient.EventNodeDataChanged, " ", path),
+		fmt.Sprint(zkclient.EventNodeDeleted, " ", path),
+		fmt.Sprint(zkclient.EventNodeCreated, " ", path),
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("notifications: %v; want %v", got, want)
+	}
+}

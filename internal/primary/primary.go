@@ -37,6 +37,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -95,6 +96,11 @@ type Primary struct {
 	// held are the sequences whose routine raise waits to share a store
 	// write, with when it began to wait (batch.go).
 	held map[string]time.Time
+	// pace paces the store writes of raises (batch.go); paceUntil is when
+	// the next may go, while urgent plans wait for it (urgent set).
+	pace      *rate.Limiter
+	paceUntil time.Time
+	urgent    bool
 	// flight is the batch of raises on its way to ZooKeeper, and recheck
 	// the sequences whose decision waits for it to land (pipeline.go).
 	flight  *flight
@@ -219,8 +225,8 @@ func (p *Primary) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	for {
 		var batch []watcher.Event
-		if _, wait := p.heldDue(); len(p.held) > 0 {
-			batchTimer.Reset(max(wait, 0))
+		if wait, ok := p.batchWait(); ok {
+			batchTimer.Reset(wait)
 		} else {
 			batchTimer.Stop()
 		}
@@ -236,7 +242,10 @@ func (p *Primary) Run(ctx context.Context) error {
 		case <-recheck:
 			err = p.apply(ctx, p.plan(ctx, p.due()))
 		case <-batchTimer.C:
-			err = p.apply(ctx, p.releaseHeld())
+			if p.mayWrite() {
+				p.urgent = false
+				err = p.apply(ctx, p.releaseHeld())
+			}
 		case <-fence.C:
 			err = p.checkFence(ctx)
 		case err = <-comp.fenced:
@@ -410,8 +419,14 @@ func (p *Primary) plan(ctx context.Context, names []string) []plan {
 	}
 	clear(p.births) // used: read again for the next decision
 	// A store write is going out anyway, or the oldest routine raise
-	// has waited long enough: the held-back raises go with it.
+	// has waited long enough: the held-back raises go with it, when the
+	// store's pace allows a write; until then everything waits.
 	if due, _ := p.heldDue(); due || len(plans) > 0 {
+		if !p.mayWrite() {
+			p.holdUrgent(plans)
+			return nil
+		}
+		p.urgent = false
 		plans = append(plans, p.releaseHeld()...)
 	}
 	return plans
@@ -477,6 +492,7 @@ func (p *Primary) sweep(ctx context.Context) error {
 	}
 	clear(p.births)
 	clear(p.held) // decided above
+	p.urgent = false
 	if err := p.apply(ctx, plans); err != nil {
 		return errors.Join(landErr, err)
 	}

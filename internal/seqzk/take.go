@@ -224,24 +224,36 @@ func (c *Client) recreated(name string, nd *node, stat *zkclient.Stat) error {
 // take failed validation rather than at the ceiling.
 func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, unvalidated *unvalidatedError) error {
 	seq := c.node(c.Path(name))
+	// Performance: read first without a watch. Most often the primary has
+	// raised the ceiling already (only this client's copy was empty), and
+	// a watch would cost the server its registration and a notification
+	// when this client's own take fires it; the watch is set only if the
+	// take must really wait.
+	var watch <-chan zkclient.Event
+	for _, watching := range []bool{false, true} {
+		seq.mu.Lock()
+		w, err := c.load(ctx, name, seq, watching)
+		st := seq.state
+		seq.mu.Unlock()
+		if err != nil {
+			if zkclient.IsTransient(err) {
+				return retryDelay.Wait(ctx, 3)
+			}
+			return err
+		}
+		switch {
+		case unvalidated != nil && st.Marker != unvalidated.marker:
+			// Validated again or rotated while we were not looking, or
+			// only our cache was stale.
+			return nil
+		case unvalidated == nil && st.Available() > 0:
+			return nil // raised while we were not looking
+		}
+		watch = w
+	}
 	seq.mu.Lock()
-	watch, err := c.load(ctx, name, seq, true)
 	st := seq.state
 	seq.mu.Unlock()
-	if err != nil {
-		if zkclient.IsTransient(err) {
-			return retryDelay.Wait(ctx, 3)
-		}
-		return err
-	}
-	switch {
-	case unvalidated != nil && st.Marker != unvalidated.marker:
-		// Validated again or rotated while we were not looking, or only
-		// our cache was stale.
-		return nil
-	case unvalidated == nil && st.Available() > 0:
-		return nil // raised while we were not looking
-	}
 	left := c.opts.CeilingWait - time.Since(since)
 	if left <= 0 {
 		return c.waitError(name, st, unvalidated)

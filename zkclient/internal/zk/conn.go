@@ -1405,6 +1405,61 @@ func (c *Conn) Multi(ops ...interface{}) ([]MultiResponse, error) {
 	return mr, err
 }
 
+// ReadResult is one znode's result in a MultiRead (seqkeeper).
+type ReadResult struct {
+	Data  []byte
+	Stat  *Stat
+	Error error
+}
+
+// MultiRead reads many znodes in one request (seqkeeper; ZooKeeper 3.6's
+// multiRead): one result per path, in order, each with its own error (a
+// znode missing is ErrNoNode in its result, not an error of the call).
+// Unlike a multi() of writes it is not a transaction: each read sees the
+// znode as it is when the server reaches it. It sets no watch.
+func (c *Conn) MultiRead(paths ...string) ([]ReadResult, error) {
+	req := &multiRequest{
+		Ops:        make([]multiRequestOp, 0, len(paths)),
+		DoneHeader: multiHeader{Type: -1, Done: true, Err: -1},
+	}
+	for _, path := range paths {
+		if err := validatePath(path, false); err != nil {
+			return nil, err
+		}
+		req.Ops = append(req.Ops, multiRequestOp{multiHeader{opGetData, false, -1}, &getDataRequest{Path: path}})
+	}
+	res := &multiReadResponse{}
+	if _, err := c.request(opMultiRead, req, res, nil); err != nil {
+		return nil, err // res may still be written to (see request)
+	}
+	if len(res.Ops) != len(paths) {
+		return nil, fmt.Errorf("zk: multiRead of %d znodes answered with %d results", len(paths), len(res.Ops))
+	}
+	out := make([]ReadResult, len(paths))
+	for i, op := range res.Ops {
+		out[i] = ReadResult{Data: op.Data, Stat: op.Stat, Error: op.Err.toError()}
+	}
+	return out, nil
+}
+
+// AddWatch sets a persistent watch on path (seqkeeper; ZooKeeper 3.6's
+// addWatch): unlike the watch of a read, it stays after it fires, and
+// notifies every change of the znode (data, children, creation,
+// deletion), or with recursive every change of the znode and of every
+// znode under it. Its notifications reach only the event callback. The
+// server forgets it with the connection: set it again after a reconnect.
+func (c *Conn) AddWatch(path string, recursive bool) error {
+	if err := validatePath(path, false); err != nil {
+		return err
+	}
+	mode := int32(0)
+	if recursive {
+		mode = 1
+	}
+	_, err := c.request(opAddWatch, &addWatchRequest{Path: path, Mode: mode}, &addWatchResponse{}, nil)
+	return err
+}
+
 // IncrementalReconfig is the zookeeper reconfiguration api that allows adding and removing servers
 // by lists of members. For more info refer to the ZK documentation.
 //

@@ -29,6 +29,8 @@ const (
 	opReconfig        = 16
 	opCreateContainer = 19
 	opCreateTTL       = 21
+	opMultiRead       = 22  // seqkeeper: ZooKeeper 3.6 and later (MultiRead)
+	opAddWatch        = 106 // seqkeeper: ZooKeeper 3.6 and later (AddWatch)
 	opClose           = -11
 	opSetAuth         = 100
 	opSetWatches      = 101
@@ -219,6 +221,8 @@ var (
 		opClose:           "close",
 		opSetAuth:         "setAuth",
 		opSetWatches:      "setWatches",
+		opMultiRead:       "multiRead",
+		opAddWatch:        "addWatch",
 
 		opWatcherEvent: "watcherEvent",
 	}

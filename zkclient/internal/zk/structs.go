@@ -206,6 +206,19 @@ type getChildren2Response struct {
 
 type getDataRequest pathWatchRequest
 
+// addWatchRequest sets a watch that stays after it fires (seqkeeper;
+// ZooKeeper 3.6's AddWatchRequest). Mode 0 is PERSISTENT, 1
+// PERSISTENT_RECURSIVE.
+type addWatchRequest struct {
+	Path string
+	Mode int32
+}
+
+// addWatchResponse is the reply's body: an error code, zero on success.
+type addWatchResponse struct {
+	Err int32
+}
+
 type getDataResponse struct {
 	Data []byte
 	Stat Stat
@@ -281,6 +294,7 @@ type multiResponseOp struct {
 	String string
 	Stat   *Stat
 	Err    ErrCode
+	Data   []byte // seqkeeper: a getData of a multiRead
 }
 type multiResponse struct {
 	Ops        []multiResponseOp
@@ -380,6 +394,14 @@ func (r *multiResponse) Decode(buf []byte) (int, error) {
 			res.Stat = new(Stat)
 			w = reflect.ValueOf(res.Stat)
 		case opCheck, opDelete:
+		case opGetData: // seqkeeper: a multiRead's getData
+			gd := new(getDataResponse)
+			n, err := decodePacketValue(buf[total:], reflect.ValueOf(gd))
+			if err != nil {
+				return total, err
+			}
+			total += n
+			res.Data, res.Stat = gd.Data, &gd.Stat
 		}
 		if w.IsValid() {
 			n, err := decodePacketValue(buf[total:], w)
@@ -395,6 +417,26 @@ func (r *multiResponse) Decode(buf []byte) (int, error) {
 		}
 	}
 	return total, multiErr
+}
+
+// multiReadResponse is a multiResponse whose per-operation errors are not
+// the reply's (seqkeeper: a multiRead's reads fail one by one), so that
+// Conn.request returns an error only when the reply itself failed, and the
+// caller reads Ops only then (after ErrConnectionClosed the receive loop
+// may still be decoding into it).
+type multiReadResponse struct{ multiResponse }
+
+func (r *multiReadResponse) Decode(buf []byte) (int, error) {
+	n, err := r.multiResponse.Decode(buf)
+	for _, op := range r.Ops {
+		if op.Err != errOk {
+			if err == op.Err.toError() {
+				err = nil // the first operation's error: it is in its result
+			}
+			break
+		}
+	}
+	return n, err
 }
 
 type watcherEvent struct {
