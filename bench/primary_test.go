@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -156,11 +157,57 @@ func restoreOnce(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
+	bare := bareCreate(b, e, n)
 	b.ReportMetric(restored.Seconds(), "restore-s")
+	b.ReportMetric(bare.Seconds(), "bare-create-s")
+	b.ReportMetric(restored.Seconds()/bare.Seconds(), "restore/bare")
 	b.ReportMetric(tracked.Seconds(), "tracked-s")
 	b.ReportMetric(float64(n)/restored.Seconds(), "sequences/s")
 	b.ReportMetric((float64(after)-float64(before))/float64(n), "B/sequence")
 	runtime.KeepAlive(p)
+}
+
+// bareCreate is the restore's floor (issue 29): the time to create the
+// same znodes (a state and its marker per sequence, the same data) under
+// another root of the same server, in multi() transactions of 750
+// sequences (about what seqzk.Client.Restore fits in its 512 KB), four in
+// flight at once as it sends them, with nothing else: no store, no
+// deletion records, no epoch.
+func bareCreate(b *testing.B, e *env, n int) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	zc := e.session()
+	root := e.root + "-bare"
+	if err := zc.EnsurePath(ctx, root); err != nil {
+		b.Fatal(err)
+	}
+	data := state.State{Start: 1, Next: 1001, Ceiling: 3000, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef", PushFloor: 1001}.Encode()
+	const perTxn, inflight = 750, 4
+	sem := make(chan struct{}, inflight)
+	errs := make(chan error, n/perTxn+1)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for first := 0; first < n; first += perTxn {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ops := make([]zkclient.Op, 0, 2*perTxn)
+			for i := first; i < min(first+perTxn, n); i++ {
+				path := fmt.Sprintf("%s/s%06d", root, i)
+				ops = append(ops, zkclient.CreateOp(path, data, 0), zkclient.CreateOp(path+"/h-0123456789abcdef", nil, 0))
+			}
+			if _, err := zc.Multi(ctx, ops...); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	return elapsed
 }
 
 // BenchmarkRaises is the raise-throughput row: how many sequences one
