@@ -47,10 +47,14 @@ type Primary struct {
 	// first initialises an ensemble; finding it missing while the store
 	// holds sequences means ZooKeeper was wiped or replaced.
 	MarkerPath string
-	// Runway is how long each sequence's reserve should last at its recent
-	// rate of consumption: clients keep taking IDs that long with no
-	// primary at all. The primary keeps each reserve (ceiling - next) at
-	// least Runway times the rate, and raises it to twice that.
+	// Runway is how long each sequence's reserve should last at its
+	// demand: the primary raises the ceiling to a runway of the
+	// sequence's smoothed rate of consumption above next (or to twice its
+	// largest recent burst, or twice MinReserve, whichever is largest), and
+	// raises it again when half of that is left, so clients keep taking
+	// IDs for at least half a runway with no primary at all. The rate is
+	// smoothed over the runway, so a burst is covered by headroom sized to
+	// it, not by a runway of its peak rate.
 	Runway time.Duration
 	// MinReserve is the smallest reserve (IDs above next) the primary keeps
 	// for any sequence, whatever its rate. It is also what an idle sequence

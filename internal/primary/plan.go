@@ -12,16 +12,32 @@ import (
 	"github.com/seqkeeper/seqkeeper/watcher"
 )
 
-// reserve sizes a sequence's reserve from its consumption rate, and at
-// least twice what was taken since the current rate sample began (under a
-// second ago), so a burst is covered before the rate catches up; a bounded
-// space caps it (reconcile.CapReserve).
+// reserve is a sequence's low-water mark: when fewer IDs than this are
+// left below its ceiling the primary raises it, to twice this above next
+// (reconcile.Headroom). That raise target is the largest of a runway of the
+// sequence's smoothed demand, twice its largest recent burst (the most IDs
+// taken in one rate sample, decaying over the runway; the sample in
+// progress counts, so that a burst is covered before its sample closes) and
+// twice MinReserve. A burst is covered by headroom sized to the burst, not
+// by a runway of its peak rate: one take of 5,000 IDs used to read as 5,000
+// IDs/s and put the ceiling 600,000 ahead, all of it skipped at the next
+// ZooKeeper data loss (issue 29). A bounded space caps the reserve
+// (reconcile.CapReserve).
+//
+// A legacy counter has no ceiling: decide sets its mark reserve above the
+// counter, and marks it again when half of that is left, so its reserve is
+// the whole target (with MinReserve as it is).
 func (p *Primary) reserve(t *tracked) int64 {
-	want := t.rate * p.cfg.Runway.Seconds()
-	if !t.state.Legacy && !t.state.Registered && t.state.Next > t.lastNext {
-		want = max(want, 2*float64(t.state.Next-t.lastNext))
-	}
 	st := t.state
+	runway := float64(t.rate) * p.cfg.Runway.Seconds()
+	burst := float64(t.burst)
+	if !st.Legacy && !st.Registered && st.Next > t.lastNext {
+		burst = max(burst, float64(st.Next-t.lastNext))
+	}
+	want := max(runway/2, burst)
+	if st.Legacy {
+		want = max(runway, 2*burst)
+	}
 	if want > float64(p.cfg.MaxReserve) {
 		return reconcile.CapReserve(p.cfg.MaxReserve, st.Start, st.End, st.Legacy)
 	}
@@ -70,13 +86,16 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		// write, and over a few milliseconds it would look like a huge
 		// rate (and a reserve that every ZooKeeper election then skips).
 		if dt := (now - t.lastAt).Seconds(); dt >= rateWindow.Seconds() {
-			inst := float64(st.Next-t.lastNext) / dt
-			// Rise fast, decay slowly: a burst must be covered at once.
-			if inst > t.rate {
-				t.rate = inst
-			} else {
-				t.rate = 0.8*t.rate + 0.2*inst
-			}
+			// Smoothed over the runway: a sample of dt seconds weighs
+			// 1-exp(-dt/Runway), so a steady rate is reached within about
+			// a runway, and a burst adds at most its own size to a runway
+			// of the rate (1-exp(-x) <= x), not a runway of its peak.
+			// The burst itself is covered by headroom sized to it
+			// (reserve), remembered about as long.
+			taken := float64(st.Next - t.lastNext)
+			keep := math.Exp(-dt / p.cfg.Runway.Seconds())
+			t.rate = float32(keep*float64(t.rate) + (1-keep)*taken/dt)
+			t.burst = float32(max(keep*float64(t.burst), taken))
 			t.lastNext, t.lastAt = st.Next, now
 		}
 	}

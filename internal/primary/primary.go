@@ -144,9 +144,12 @@ type tracked struct {
 	fresh   bool
 	corrupt error
 
-	rate     float64 // IDs per second, smoothed
-	lastNext int64
-	lastAt   time.Duration // since clockBase; 0: no sample yet
+	// rate is the demand in IDs per second, smoothed over the runway, and
+	// burst the most IDs taken in one sample, decaying over the runway
+	// (observe, plan.go). float32, so that tracked keeps its size class.
+	rate, burst float32
+	lastNext    int64
+	lastAt      time.Duration // since clockBase; 0: no sample yet
 
 	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
 }

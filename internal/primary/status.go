@@ -140,7 +140,7 @@ func (p *Primary) sortedNames() []string {
 func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	st := t.state
 	s := SequenceStatus{Name: name, Legacy: st.Legacy, Next: st.Next, Ceiling: st.Ceiling,
-		StoredCeiling: p.records[name].ceiling, Rate: t.rate, Healthy: true}
+		StoredCeiling: p.records[name].ceiling, Rate: float64(t.rate), Healthy: true}
 	left := st.Ceiling - st.Next + 1
 	if st.Legacy {
 		left = s.StoredCeiling - st.Next
@@ -148,7 +148,7 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	}
 	s.RunwaySeconds = 86400
 	if t.rate > 0 {
-		s.RunwaySeconds = min(86400, float64(left)/t.rate)
+		s.RunwaySeconds = min(86400, float64(left)/float64(t.rate))
 	}
 	switch {
 	case t.corrupt != nil:

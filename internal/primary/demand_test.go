@@ -1,0 +1,146 @@
+package primary_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+)
+
+// takeAll takes n IDs of name, in as many takes as the ceiling needs, and
+// returns how many it got.
+func takeAll(t *testing.T, c *seqzk.Client, name string, n int64) int64 {
+	t.Helper()
+	var got int64
+	for got < n {
+		rs, err := c.Take(context.Background(), name, n-got)
+		if err != nil {
+			t.Fatalf("take %d of %s: %v", n-got, name, err)
+		}
+		for _, r := range rs {
+			got += r.End - r.Start + 1
+		}
+	}
+	return got
+}
+
+// settle waits until the primary has raised nothing for quiet.
+func settle(t *testing.T, run *running, quiet time.Duration) {
+	t.Helper()
+	last, since := run.p.Stats().Raises, time.Now()
+	waitFor(t, "no raise for "+quiet.String(), func() bool {
+		if n := run.p.Stats().Raises; n != last {
+			last, since = n, time.Now()
+		}
+		return time.Since(since) >= quiet
+	})
+}
+
+// Issue 29, "demand, not spikes": a few bursts must not leave a reserve
+// sized as if the burst went on for a runway. At the default settings, one
+// sequence gets about 12,800 IDs over some 20 seconds: two takes of 5,000
+// and 200 takes of 14, one every 100 ms. Once the primary settles, the IDs
+// reserved above next (what a ZooKeeper data loss would skip) are at most
+// twice the largest burst, or a runway of the demand (all 12,800 were taken
+// within the last runway), and never below what MinReserve demands.
+// Before the rate was smoothed, the rate read 5,000 IDs/s after each burst
+// and the ceiling went 600,000 ahead and more.
+func TestReserveFitsBursts(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	var cfg config.Primary
+	run := r.start("p1", func(c *config.Primary) {
+		marker := c.MarkerPath
+		*c = config.DefaultPrimary()
+		c.MarkerPath = marker
+		cfg = *c
+	})
+	c := r.client(30 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "bursts", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	const burst, small, smallTakes = 5000, 14, 200
+	start := time.Now()
+	var taken int64
+	for i := range smallTakes {
+		if i == 50 || i == 120 { // at 5 s and 12 s
+			taken += takeAll(t, c, "bursts", burst)
+		}
+		taken += takeAll(t, c, "bursts", small)
+		time.Sleep(time.Until(start.Add(time.Duration(i+1) * 100 * time.Millisecond)))
+	}
+	took := time.Since(start)
+	settle(t, run, 2*time.Second)
+	st, _, err := c.Describe(ctx, "bursts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reserved := st.Ceiling - st.Next + 1
+	bound := max(2*burst, taken, 2*cfg.MinReserve)
+	var rate float64
+	if s := run.p.Status(); len(s.Sequences) == 1 {
+		rate = s.Sequences[0].Rate
+	}
+	t.Logf("%d IDs taken in %s (largest burst %d): %d IDs reserved above next (ceiling %d, next %d), rate %.1f IDs/s; bound %d",
+		taken, took.Round(100*time.Millisecond), int64(burst), reserved, st.Ceiling, st.Next, rate, bound)
+	if reserved > bound {
+		t.Fatalf("%d IDs reserved after %d taken in bursts of at most %d: want at most %d (2 x the largest burst, or a runway of the demand)",
+			reserved, taken, int64(burst), bound)
+	}
+}
+
+// A steady demand still gets a runway: with a runway of 4 s, takes of 40
+// IDs every 20 ms (2,000 IDs/s) never wait for the primary once the rate
+// has warmed up (two runways: 86 % of it), and after four runways the
+// raise target (twice the reserve) is about a runway of the demand.
+func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	const runway = 4 * time.Second
+	run := r.start("p1", func(c *config.Primary) { c.Runway = runway })
+	c := r.client(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "steady", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	const n, every = 40, 20 * time.Millisecond
+	takeAll(t, c, "steady", n) // initialised
+	start := time.Now()
+	var taken, warmTaken int64
+	warmWaits := int64(-1)
+	const warm, end = 2 * runway, 4 * runway
+	for i := 1; time.Since(start) < end; i++ {
+		if warmWaits < 0 && time.Since(start) >= warm {
+			warmWaits, warmTaken = c.Stats().Waits, taken
+		}
+		taken += takeAll(t, c, "steady", n)
+		time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+	}
+	took := time.Since(start)
+	waits := c.Stats().Waits - warmWaits
+	// The demand since the warm-up, as the takes saw it (a loaded machine
+	// may fall behind the 2,000 IDs/s asked for).
+	rate := float64(taken-warmTaken) / (took - warm).Seconds()
+	reserve := run.p.ReserveOf("steady")
+	var smoothed float64
+	if s := run.p.Status(); len(s.Sequences) == 1 {
+		smoothed = s.Sequences[0].Rate
+	}
+	want := rate * runway.Seconds()
+	t.Logf("%d IDs in %s, %.0f IDs/s after the warm-up (the primary's smoothed rate %.0f); reserve %d, raise target %d, a runway of demand %.0f; %d waits after the warm-up (%d in all)",
+		taken, took.Round(10*time.Millisecond), rate, smoothed, reserve, 2*reserve, want, waits, c.Stats().Waits)
+	if waits != 0 {
+		t.Errorf("%d takes waited for the primary after the warm-up: want none", waits)
+	}
+	if target := float64(2 * reserve); target < 0.75*want || target > 1.3*want {
+		t.Errorf("raise target %.0f: want about a runway of demand, %.0f", target, want)
+	}
+}
