@@ -137,7 +137,10 @@ for round in $(seq 1 "$rounds"); do
 		bin=$work/seqkeeper-$b
 		root=/cold-$round-$b
 		hport=$(port)
+		# Each root its own election and marker (serve refuses a root
+		# whose election path another root's replicas use).
 		export SEQKEEPER_ZK=$zk SEQKEEPER_ROOT=$root SEQKEEPER_LOG_LEVEL=warn
+		export SEQKEEPER_ELECTION_PATH=$root-election SEQKEEPER_MARKER_PATH=$root-cluster
 		export SEQKEEPER_STORE="s3://cold/$round-$b?endpoint=http://127.0.0.1:$mport&region=us-east-1"
 		for _ in 1 2 3; do # another program may take the port first
 			"$bin" serve --http "127.0.0.1:$hport" >"$out/serve-$round-$b.log" 2>&1 &

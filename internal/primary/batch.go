@@ -7,8 +7,8 @@ import (
 )
 
 // Routine raises wait to share a store write. A raise that tops up a
-// reserve with at least half of it left (at the default runway, 30 seconds
-// or more of IDs) gains nothing from going out at once, and every store
+// reserve with at least half of it left (at the default runway, 15 seconds
+// or more of IDs at a steady rate) gains nothing from going out at once, and every store
 // write is a billed object: the primary holds such a raise back for up to
 // StoreBatchDelay and sends it with the next store write, whichever comes
 // first (an urgent plan, a sweep, or the delay running out). Everything
