@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,7 +66,7 @@ func BenchmarkPace(b *testing.B) {
 	}
 	register(b, admin, names)
 	store := openStore(b, testenv.ObjectStore(b))
-	var primaryOps requestCounts
+	var primaryOps requestTimes
 	e.observeZK = primaryOps.observe
 	p := startPrimary(b, e, store, func(c *config.Primary) {
 		c.MinReserve, c.MaxReserve, c.Runway = reserve, reserve, time.Nanosecond
@@ -135,50 +132,16 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
 	b.ReportMetric(raises/float64(max(st1.StorePuts-st0.StorePuts, 1)), "raises/store-write")
 	b.ReportMetric(float64(takerReqs-takerReqs0)/float64(max(takes.Load(), 1)), "zk-requests/take")
-	b.ReportMetric(float64(primaryOps.total())/max(raises, 1), "primary-zk-requests/raise")
-	b.Logf("primary's ZooKeeper requests per raise: %s", primaryOps.per(raises))
+	var primaryReqs int
+	var perRaise strings.Builder
+	for _, op := range primaryOps.ops() {
+		n := len(primaryOps.of(op))
+		primaryReqs += n
+		fmt.Fprintf(&perRaise, "%s %.3f; ", op, float64(n)/max(raises, 1))
+	}
+	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
+	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
 	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, raises/secs, secs, ids.Load())
-}
-
-// requestCounts counts requests by kind while on.
-type requestCounts struct {
-	on atomic.Bool
-	mu sync.Mutex
-	by map[string]int64
-}
-
-func (rc *requestCounts) observe(op string, _ time.Duration) {
-	if !rc.on.Load() {
-		return
-	}
-	rc.mu.Lock()
-	if rc.by == nil {
-		rc.by = map[string]int64{}
-	}
-	rc.by[op]++
-	rc.mu.Unlock()
-}
-
-func (rc *requestCounts) total() int64 {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	var n int64
-	for _, c := range rc.by {
-		n += c
-	}
-	return n
-}
-
-// per lists the counts divided by n, by kind.
-func (rc *requestCounts) per(n float64) string {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	ops := slices.Sorted(maps.Keys(rc.by))
-	var b strings.Builder
-	for _, op := range ops {
-		fmt.Fprintf(&b, "%s %.3f; ", op, float64(rc.by[op])/max(n, 1))
-	}
-	return b.String()
 }
 
 // register registers names through admin, many at once.

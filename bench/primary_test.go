@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"github.com/seqkeeper/seqkeeper/zkclient"
+	"maps"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -384,7 +386,19 @@ func (rt *requestTimes) observe(op string, d time.Duration) {
 }
 
 func (rt *requestTimes) median(op string) time.Duration {
+	return rt.of(op).quantile(0.5)
+}
+
+// of returns the durations of op's requests.
+func (rt *requestTimes) of(op string) durations {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return rt.by[op].quantile(0.5)
+	return rt.by[op]
+}
+
+// ops returns the kinds of requests seen, sorted.
+func (rt *requestTimes) ops() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Sorted(maps.Keys(rt.by))
 }

@@ -15,17 +15,6 @@ if (($# != 4)); then
 	exit 2
 fi
 
-jars=/usr/share/java
-if [[ ! -f $jars/curator-recipes.jar ]]; then
-	echo "curator latch: installing Debian's Curator packages" >&2
-	apt-get install -y -q libcurator-recipes-java libcurator-framework-java libcurator-client-java >&2
-fi
-cp=$jars/curator-recipes.jar:$jars/curator-framework.jar:$jars/curator-client.jar:$jars/guava.jar
-cp=$cp:$jars/zookeeper.jar:$jars/zookeeper-jute.jar:$jars/slf4j-api.jar:$jars/slf4j-nop.jar
-
-out=${SEQKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seqkeeper}/curator-bench
-if [[ ! -f $out/LatchBench.class || $here/LatchBench.java -nt $out/LatchBench.class ]]; then
-	mkdir -p "$out"
-	javac -d "$out" -cp "$cp" "$here/LatchBench.java"
-fi
+# shellcheck source=build.sh
+source "$here/build.sh" LatchBench
 exec java -Xmx128m -XX:+UseSerialGC -cp "$out:$cp" LatchBench "$@"

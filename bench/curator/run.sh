@@ -18,17 +18,6 @@ if (($# < 1)); then
 fi
 connect=$1 threads=${2:-8} seconds=${3:-5}
 
-jars=/usr/share/java
-if [[ ! -f $jars/curator-recipes.jar ]]; then
-	echo "curator bench: installing Debian's Curator packages" >&2
-	apt-get install -y -q libcurator-recipes-java libcurator-framework-java libcurator-client-java >&2
-fi
-cp=$jars/curator-recipes.jar:$jars/curator-framework.jar:$jars/curator-client.jar:$jars/guava.jar
-cp=$cp:$jars/zookeeper.jar:$jars/zookeeper-jute.jar:$jars/slf4j-api.jar:$jars/slf4j-nop.jar
-
-out=${SEQKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seqkeeper}/curator-bench
-if [[ ! -f $out/CuratorBench.class || $here/CuratorBench.java -nt $out/CuratorBench.class ]]; then
-	mkdir -p "$out"
-	javac -d "$out" -cp "$cp" "$here/CuratorBench.java"
-fi
+# shellcheck source=build.sh
+source "$here/build.sh" CuratorBench
 exec java -Xmx256m -cp "$out:$cp" CuratorBench "$connect" "$threads" "$seconds"
