@@ -112,6 +112,9 @@ func BenchmarkRestore(b *testing.B) {
 	if *large {
 		sizes = append(sizes, 100_000)
 	}
+	if *huge {
+		sizes = []int{1_000_000}
+	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("sequences=%d", n), func(b *testing.B) {
 			for range b.N {
