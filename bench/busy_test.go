@@ -26,8 +26,8 @@ var (
 // batch), by 64 takers on 8 sessions, with one primary at its default
 // settings, for -bench.busyfor (10 minutes). Every 5 s it reads each
 // sequence's reserve as the primary sees it and keeps the shortest runway
-// (IDs left ÷ the sequence's demand); takes that had to wait for a raise
-// are counted by the takers. It reports the process's CPU (takers
+// (IDs left ÷ the sequence's demand), and it times every take: a take
+// that found its reserve empty waited for a raise (take-max-ms). It reports the process's CPU (takers
 // included) per second of load, the heap after GC with the primary
 // following every sequence, and the store's requests, per day at this
 // load.
@@ -55,6 +55,7 @@ func BenchmarkBusy(b *testing.B) {
 
 	period := time.Minute / time.Duration(n/takers) // between one taker's takes
 	var took, failed atomic.Int64
+	lat := make([]durations, takers)
 	var minRunway atomic.Int64
 	minRunway.Store(math.MaxInt64)
 	demand := float64(take) / 60 // IDs a second per sequence
@@ -67,10 +68,6 @@ func BenchmarkBusy(b *testing.B) {
 		})
 	}
 	st0, req0, cpu0 := p.Stats(), store.Requests(), cpuTime()
-	var waits0 int64
-	for _, c := range clients {
-		waits0 += c.Stats().Waits
-	}
 	stop := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -93,10 +90,12 @@ func BenchmarkBusy(b *testing.B) {
 		for k := i; time.Now().Before(deadline); k += takers {
 			time.Sleep(time.Until(next))
 			next = next.Add(period)
+			t0 := time.Now()
 			if _, err := c.Take(ctx, names[k%n], take); err != nil {
 				failed.Add(1)
 				continue
 			}
+			lat[i] = append(lat[i], time.Since(t0))
 			took.Add(1)
 		}
 		return nil
@@ -106,15 +105,16 @@ func BenchmarkBusy(b *testing.B) {
 	sample()
 	st1, req1, cpu1 := p.Stats(), store.Requests(), cpuTime()
 	heap := heapAfterGC()
-	var waits int64
-	for _, c := range clients {
-		waits += c.Stats().Waits
+	var all durations
+	for _, l := range lat {
+		all = append(all, l...)
 	}
 	secs := elapsed.Seconds()
 	perDay := 86400 / secs
 	b.ReportMetric(float64(took.Load())/secs, "takes/s")
 	b.ReportMetric(float64(failed.Load()), "failed-takes")
-	b.ReportMetric(float64(waits-waits0), "waited-takes")
+	b.ReportMetric(millis(all.quantile(0.999)), "take-p99.9-ms")
+	b.ReportMetric(millis(all.quantile(1)), "take-max-ms")
 	b.ReportMetric(time.Duration(minRunway.Load()).Seconds(), "min-runway-s")
 	b.ReportMetric(float64(st1.Raises-st0.Raises)/secs, "raises/s")
 	b.ReportMetric((cpu1-cpu0).Seconds()/secs, "CPU-s/s")

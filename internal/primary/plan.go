@@ -204,7 +204,11 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		return plan{name: name, kind: planRevalidate, floor: floor, rec: withCeiling(base, reconcile.Ceiling(floor, headroom, st.End))}, true
 	case t.version >= p.cfg.RotateVersion:
 		return plan{name: name, kind: planRotate, floor: floor, rec: withCeiling(base, st.Ceiling)}, true
-	case st.Ceiling < st.End && st.Ceiling-st.Next+1 < reserve:
+	case st.Ceiling < st.End && st.Ceiling-st.Next+1 <= reserve:
+		// At the low-water mark, not only below it: a take of a whole
+		// burst (the reserve's size for a lumpy sequence) leaves exactly
+		// the reserve, and the next such take must find a raise made,
+		// not an empty reserve (BenchmarkBusy, docs/performance.md).
 		return plan{name: name, kind: planRaise, floor: floor, rec: withCeiling(base, reconcile.Ceiling(st.Next, headroom, st.End))}, true
 	case !stored || rec.Ceiling < st.Ceiling:
 		// The store must cover the ZooKeeper ceiling; persist it again.
