@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,12 +71,8 @@ func BenchmarkCrashHandover(b *testing.B) {
 }
 
 func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := range s { // insertion sort: a handful of rounds
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return s[len(s)/2]
 }
 

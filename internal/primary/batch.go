@@ -2,18 +2,17 @@ package primary
 
 import (
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Routine raises wait to share a store write. A raise that tops up a
-// reserve with at least half of it left (at the default runway, 15 seconds
-// or more of IDs at a steady rate) gains nothing from going out at once, and every store
-// write is a billed object: the primary holds such a raise back for up to
-// StoreBatchDelay and sends it with the next store write, whichever comes
-// first (an urgent plan, a sweep, or the delay running out). Everything
-// else goes out at once: a reserve running low, a ceiling the store does
-// not cover yet, initialisations and revalidations.
+// reserve with at least half of it left (at the default runway, 15
+// seconds or more of IDs at a steady rate) gains nothing from going out at
+// once, and every store write is a billed object: the primary holds such a
+// raise back for up to StoreBatchDelay and sends it with the next store
+// write, whichever comes first (an urgent plan, a sweep, or the delay
+// running out). Everything else goes out at once: a reserve running low,
+// a ceiling the store does not cover yet, initialisations and
+// revalidations.
 
 // routine reports whether pl may wait: a top-up of a reserve that still
 // holds at least half of what the primary wants it to.
@@ -75,9 +74,6 @@ func (p *Primary) releaseHeld() []plan {
 // if so; if not, paceUntil is when it may.
 func (p *Primary) mayWrite() bool {
 	now := time.Now()
-	if p.pace == nil {
-		p.pace = rate.NewLimiter(rate.Limit(p.cfg.StoreWriteRate), p.cfg.StoreWriteBurst)
-	}
 	r := p.pace.ReserveN(now, 1)
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)

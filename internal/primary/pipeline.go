@@ -84,7 +84,7 @@ func (p *Primary) launch(ctx context.Context, plans []plan) {
 	for i, pl := range plans {
 		f.names[pl.name] = struct{}{}
 		reqs[i] = seqzk.RaiseReq{Name: pl.name, Ceiling: pl.rec.Ceiling}
-		if t := p.seqs[pl.name]; t != nil && t.fresh && exhausted(t.state) {
+		if t := p.seqs[pl.name]; t != nil && t.fresh && t.state.Available() == 0 {
 			base := t.state
 			reqs[i].Base, reqs[i].Version = &base, t.version
 		}
@@ -98,11 +98,6 @@ func (p *Primary) launch(ctx context.Context, plans []plan) {
 			<-p.landGate
 		}
 	}()
-}
-
-// exhausted reports whether st has no ID left to take.
-func exhausted(st state.State) bool {
-	return len(st.Recycled) == 0 && st.Next > st.Ceiling
 }
 
 // raise makes the raises in ZooKeeper (reqs[i] is plans[i]'s): many per

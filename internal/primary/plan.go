@@ -12,7 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/watcher"
 )
 
-// reserve is a sequence's low-water mark: when fewer IDs than this are
+// reserve is a sequence's low-water mark: when this many IDs or fewer are
 // left below its ceiling the primary raises it, to twice this above next
 // (reconcile.Headroom). That raise target is the largest of a runway of the
 // sequence's smoothed demand, twice its largest recent burst (the most IDs
@@ -59,7 +59,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		p.seqs[ev.Name] = t
 		p.namesStale = true
 	}
-	t.czxid, t.mzxid, t.version = ev.Czxid, ev.Mzxid, ev.Version
+	t.czxid, t.mzxid, t.version, t.fresh = ev.Czxid, ev.Mzxid, ev.Version, true
 	t.corrupt = err
 	if err != nil {
 		p.log.Error().Err(err).Str("sequence", ev.Name).Msg("primary: corrupt sequence state; leaving it alone until repaired")

@@ -172,7 +172,8 @@ func New(cfg config.Primary, deps Deps) (*Primary, error) {
 	case deps.Holder == "":
 		return nil, errors.New("primary: Deps.Holder is required (the replica's id)")
 	}
-	return &Primary{cfg: cfg, deps: deps, zk: deps.Sequences.ZK(), seq: deps.Sequences, log: deps.Logger}, nil
+	return &Primary{cfg: cfg, deps: deps, zk: deps.Sequences.ZK(), seq: deps.Sequences, log: deps.Logger,
+		pace: rate.NewLimiter(rate.Limit(cfg.StoreWriteRate), cfg.StoreWriteBurst)}, nil
 }
 
 // Run does the primary's work until ctx is cancelled (leadership lost) and
@@ -360,7 +361,6 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 		switch ev.Kind {
 		case watcher.Added, watcher.Changed:
 			t := p.observe(ev)
-			t.fresh = true
 			if t.corrupt == nil && !t.state.Legacy && !t.state.Registered && epochOf(t.mzxid) != p.zkEpoch {
 				// A write in an epoch we have not seen: ZooKeeper may
 				// have elected a leader. Probe; if so, revalidate all.

@@ -38,14 +38,14 @@ type Raised struct {
 
 // RaiseAll raises many ceilings with few ZooKeeper writes. It reads every
 // sequence afresh (reads are pipelined, and cheap next to writes) unless
-// the request carries its Base, then writes the raises in multi() transactions of up to MaxRaiseBatch, each
-// raise conditional on the data version it read and on its marker, like
-// Raise's compare-and-set. A transaction is all or nothing, so a raise
+// the request carries its Base, then writes the raises in multi()
+// transactions of up to MaxRaiseBatch, each raise conditional on the data
+// version it read and on its marker, like Raise's compare-and-set. A transaction is all or nothing, so a raise
 // whose condition fails (a worker took since the read) is taken out and
 // the rest is sent again.
 //
-// It returns the new state and version of each request it raised, by index, and the
-// indexes it left to the caller, who raises them one by one with Raise:
+// It returns the new state and version of each request it raised, by
+// index, and the indexes it left to the caller, who raises them one by one with Raise:
 // those whose state moved, those that are not plain validated states (a
 // registration, a legacy counter, a state without a marker), those that
 // could not be read, those at the data version limit or with nothing to

@@ -230,10 +230,11 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 	// when this client's own take fires it; the watch is set only if the
 	// take must really wait.
 	var watch <-chan zkclient.Event
+	var st state.State
 	for _, watching := range []bool{false, true} {
 		seq.mu.Lock()
 		w, err := c.load(ctx, name, seq, watching)
-		st := seq.state
+		st = seq.state
 		seq.mu.Unlock()
 		if err != nil {
 			if zkclient.IsTransient(err) {
@@ -251,9 +252,6 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 		}
 		watch = w
 	}
-	seq.mu.Lock()
-	st := seq.state
-	seq.mu.Unlock()
 	left := c.opts.CeilingWait - time.Since(since)
 	if left <= 0 {
 		return c.waitError(name, st, unvalidated)
