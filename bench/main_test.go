@@ -41,6 +41,10 @@ var (
 	// writes once the primary tracks every sequence (what B/sequence
 	// counts; -test.memprofile is written after the primary stopped).
 	heapProfile = flag.String("bench.heapprofile", "", "write BenchmarkRestore's heap profile, taken with the primary tracking every sequence, to this file")
+	// primaryLog shows the benchmarks' primaries at work: their log, with
+	// millisecond timestamps, goes to stderr (the phases of a restore,
+	// say).
+	primaryLog = flag.Bool("bench.primarylog", false, "log what the benchmarks' primaries do to stderr, with millisecond timestamps")
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

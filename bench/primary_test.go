@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 	"maps"
 	"os"
 	"runtime"
@@ -14,6 +13,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -54,7 +57,12 @@ func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*config.
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := primary.New(cfg, primary.Deps{Sequences: seqs, Store: store, Holder: "bench"})
+	deps := primary.Deps{Sequences: seqs, Store: store, Holder: "bench"}
+	if *primaryLog {
+		zerolog.TimeFieldFormat = "15:04:05.000"
+		deps.Logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: "15:04:05.000"}).With().Timestamp().Logger()
+	}
+	p, err := primary.New(cfg, deps)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -162,10 +170,13 @@ func restoreOnce(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	bare := bareCreate(b, e, n)
+	bare := bareCreate(b, e, n, false)
+	guarded := bareCreate(b, e, n, true)
 	b.ReportMetric(restored.Seconds(), "restore-s")
 	b.ReportMetric(bare.Seconds(), "bare-create-s")
+	b.ReportMetric(guarded.Seconds(), "guarded-create-s")
 	b.ReportMetric(restored.Seconds()/bare.Seconds(), "restore/bare")
+	b.ReportMetric(restored.Seconds()/guarded.Seconds(), "restore/guarded")
 	b.ReportMetric(tracked.Seconds(), "tracked-s")
 	b.ReportMetric(float64(n)/restored.Seconds(), "sequences/s")
 	b.ReportMetric((float64(after)-float64(before))/float64(n), "B/sequence")
@@ -177,13 +188,18 @@ func restoreOnce(b *testing.B, n int) {
 // another root of the same server, in multi() transactions of 750
 // sequences (about what seqzk.Client.Restore fits in its 512 KB), four in
 // flight at once as it sends them, with nothing else: no store, no
-// deletion records, no epoch.
-func bareCreate(b *testing.B, e *env, n int) time.Duration {
+// deletion records, no epoch. guarded adds what each restore transaction
+// also carries: per sequence, the create and delete of its deletion
+// record that make the transaction fail if a delete overtook the restore
+// (seqzk's guardOps for a name never deleted), and the root's version
+// bump that stamps the transaction's epoch.
+func bareCreate(b *testing.B, e *env, n int, guarded bool) time.Duration {
 	b.Helper()
 	ctx := context.Background()
 	zc := e.session()
-	root := e.root + "-bare"
-	if err := zc.EnsurePath(ctx, root); err != nil {
+	root := fmt.Sprintf("%s-bare-%t", e.root, guarded)
+	meta := root + "/" + seqzk.MetaName
+	if err := zc.EnsurePath(ctx, meta); err != nil {
 		b.Fatal(err)
 	}
 	data := state.State{Start: 1, Next: 1001, Ceiling: 3000, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef", PushFloor: 1001}.Encode()
@@ -196,10 +212,17 @@ func bareCreate(b *testing.B, e *env, n int) time.Duration {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ops := make([]zkclient.Op, 0, 2*perTxn)
+			ops := make([]zkclient.Op, 0, 4*perTxn+1)
 			for i := first; i < min(first+perTxn, n); i++ {
-				path := fmt.Sprintf("%s/s%06d", root, i)
+				name := fmt.Sprintf("s%06d", i)
+				path := root + "/" + name
 				ops = append(ops, zkclient.CreateOp(path, data, 0), zkclient.CreateOp(path+"/h-0123456789abcdef", nil, 0))
+				if guarded {
+					ops = append(ops, zkclient.CreateOp(meta+"/"+name, nil, 0), zkclient.DeleteOp(meta+"/"+name, 0))
+				}
+			}
+			if guarded {
+				ops = append(ops, zkclient.SetOp(root, nil, zkclient.AnyVersion))
 			}
 			if _, err := zc.Multi(ctx, ops...); err != nil {
 				errs <- err

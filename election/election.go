@@ -295,8 +295,10 @@ func (e *Election) campaign(ctx context.Context, lead func(context.Context, Term
 	err := e.join(ctx, c)
 	if err == nil {
 		e.candidacies.Add(1)
-		e.logc(zerolog.InfoLevel, c).Int64("seq", c.seq).Msg("election: joined as candidate")
+		// The check comes before the join is logged, so that whoever
+		// reads "joined" has seen any warning the join deserved.
 		e.warnSharedID(ctx, c)
+		e.logc(zerolog.InfoLevel, c).Int64("seq", c.seq).Msg("election: joined as candidate")
 		if err = e.waitTurn(ctx, c); err == nil {
 			err = e.serve(ctx, c, lead)
 		}
