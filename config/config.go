@@ -143,7 +143,11 @@ type Config struct {
 	Root string
 	// ElectionPath is the directory of the replicas' leader election
 	// candidates; every replica and the CLI of one cluster must agree.
+	// Empty: derived from Root (DerivedPaths), filled in by Validate.
 	ElectionPath string
+	// derived records which of ElectionPath and MarkerPath Validate
+	// derived from Root rather than found set (see PathDerived).
+	derived struct{ election, marker bool }
 	// Store is the durable store URL: s3://bucket/prefix (with
 	// ?endpoint=URL&region=R for S3-compatible servers, and
 	// &sse_kms_key_id=KEY for SSE-KMS) or file:///path.
@@ -215,11 +219,13 @@ type Config struct {
 
 // DefaultConfig returns a Config holding every default. ZK has none and
 // must be set.
+//
+// ElectionPath and MarkerPath are left empty: Validate derives them from
+// Root unless they are set (DerivedPaths).
 func DefaultConfig() *Config {
-	return &Config{
+	c := &Config{
 		ZKSessionTimeout: DefaultZKSessionTimeout,
 		Root:             DefaultRoot,
-		ElectionPath:     DefaultElectionPath,
 		HTTP:             DefaultHTTP,
 		LogFormat:        DefaultLogFormat,
 		CeilingWait:      DefaultCeilingWait,
@@ -227,6 +233,8 @@ func DefaultConfig() *Config {
 		ID:               defaultID(),
 		CreateBucket:     true,
 	}
+	c.MarkerPath = ""
+	return c
 }
 
 // ConnectTimeout is how long to wait for the first ZooKeeper session:

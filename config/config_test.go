@@ -63,10 +63,12 @@ func TestValidate(t *testing.T) {
 		{"root under /zookeeper", func(c *Config) { c.Root = "/zookeeper/x" }, "reserved"},
 		{"election path bad", func(c *Config) { c.ElectionPath = "x" }, "election_path:"},
 		{"election under root", func(c *Config) { c.ElectionPath = c.Root + "/election" }, "must not contain each other"},
-		{"root under election", func(c *Config) { c.Root = c.ElectionPath + "/seq" }, "must not contain each other"},
+		{"root under election", func(c *Config) { c.ElectionPath = "/e"; c.Root = "/e/seq" }, "must not contain each other"},
+		{"root containing its derived paths", func(c *Config) { c.Root = "/seqkeeper" }, "must not contain each other"},
+		{"derived paths of another root", func(c *Config) { c.Root = "/billing/ids" }, ""},
 		{"election equals root", func(c *Config) { c.ElectionPath = c.Root }, "must not contain each other"},
 		{"marker under root", func(c *Config) { c.MarkerPath = c.Root + "/m" }, "marker_path: " + DefaultRoot + "/m and root"},
-		{"marker equals election", func(c *Config) { c.MarkerPath = c.ElectionPath }, "marker_path:"},
+		{"marker equals election", func(c *Config) { c.ElectionPath = "/e"; c.MarkerPath = "/e" }, "marker_path:"},
 		{"marker bad", func(c *Config) { c.MarkerPath = "m" }, "marker_path: zookeeper path"},
 		{"max reserve below min", func(c *Config) { c.MaxReserve = c.MinReserve - 1 }, "max_reserve: 999 must be at least min_reserve (1000)"},
 		{"max reserve equal min", func(c *Config) { c.MaxReserve = c.MinReserve }, ""},
@@ -200,7 +202,8 @@ min_reserve: 5
 		{"http (flag over env over file)", c.HTTP, "127.0.0.1:3333"},
 		{"runway (flag over env over file)", c.Runway.String(), "4m0s"},
 		{"sweep_interval (default)", c.SweepInterval.String(), "10s"},
-		{"election_path (default)", c.ElectionPath, DefaultElectionPath},
+		{"election_path (derived from root)", c.ElectionPath, RootsPrefix + "/from-env/election"},
+		{"marker_path (derived from root)", c.MarkerPath, RootsPrefix + "/from-env/cluster"},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {

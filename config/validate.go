@@ -21,7 +21,11 @@ import (
 // Validate checks every setting and every invariant between settings, and
 // returns all problems at once (joined), each naming the setting and how to
 // set it. Every error wraps ErrInvalid.
+//
+// Validate first derives election_path and marker_path from root where
+// they are not set (DerivedPaths).
 func (c *Config) Validate() error {
+	c.derivePaths()
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, settingError(key, fmt.Sprintf(format, args...)))

@@ -53,7 +53,7 @@ can still name a replica that has stopped acting; the next candidate takes
 over within a session timeout.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			zc, err := dialZK(cmd.Context(), g.cfg, g.logger(cliLogLevel))
+			zc, _, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -390,14 +390,18 @@ func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*seqzk.Client, 
 // "connection lost" warning that would follow every command's output.
 const cliLogLevel = zerolog.ErrorLevel
 
-// connect is dialZK and newSequenceClient for the operator commands. The
-// caller closes the session.
+// connect is dialZK and newSequenceClient for the operator commands, with
+// the election and marker paths settled (settlePaths). The caller closes
+// the session.
 func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client, error) {
 	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
 	if err != nil {
 		return nil, nil, err
 	}
 	seqs, err := newSequenceClient(zc, g.cfg)
+	if err == nil {
+		err = settlePaths(ctx, g.cfg, seqs, g.logger(cliLogLevel))
+	}
 	if err != nil {
 		zc.Close()
 		return nil, nil, err

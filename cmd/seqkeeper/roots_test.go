@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -173,11 +174,14 @@ func newRootUnderTest(t *testing.T, z *testenv.ZK, conn *zkclient.Client, bucket
 		r.ledgers[s] = testenv.NewLedger()
 	}
 	r.store = fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s", bucket.Bucket, r.prefix, bucket.Endpoint, bucket.Region)
-	c := &cli{t: t, servers: z.Servers, root: base + "/all-sequences", election: base + "/election", conn: conn, storeCeiling: storeCeiling}
+	// Only the root and the store are set: the election and the marker
+	// are derived from the root (issue 30), so each root has its own.
+	root := base + "/all-sequences"
+	election, _ := config.DerivedPaths(root)
+	c := &cli{t: t, servers: z.Servers, root: root, election: election, conn: conn, storeCeiling: storeCeiling}
 	c.env = map[string]string{
 		"SEQKEEPER_ZK":                 strings.Join(z.Servers, ","),
-		"SEQKEEPER_ELECTION_PATH":      c.election,
-		"SEQKEEPER_MARKER_PATH":        base + "/cluster",
+		"SEQKEEPER_ROOT":               root,
 		"SEQKEEPER_STORE":              r.store,
 		"SEQKEEPER_ZK_SESSION_TIMEOUT": sessionTimeout.String(),
 		"SEQKEEPER_CEILING_WAIT":       workerCeilingWait.String(),

@@ -115,6 +115,10 @@ func (g *globals) serve(ctx context.Context) error {
 	if err := r.store.Check(ctx); errors.Is(err, persist.ErrOtherRoot) {
 		return &usageError{fmt.Errorf("store: %w", err)}
 	}
+	if err := settlePaths(ctx, cfg, seqs, log); err != nil {
+		return err
+	}
+	log.Info().Str("root", cfg.Root).Str("election_path", cfg.ElectionPath).Str("marker_path", cfg.MarkerPath).Msg("serve: the root's election and cluster marker")
 	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
 		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
 			if errors.Is(err, seqzk.ErrClaimed) {

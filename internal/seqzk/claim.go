@@ -41,11 +41,9 @@ func (c *Client) Claim(ctx context.Context, path, what string) error {
 			return fmt.Errorf("%s %s: %w", what, path, err)
 		}
 		if len(data) > 0 {
-			rest, ok := strings.CutPrefix(string(data), claimHeader+"\nroot ")
-			q, ok2 := strings.CutSuffix(rest, "\n")
-			root, err := strconv.Unquote(q)
+			root, ok := parseClaim(data)
 			switch {
-			case !ok || !ok2 || err != nil:
+			case !ok:
 				return fmt.Errorf("%s %s holds data that is not seqkeeper's (%.40q): %w; give this root a path of its own", what, path, data, ErrClaimed)
 			case root != c.opts.Root:
 				return fmt.Errorf("%s %s %w %q (this seqkeeper serves %q): give every root its own %s", what, path, ErrClaimed, root, c.opts.Root, what)
@@ -63,4 +61,31 @@ func (c *Client) Claim(ctx context.Context, path, what string) error {
 			return fmt.Errorf("claim %s %s for %s: %w", what, path, c.opts.Root, err)
 		}
 	}
+}
+
+// parseClaim returns the root a claimed znode's data names.
+func parseClaim(data []byte) (root string, ok bool) {
+	rest, ok := strings.CutPrefix(string(data), claimHeader+"\nroot ")
+	q, ok2 := strings.CutSuffix(rest, "\n")
+	root, err := strconv.Unquote(q)
+	return root, ok && ok2 && err == nil
+}
+
+// ClaimOf reads the claim of the znode at path without changing it:
+// exists is false when there is no znode; root is the root its claim
+// names, empty for a znode without data (made before claims existed) and
+// for data that is not a claim (then foreign is true).
+func (c *Client) ClaimOf(ctx context.Context, path string) (root string, exists, foreign bool, err error) {
+	data, _, err := c.zk.Get(ctx, path)
+	c.stats.requests.Add(1)
+	switch {
+	case errors.Is(err, zkclient.ErrNoNode):
+		return "", false, false, nil
+	case err != nil:
+		return "", false, false, fmt.Errorf("read %s: %w", path, err)
+	case len(data) == 0:
+		return "", true, false, nil
+	}
+	root, ok := parseClaim(data)
+	return root, true, !ok, nil
 }
