@@ -68,7 +68,16 @@ func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*config.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	go func() {
+		err := p.Run(ctx)
+		if ctx.Err() == nil {
+			// Stopped on its own: say so now, not at the end of a wait
+			// for what it will never do (waitUntil gives up on it).
+			b.Errorf("the primary stopped: %v", err)
+			err = nil
+		}
+		done <- err
+	}()
 	b.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -78,10 +87,14 @@ func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*config.
 	return p
 }
 
-// waitUntil polls cond every 5 ms for up to limit.
+// waitUntil polls cond every 5 ms for up to limit, or until the benchmark
+// has failed (a primary that stopped).
 func waitUntil(b *testing.B, limit time.Duration, what string, cond func() bool) {
 	b.Helper()
 	for deadline := time.Now().Add(limit); !cond(); time.Sleep(5 * time.Millisecond) {
+		if b.Failed() {
+			b.Fatalf("%s: given up, the benchmark has failed", what)
+		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%s: not done after %s", what, limit)
 		}
@@ -89,11 +102,7 @@ func waitUntil(b *testing.B, limit time.Duration, what string, cond func() bool)
 }
 
 // tracking is how many sequences p follows, counted without listing them.
-func tracking(p *primary.Primary) int {
-	n := 0
-	p.StatusOf(func(*primary.SequenceStatus) bool { n++; return false })
-	return n
-}
+func tracking(p *primary.Primary) int { return p.Following() }
 
 func heapAfterGC() uint64 {
 	runtime.GC()

@@ -110,8 +110,13 @@ func encodeObject(magic string, version int, header string, recs []Record) ([]by
 	w.Reset(zw)
 	fmt.Fprintf(w, "%s\n", header)
 	line := make([]byte, 0, 128)
+	size := len(header) + 1
 	for i := range recs {
 		line = appendRecord(line[:0], &recs[i])
+		if size += len(line); size > maxDecoded {
+			// Every reader would refuse it as corrupt: never write it.
+			return nil, fmt.Errorf("%s object of %d records: more than the %d bytes a reader decompresses", magic, len(recs), maxDecoded)
+		}
 		if _, err := w.Write(line); err != nil {
 			return nil, err
 		}

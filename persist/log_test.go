@@ -302,3 +302,34 @@ func TestMigrateFromBucketLayout(t *testing.T) {
 		}
 	})
 }
+
+// TestPutLargerThanASegment: a Put of more records than one segment may
+// hold (a restore of a million sequences is about 70 MB of text, more
+// than any reader decompresses) is written as several segments, and a
+// fresh store reads every record back. One segment of it all would have
+// made every later read of the store fail as corrupt.
+func TestPutLargerThanASegment(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, open func() Backend) {
+		ctx := testCtx(t)
+		s := newStore(t, open(), StoreOptions{Buckets: 8})
+		s.segmentBudget = 4 << 10
+		recs := make([]Record, 1000)
+		for i := range recs {
+			recs[i] = rec(fmt.Sprintf("seq-%04d", i), int64(1000+i), 1)
+		}
+		mustPut(t, s, 1, recs...)
+		if p := s.Pending(); p < 10 {
+			t.Fatalf("%d segments for 1,000 records in 4 KiB each, want many", p)
+		}
+		got, err := newStore(t, open(), StoreOptions{}).Load(ctx)
+		if err != nil || len(got) != len(recs) {
+			t.Fatalf("load: %d records, %v; want %d", len(got), err, len(recs))
+		}
+		for i, r := range got {
+			if r.Name != recs[i].Name || r.Ceiling != recs[i].Ceiling {
+				t.Fatalf("record %d: %+v, want %s at %d", i, r, recs[i].Name, recs[i].Ceiling)
+			}
+		}
+	})
+}

@@ -23,7 +23,9 @@ import (
 // is set to epoch and Updated stamped with the current time when zero.
 //
 // One Put is one new object: a log segment holding recs (see log.go), all
-// or nothing. Compact later folds it into the bucket objects.
+// or nothing; a Put of more than defaultSegmentBudget's worth of records (a
+// restore of a million sequences) is several, each all or nothing.
+// Compact later folds them into the bucket objects.
 //
 // Fencing: if this Store has seen a higher leader epoch than epoch (in the
 // epoch object, read after every write and at most
@@ -64,14 +66,40 @@ func (s *Store) Put(ctx context.Context, epoch int64, recs ...Record) error {
 		return fmt.Errorf("store %s: put: waiting for this store's other write: %w", s.b, err)
 	}
 	defer release(s.seglog.appendSem)
-	sg := &segment{epoch: epoch, recs: normalise(recs, epoch, time.Now())}
-	if _, err := s.appendSegment(ctx, l, sg); err != nil {
-		if errors.Is(err, ErrFenced) {
-			s.log.Warn().Int64("epoch", epoch).Err(err).Msg("store: writer fenced")
+	for _, part := range segmentParts(normalise(recs, epoch, time.Now()), s.segmentBudget) {
+		sg := &segment{epoch: epoch, recs: part}
+		if _, err := s.appendSegment(ctx, l, sg); err != nil {
+			if errors.Is(err, ErrFenced) {
+				s.log.Warn().Int64("epoch", epoch).Err(err).Msg("store: writer fenced")
+			}
+			return fmt.Errorf("store %s: write %d records: %w", s.b, len(sg.recs), err)
 		}
-		return fmt.Errorf("store %s: write %d records: %w", s.b, len(sg.recs), err)
 	}
 	return nil
+}
+
+// defaultSegmentBudget bounds the records' text in one log segment, a quarter of
+// what a reader decompresses (maxDecoded): a Put of more (a restore or an
+// import of a million sequences is about 70 MB) is written as several
+// segments, each durable on its own, where one would be refused by every
+// later read as corrupt.
+const defaultSegmentBudget = maxDecoded / 4
+
+// segmentParts cuts sorted records into runs whose text fits budget
+// bytes each.
+func segmentParts(recs []Record, budget int) [][]Record {
+	var parts [][]Record
+	line := make([]byte, 0, 128)
+	first, size := 0, 0
+	for i := range recs {
+		line = appendRecord(line[:0], &recs[i])
+		if i > first && size+len(line) > budget {
+			parts = append(parts, recs[first:i])
+			first, size = i, 0
+		}
+		size += len(line)
+	}
+	return append(parts, recs[first:])
 }
 
 // normalise returns recs sorted by name, each name once (joined), with

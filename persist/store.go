@@ -144,6 +144,9 @@ type Store struct {
 	opts StoreOptions
 	log  zerolog.Logger
 	born time.Time // base of the monotonic clock now()
+	// segmentBudget bounds the records' text of one log segment
+	// (defaultSegmentBudget; tests make it small).
+	segmentBudget int
 
 	initSem chan struct{} // held while reading or creating the meta object
 	lay     atomic.Pointer[layout]
@@ -209,12 +212,14 @@ func NewStore(b Backend, opts StoreOptions) (*Store, error) {
 		opts.EpochCheckInterval = DefaultEpochCheckInterval
 	}
 	s := &Store{
-		b:        &counted{Backend: b},
-		opts:     opts,
-		log:      zerolog.Nop(),
-		born:     time.Now(),
-		initSem:  make(chan struct{}, 1),
-		epochSem: make(chan struct{}, 1),
+		b:       &counted{Backend: b},
+		opts:    opts,
+		log:     zerolog.Nop(),
+		born:    time.Now(),
+		initSem: make(chan struct{}, 1),
+		// Performance (and safety): see defaultSegmentBudget.
+		segmentBudget: defaultSegmentBudget,
+		epochSem:      make(chan struct{}, 1),
 
 		seglog:     newLogState(),
 		compactSem: make(chan struct{}, 1),

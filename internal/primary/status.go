@@ -70,6 +70,16 @@ func (p *Primary) Status() Status {
 	return p.StatusOf(func(*SequenceStatus) bool { return true })
 }
 
+// Following returns how many sequences the primary follows: what
+// StatusOf would visit, counted in O(1) (a caller that polls, such as a
+// benchmark waiting for a million, must not rebuild the sorted list each
+// time while the primary is still learning of sequences).
+func (p *Primary) Following() int {
+	p.view.Lock()
+	defer p.view.Unlock()
+	return len(p.seqs)
+}
+
 // StatusOf returns the primary's view, listing in Sequences only the
 // sequences keep accepts. keep sees every sequence the primary follows, in
 // name order, so it can also sum them up; the *SequenceStatus is valid
