@@ -125,7 +125,8 @@ chart_rejects same-name $'roots: [{name: a, root: /a}, {name: a, root: /b}]\n'"$
 chart_rejects same-root $'roots: [{name: a, root: /a}, {name: b, root: /a}]\n'"$required" 'have the same root "/a"'
 chart_rejects same-store $'roots: [{name: a, root: /a}, {name: b, root: /b}]\n'"$required" 'have the same store "file:///tmp/ids"'
 chart_rejects nested-root $'roots: [{name: a, root: /a}, {name: b, root: /a/b, store: "file:///tmp/b"}]\n'"$required" 'root "/a/b" lies inside root "/a"'
-log "self-check: the chart rejects a misspelt key, a misspelt nested key, a wrong type, no store, no ZooKeeper, and roots sharing a name, root or store or nested"
+chart_rejects memory-limit $'resources: {limits: {memory: 1e9}}\n'"$required" 'cannot derive GOMEMLIMIT from resources.limits.memory'
+log "self-check: the chart rejects a misspelt key, a misspelt nested key, a wrong type, no store, no ZooKeeper, roots sharing a name, root or store or nested, and a memory limit it cannot derive GOMEMLIMIT from"
 lint() { # ARGS...: helm lint --strict, its output shown only on failure
 	"$helm" lint --strict "$CHART" "$@" >"$work/lint.out" 2>&1 || { cat "$work/lint.out" >&2 && return 1; }
 }
