@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Validates what deploy/ and charts/ ship:
 #
-# - the Helm chart charts/seqkeeper: helm lint --strict and helm template
-#   with its default values and with ci/minimal-values.yaml and
-#   ci/full-values.yaml (several roots, TLS, every Secret, the Prometheus
-#   Operator objects), the objects checked with kubeconform as below; its
-#   values.schema.json rejecting a misspelt key and a wrong type, and its
-#   own checks rejecting a missing store or ZooKeeper and a duplicate root;
+# - the Helm chart charts/seqkeeper: helm lint --strict with its default
+#   values, and helm lint --strict and helm template with
+#   ci/minimal-values.yaml and ci/full-values.yaml (several roots, TLS,
+#   every Secret, the Prometheus Operator objects), the objects checked
+#   with kubeconform as below; its values.schema.json rejecting a misspelt
+#   key and a wrong type, and its own checks rejecting a missing store or
+#   ZooKeeper and roots that share a setting;
 # - that deploy/kubernetes/{seqkeeper,servicemonitor,prometheusrule}.yaml
 #   are what scripts/render-manifests.sh renders from the chart now;
 # - the Kubernetes manifests in deploy/kubernetes (and examples/), with kubeconform in
