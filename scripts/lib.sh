@@ -1,4 +1,5 @@
-# Shared by scripts/setup.sh and scripts/demo.sh (source it; not a program).
+# Shared by scripts/setup.sh, demo.sh, validate-manifests.sh and
+# render-manifests.sh (source it; not a program).
 
 # ensure_packages LOG CMD:PKG... installs, with apt-get, the Debian package
 # PKG of every command CMD that is missing (CMD "-" checks the package with
@@ -24,4 +25,20 @@ ensure_packages() {
 	apt-get update -q >/dev/null
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 	"$log" "installed ${need[*]}"
+}
+
+# go_tool LOG PACKAGE@VERSION prints the path of the command PACKAGE built
+# at VERSION, installing it with go install (from the Go module proxy) into
+# GOBIN, or GOPATH/bin, when it is missing or was built from another version.
+go_tool() {
+	local log="$1" want="${2##*@}" dir bin have
+	dir="$(go env GOBIN)"
+	[[ -n "$dir" ]] || dir="$(go env GOPATH)/bin"
+	bin="$dir/$(basename "${2%@*}")"
+	have="$(go version -m "$bin" 2>/dev/null | awk '$1 == "mod" { print $3 }')"
+	if [[ "$have" != "$want" ]]; then
+		"$log" "installing $2${have:+ (found $have)}"
+		go install "$2" >&2 || return 1
+	fi
+	printf '%s\n' "$bin"
 }

@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Validates what deploy/ ships:
+# Validates what deploy/ and charts/ ship:
 #
+# - the Helm chart charts/seqkeeper: helm lint --strict with its default
+#   values, and helm lint --strict and helm template with
+#   ci/minimal-values.yaml and ci/full-values.yaml (several roots, TLS,
+#   every Secret, the Prometheus Operator objects), the objects checked
+#   with kubeconform as below; its values.schema.json rejecting a misspelt
+#   key and a wrong type, and its own checks rejecting a missing store or
+#   ZooKeeper and roots that share a setting;
+# - that deploy/kubernetes/{seqkeeper,servicemonitor,prometheusrule}.yaml
+#   are what scripts/render-manifests.sh renders from the chart now;
 # - the Kubernetes manifests in deploy/kubernetes (and examples/), with kubeconform in
 #   strict mode (unknown fields are errors, a kind without a schema is an
 #   error), against schemas made offline: kubeconform's default schema
@@ -18,7 +27,9 @@
 #
 # Each validator first proves it can fail: broken copies (a misspelt field,
 # a wrong type, an unknown kind, a bad ServiceMonitor and PrometheusRule
-# field, an unhardened unit) must be rejected, for the expected reason.
+# field, bad chart values, a stale manifest, an unhardened unit) must be
+# rejected, for the expected reason. Helm is built from the Go module proxy
+# (helm.sh/helm/v3, pinned in scripts/render-manifests.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -39,11 +50,10 @@ die() {
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-bin="$(go env GOPATH)/bin/kubeconform"
-if [[ ! -x "$bin" ]]; then
-	log "installing kubeconform ($KUBECONFORM)"
-	go install "$KUBECONFORM"
-fi
+bin="$(go_tool log "$KUBECONFORM")" || die "could not install $KUBECONFORM"
+helm="$(go_tool log "$(sed -n 's/^HELM=\([^ ]*\).*/\1/p' scripts/render-manifests.sh)")" ||
+	die "could not install the Helm of scripts/render-manifests.sh"
+export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
 
 schemas_ready() {
 	local k
@@ -91,6 +101,64 @@ reject prometheusrule "$K8S_DIR/prometheusrule.yaml" '0,/^          expr:/s//   
 log "self-check: kubeconform rejects a misspelt field, a wrong type, a misspelt nested field, an unknown kind, and bad ServiceMonitor and PrometheusRule fields"
 
 kubeconform "$K8S_DIR"/*.yaml "$K8S_DIR"/examples/*.yaml
+
+# The chart. helm lint reports a fail of the templates only as [INFO], so
+# its own checks (a store, ZooKeeper servers, roots apart) are proven with
+# helm template, which stops at them.
+CHART=charts/seqkeeper
+# chart_rejects NAME VALUES WANT: helm template of the chart
+# with the values file VALUES must fail, with a message containing WANT.
+chart_rejects() {
+	local name="$1" values="$2" want="$3" out
+	printf '%s\n' "$values" >"$work/$name-values.yaml"
+	if out="$("$helm" template seqkeeper "$CHART" -f "$work/$name-values.yaml" 2>&1)"; then
+		die "self-check $name: helm template accepted bad values:"$'\n'"$values"
+	fi
+	[[ "$out" == *"$want"* ]] || die "self-check $name: rejected, but not for '$want':"$'\n'"$out"
+}
+required=$'store: file:///tmp/ids\nzookeeper: {servers: ["zk:2181"]}'
+chart_rejects misspelt-value $'replica: 3\n'"$required" "additional properties 'replica' not allowed"
+chart_rejects nested-value $'image: {tags: v1}\n'"$required" "additional properties 'tags' not allowed"
+chart_rejects wrong-type-value $'replicas: three\n'"$required" "got string, want integer"
+chart_rejects no-store 'zookeeper: {servers: ["zk:2181"]}' "store is required"
+chart_rejects no-zookeeper 'store: file:///tmp/ids' "zookeeper.servers is required"
+chart_rejects same-name $'roots: [{name: a, root: /a}, {name: a, root: /b}]\n'"$required" 'have the same name "a"'
+chart_rejects same-root $'roots: [{name: a, root: /a}, {name: b, root: /a}]\n'"$required" 'have the same root "/a"'
+chart_rejects same-store $'roots: [{name: a, root: /a}, {name: b, root: /b}]\n'"$required" 'have the same store "file:///tmp/ids"'
+chart_rejects nested-root $'roots: [{name: a, root: /a}, {name: b, root: /a/b, store: "file:///tmp/b"}]\n'"$required" 'root "/a/b" lies inside root "/a"'
+chart_rejects memory-limit $'resources: {limits: {memory: 1e9}}\n'"$required" 'cannot derive GOMEMLIMIT from resources.limits.memory'
+log "self-check: the chart rejects a misspelt key, a misspelt nested key, a wrong type, no store, no ZooKeeper, roots sharing a name, root or store or nested, and a memory limit it cannot derive GOMEMLIMIT from"
+lint() { # ARGS...: helm lint --strict, its output shown only on failure
+	"$helm" lint --strict "$CHART" "$@" >"$work/lint.out" 2>&1 || { cat "$work/lint.out" >&2 && return 1; }
+}
+lint || die "helm lint --strict $CHART (default values) failed (above)"
+for values in "$CHART"/ci/*-values.yaml; do
+	lint -f "$values" || die "helm lint --strict $CHART -f $values failed (above)"
+	name="$(basename "$values" .yaml)"
+	"$helm" template seqkeeper "$CHART" -f "$values" >"$work/chart-$name.yaml" ||
+		die "helm template $CHART -f $values failed"
+	kubeconform "$work/chart-$name.yaml" || die "the chart rendered with $values is not valid (above)"
+done
+grep -q '^kind: PrometheusRule$' "$work/chart-full-values.yaml" || die "ci/full-values.yaml rendered no PrometheusRule"
+[[ "$(grep -c '^kind: Deployment$' "$work/chart-full-values.yaml")" -gt 1 ]] || die "ci/full-values.yaml rendered fewer than two roots"
+
+# The plain manifests are the chart rendered with deploy/kubernetes/values:
+# a fresh render must equal what is committed.
+bash scripts/render-manifests.sh --out "$work/fresh" 2>/dev/null || die "scripts/render-manifests.sh failed"
+rendered=(seqkeeper.yaml servicemonitor.yaml prometheusrule.yaml)
+stale() { # DIR: does any rendered file of DIR differ from the fresh one?
+	local f
+	for f in "${rendered[@]}"; do
+		diff -u "$1/$f" "$work/fresh/$f" >&2 || return 0
+	done
+	return 1
+}
+mkdir -p "$work/stale"
+for f in "${rendered[@]}"; do cp "$work/fresh/$f" "$work/stale/$f"; done
+sed -i 's/^  replicas: 3$/  replicas: 4/' "$work/stale/seqkeeper.yaml"
+stale "$work/stale" 2>/dev/null || die "self-check: a changed copy of seqkeeper.yaml was not told from a fresh render"
+! stale "$K8S_DIR" || die "deploy/kubernetes differs from the chart's render (above): run bash scripts/render-manifests.sh and commit the result"
+log "chart: helm lint --strict and kubeconform with the default, minimal and full values; deploy/kubernetes is its fresh render"
 
 # The alerts: one set of expressions in the PrometheusRule and the docs,
 # naming only metrics that exist (the Go sources define every name).

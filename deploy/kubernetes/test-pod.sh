@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the seqkeeper container of deploy/kubernetes/seqkeeper.yaml the way a
-# kubelet would, without a cluster: the image, args, env (fieldRefs and
+# Runs the seqkeeper container of deploy/kubernetes/seqkeeper.yaml (the
+# chart's render, scripts/render-manifests.sh) the way a kubelet would,
+# without a cluster: the image, args, env (fieldRefs and
 # secretKeyRefs resolved), securityContext (user 65532, read-only root file
 # system, all capabilities dropped, no privilege escalation), the token
 # Secret mounted with its mode and fsGroup, beside a ZooKeeper 3.8 in quorum
@@ -93,12 +94,17 @@ for cap in csc.get("capabilities", {}).get("drop", []):
 vols = {v["name"]: v for v in pod["volumes"]}
 for m in c.get("volumeMounts", []):
     s = vols[m["name"]]["secret"]
+    if "items" not in s:
+        assert s.get("optional"), f"volume {m['name']}: a Secret without items; name the keys this test should fill"
+        continue  # an optional Secret the pod starts without
+    d = os.path.join(os.environ["SECRET_DIR"], m["name"])
+    os.makedirs(d)
     for item in s["items"]:
-        p = os.path.join(os.environ["SECRET_DIR"], item["path"])
+        p = os.path.join(d, item["path"])
         open(p, "w").write(secrets[item["key"]])
         os.chown(p, 0, psc["fsGroup"])
         os.chmod(p, s.get("defaultMode", 0o644))
-    out += ["-v", f"{os.environ['SECRET_DIR']}:{m['mountPath']}:ro"]
+    out += ["-v", f"{d}:{m['mountPath']}:ro"]
 port = c["ports"][0]["containerPort"]
 out += ["-p", f"127.0.0.1::{port}"]
 print("\n".join(out))
