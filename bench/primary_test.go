@@ -179,13 +179,21 @@ func restoreOnce(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 	}
-	bare := bareCreate(b, e, n, false)
-	guarded := bareCreate(b, e, n, true)
+	// Said at once: the floors below take as long again.
+	b.Logf("%d sequences: restored in %.2f s, followed in %.2f s, %.0f B/sequence",
+		n, restored.Seconds(), tracked.Seconds(), (float64(after)-float64(before))/float64(n))
+	// The floors need the server to hold twice as many znodes again: up
+	// to 100,000 sequences only (a million more of each thrashed the
+	// test server at a 6 GB heap).
+	if n <= 100_000 {
+		bare := bareCreate(b, e, n, false)
+		guarded := bareCreate(b, e, n, true)
+		b.ReportMetric(bare.Seconds(), "bare-create-s")
+		b.ReportMetric(guarded.Seconds(), "guarded-create-s")
+		b.ReportMetric(restored.Seconds()/bare.Seconds(), "restore/bare")
+		b.ReportMetric(restored.Seconds()/guarded.Seconds(), "restore/guarded")
+	}
 	b.ReportMetric(restored.Seconds(), "restore-s")
-	b.ReportMetric(bare.Seconds(), "bare-create-s")
-	b.ReportMetric(guarded.Seconds(), "guarded-create-s")
-	b.ReportMetric(restored.Seconds()/bare.Seconds(), "restore/bare")
-	b.ReportMetric(restored.Seconds()/guarded.Seconds(), "restore/guarded")
 	b.ReportMetric(tracked.Seconds(), "tracked-s")
 	b.ReportMetric(float64(n)/restored.Seconds(), "sequences/s")
 	b.ReportMetric((float64(after)-float64(before))/float64(n), "B/sequence")
