@@ -12,12 +12,26 @@ import (
 
 // replicaStatus is the part of GET /v1/status the suite reads.
 type replicaStatus struct {
+	Replica struct {
+		ID      string `json:"id"`
+		Version string `json:"version"`
+	} `json:"replica"`
 	Leading bool `json:"leading"`
+	// Store is the store's health as the replica's own last request found
+	// it; LastRequest is "" before its first.
+	Store struct {
+		Healthy     bool   `json:"healthy"`
+		Error       string `json:"error"`
+		LastRequest string `json:"last_request"`
+	} `json:"store"`
 	Reserve *struct {
+		// Epoch is the leader epoch the primary advanced the store to.
+		Epoch     int64 `json:"epoch"`
 		Sequences []struct {
 			Name          string  `json:"name"`
 			StoredCeiling int64   `json:"stored_ceiling"`
 			Rate          float64 `json:"rate_per_second"`
+			RunwaySeconds float64 `json:"runway_seconds"`
 		} `json:"sequences"`
 	} `json:"reserve"`
 }

@@ -99,7 +99,7 @@ func RunWorkerProcess(ctx context.Context, out io.Writer) error {
 		sleep(ctx, time.Second)
 	}
 	defer zc.Close()
-	client, err := sequence.NewClient(zc, sequence.Options{CeilingWait: wait})
+	client, err := sequence.NewClient(zc, sequence.Options{Root: os.Getenv(envWorkerRoot), CeilingWait: wait})
 	if err != nil {
 		return err
 	}

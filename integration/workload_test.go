@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -33,6 +34,9 @@ type WorkloadOptions struct {
 	SessionTimeout time.Duration
 	// CeilingWait of the Go workers' sequence clients.
 	CeilingWait time.Duration
+	// Root of the Go workers' sequence clients; "" is the default root.
+	// Worker binaries of v0.1.0 ignore it (see StartGoWorkerFrom).
+	Root string
 }
 
 // Workload runs the chaos suite's workers and the primary monitor against a
@@ -51,6 +55,7 @@ type Workload struct {
 	mu      sync.Mutex
 	workers map[string]*goWorker
 	serial  int
+	httpIDs []string // every HTTP worker started, for WaitProgress
 	races   []string // data race reports of worker processes (readRaces)
 }
 
@@ -89,8 +94,7 @@ func NewWorkload(c *Cluster, hist *History, zkAddrs []string, opts WorkloadOptio
 	}
 	for _, r := range c.Replicas() {
 		for i := range opts.HTTPPerReplica {
-			id := fmt.Sprintf("http-%s-%d", r.Name, i)
-			w.wg.Go(func() { w.runHTTP(id, r) })
+			w.StartHTTPWorker(fmt.Sprintf("http-%s-%d", r.Name, i), fixedEndpoint{r})
 		}
 	}
 	w.wg.Go(w.monitor)
@@ -129,25 +133,36 @@ const (
 	envWorkerSeqs    = "SEQKEEPER_CHAOS_WORKER_SEQS" // the allocator's is the first
 	envWorkerSession = "SEQKEEPER_CHAOS_WORKER_SESSION"
 	envWorkerWait    = "SEQKEEPER_CHAOS_WORKER_CEILING_WAIT"
+	envWorkerRoot    = "SEQKEEPER_CHAOS_WORKER_ROOT" // since v0.1.0
 )
 
 // StartGoWorker starts a Go worker process of kind "alloc" or "take" and
 // returns its id.
 func (w *Workload) StartGoWorker(kind string) (string, error) {
+	return w.StartGoWorkerFrom(os.Args[0], "go", kind)
+}
+
+// StartGoWorkerFrom starts a Go worker process of kind "alloc" or "take"
+// from binary, a test binary of this suite of any version since v0.1.0:
+// its TestChaosWorkerProcess, configured by the SEQKEEPER_CHAOS_WORKER_*
+// variables, is the protocol. The worker's id is prefix-kind-N. Binaries
+// of v0.1.0 know no root variable and take from the default root.
+func (w *Workload) StartGoWorkerFrom(binary, prefix, kind string) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.serial++
-	id := fmt.Sprintf("go-%s-%d", kind, w.serial)
+	id := fmt.Sprintf("%s-%s-%d", prefix, kind, w.serial)
 	seqs := append([]string(nil), w.opts.Sequences...)
 	first := w.serial % len(seqs)
 	seqs[0], seqs[first] = seqs[first], seqs[0]
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChaosWorkerProcess$", "-test.count=1", "-test.timeout=0")
+	cmd := exec.Command(binary, "-test.run=^TestChaosWorkerProcess$", "-test.count=1", "-test.timeout=0")
 	cmd.Env = append(os.Environ(),
 		envWorker+"="+kind,
 		envWorkerZK+"="+strings.Join(w.zk, ","),
 		envWorkerSeqs+"="+strings.Join(seqs, ","),
 		envWorkerSession+"="+w.opts.SessionTimeout.String(),
 		envWorkerWait+"="+w.opts.CeilingWait.String(),
+		envWorkerRoot+"="+w.opts.Root,
 	)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -309,14 +324,45 @@ func (w *Workload) GoWorkers() []string {
 	return ids
 }
 
-// runHTTP takes IDs from one replica's HTTP API until the workload stops.
-func (w *Workload) runHTTP(id string, r *Node) {
+// Endpoints choose the replica of each call of an HTTP worker.
+type Endpoints interface {
+	// Acquire returns the replica for the next call, or nil when none
+	// serves now; Release(n) tells that the call to n has ended.
+	Acquire(rng *rand.Rand) *Node
+	Release(n *Node)
+}
+
+// fixedEndpoint is one replica, whatever its state.
+type fixedEndpoint struct{ n *Node }
+
+func (f fixedEndpoint) Acquire(*rand.Rand) *Node { return f.n }
+func (fixedEndpoint) Release(*Node)              {}
+
+// StartHTTPWorker starts an HTTP worker named id (its name must start
+// with "http") that sends each call to the replica ep chooses, until the
+// workload stops. WaitProgress waits for it.
+func (w *Workload) StartHTTPWorker(id string, ep Endpoints) {
+	w.mu.Lock()
+	w.httpIDs = append(w.httpIDs, id)
+	w.mu.Unlock()
+	w.wg.Go(func() { w.runHTTP(id, ep) })
+}
+
+// runHTTP takes IDs through the HTTP API of the replicas ep chooses until
+// the workload stops.
+func (w *Workload) runHTTP(id string, ep Endpoints) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	for w.ctx.Err() == nil {
 		seq := w.opts.Sequences[rng.IntN(len(w.opts.Sequences))]
+		r := ep.Acquire(rng)
+		if r == nil {
+			sleep(w.ctx, 50*time.Millisecond)
+			continue
+		}
 		t0 := time.Now()
 		ranges, code, err := w.takeHTTP(r, seq, 1+rng.IntN(50))
 		t1 := time.Now()
+		ep.Release(r)
 		if err != nil {
 			if w.ctx.Err() == nil {
 				w.hist.Event("error", id, code)
@@ -342,6 +388,9 @@ func (w *Workload) takeHTTP(r *Node, seq string, count int) ([][2]int64, string,
 	}
 	resp, err := w.http.Do(req)
 	if err != nil {
+		if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+			return nil, "http timeout", err
+		}
 		return nil, "http unreachable", err
 	}
 	defer resp.Body.Close()
@@ -380,11 +429,11 @@ func (w *Workload) WaitProgress(ctx context.Context, since time.Time) error {
 	for _, id := range w.GoWorkers() {
 		want[id] = true
 	}
-	for _, r := range w.cluster.Replicas() {
-		for i := range w.opts.HTTPPerReplica {
-			want[fmt.Sprintf("http-%s-%d", r.Name, i)] = true
-		}
+	w.mu.Lock()
+	for _, id := range w.httpIDs {
+		want[id] = true
 	}
+	w.mu.Unlock()
 	for {
 		stuck := map[string]bool{}
 		for id := range want {

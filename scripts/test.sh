@@ -59,6 +59,11 @@ go test -list '^Fuzz' ./... | awk '/^Fuzz/ { t[n++] = $1 } /^ok / { for (i = 0; 
 		fi
 	done
 
+# The rolling upgrade test (TestRollingUpgrade) runs the release in
+# integration/images/upgrade-from beside this tree: built once per commit,
+# then cached.
+log "the release the rolling upgrade starts from (scripts/upgrade-from.sh)"
+bash scripts/upgrade-from.sh
 log "container suite (-race)"
 (cd integration && go test -race -count=1 -timeout 45m "$@" ./...)
 log "all tests passed in $(( $(date +%s) - start ))s"

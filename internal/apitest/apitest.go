@@ -179,6 +179,7 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if v.t == nil && !ours(req.URL.Path) {
 		return v.base.RoundTrip(req)
 	}
+	older := v.t == nil && predates(req.URL.Host)
 	var body []byte
 	if req.Body != nil && req.Body != http.NoBody {
 		var err error
@@ -210,7 +211,9 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	what := fmt.Sprintf("%s %s -> %d %s", req.Method, req.URL.RequestURI(), resp.StatusCode, bytes.TrimSpace(answer))
 	if refused != nil {
-		if err := checkRefusal(resp, answer); err != nil {
+		if err := checkRefusal(resp, answer); err != nil && older {
+			notePredated(req, resp.StatusCode, err)
+		} else if err != nil {
 			v.errorf("OpenAPI contract: %s: the document refuses the request (%v) but the server %v", what, refused, err)
 		}
 		return resp, nil
@@ -222,7 +225,9 @@ func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		Body:                   io.NopCloser(bytes.NewReader(answer)),
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	}
-	if err := openapi3filter.ValidateResponse(req.Context(), out); err != nil {
+	if err := openapi3filter.ValidateResponse(req.Context(), out); err != nil && older {
+		notePredated(req, resp.StatusCode, err)
+	} else if err != nil {
 		v.errorf("OpenAPI contract: %s: the answer is not what httpapi/openapi.json describes: %v", what, err)
 	}
 	return resp, nil

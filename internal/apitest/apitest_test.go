@@ -95,3 +95,34 @@ func TestValidatorCatchesDrift(t *testing.T) {
 		})
 	}
 }
+
+// A server marked as an earlier release (a rolling upgrade) is checked
+// all the same, but what it answers outside the document is counted by
+// Predated, not failed by Check.
+func TestPredatedServersAreCountedApart(t *testing.T) {
+	drift := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{}`) // /livez without its status
+	})
+	older := httptest.NewServer(drift)
+	defer older.Close()
+	apitest.Predates(strings.TrimPrefix(older.URL, "http://"))
+	c := &http.Client{Transport: apitest.Wrap(http.DefaultTransport)}
+	for range 2 {
+		resp, err := c.Get(older.URL + "/livez")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if code := apitest.Check(); code != 0 {
+		t.Fatalf("Check = %d after answers of a predated server only", code)
+	}
+	var got []string
+	for k, n := range apitest.Predated() {
+		got = append(got, fmt.Sprintf("%dx %s", n, k))
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "2x GET /livez -> 200: ") {
+		t.Errorf("Predated = %q, want the two answers of /livez under one key", got)
+	}
+}
