@@ -616,3 +616,42 @@ func TestRootsThatShareASettingAreRefused(t *testing.T) {
 		})
 	}
 }
+
+// A store written in a format newer than this build reads (what a
+// rollback past a format change meets) stops serve at its start, exit 2,
+// with a message that says what to run; it never reports itself ready and
+// waits to be elected to fail.
+func TestServeRefusesANewerStoreFormat(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	b, err := persist.Open(ctx, "file://"+dir, persist.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Root: c.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, 0, persist.Record{Name: "x", Ceiling: 5}); err != nil {
+		t.Fatal(err)
+	}
+	// The meta object as a later release might write it.
+	_, etag, err := b.Get(ctx, "meta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "meta", []byte("seqkeeper-store v99\nfrom the future\n"), etag); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, seqkeeperBinary(t), "--root", c.root, "serve", "--id", "f0", "--http", "127.0.0.1:0")
+	cmd.Env = append(c.environ(), "SEQKEEPER_STORE=file://"+dir)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "seqkeeper-store v99") || !strings.Contains(string(out), "run the release that wrote it") {
+		t.Fatalf("serve on a store of format v99: %v; want exit 2 naming the format and what to run; output:\n%s", err, out)
+	}
+}

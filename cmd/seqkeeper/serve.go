@@ -112,8 +112,14 @@ func (g *globals) serve(ctx context.Context) error {
 	}
 	// One root per store, election and marker: a second root sharing one
 	// would share its primary, or mix its records into this root's.
-	if err := r.store.Check(ctx); errors.Is(err, persist.ErrOtherRoot) {
+	switch err := r.store.Check(ctx); {
+	case errors.Is(err, persist.ErrOtherRoot):
 		return &usageError{fmt.Errorf("store: %w", err)}
+	case errors.Is(err, persist.ErrNewerFormat):
+		// A rollback past a store format change: refuse at the start,
+		// not once elected, so that the operator sees it at once and
+		// the replica never reports itself ready.
+		return &usageError{fmt.Errorf("store: %w; this seqkeeper (%s) cannot serve it: run the release that wrote it or a later one (CHANGELOG.md names the release of each store format; a rollback past a format change is not possible)", err, buildVersion())}
 	}
 	if err := settlePaths(ctx, cfg, seqs, log); err != nil {
 		return err
