@@ -94,7 +94,7 @@ func (s *Store) readBucket(ctx context.Context, l *layout, b int) (*bucketState,
 		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	s.observeEpoch(obj.epoch)
-	return &bucketState{etag: etag, obj: obj}, nil
+	return &bucketState{etag: etag, data: data, obj: obj}, nil
 }
 
 func (s *Store) bucketError(l *layout, b int, err error) error {
@@ -108,7 +108,7 @@ func (l *layout) offerCache(b int, st *bucketState) {
 	select {
 	case slot.sem <- struct{}{}:
 		if slot.cached == nil {
-			slot.cached = st
+			slot.cached = cacheOf(st)
 		}
 		release(slot.sem)
 	default:

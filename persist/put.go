@@ -165,15 +165,10 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 	}
 	defer release(slot.sem)
 	for attempt := 0; ; attempt++ {
-		fresh := false
-		if slot.cached == nil {
-			st, err := s.readBucket(ctx, l, b)
-			if err != nil {
-				return err
-			}
-			slot.cached, fresh = st, true
+		st, fresh, err := s.cachedBucket(ctx, l, b)
+		if err != nil {
+			return err
 		}
-		st := slot.cached
 		if st.obj.epoch > epoch {
 			return fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
 		}
@@ -198,7 +193,7 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 		etag, err := s.b.Put(ctx, key, data, st.etag)
 		switch {
 		case err == nil:
-			slot.cached = &bucketState{etag: etag, obj: merged}
+			slot.cached = &cachedBucket{etag: etag, data: data}
 			return nil
 		case errors.Is(err, ErrConflict):
 			slot.cached = nil
@@ -217,6 +212,24 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 			return err
 		}
 	}
+}
+
+// cachedBucket is bucket b as the slot's cache holds it, or as read when
+// the cache holds nothing (fresh) and is then cached. The caller holds
+// the slot.
+func (s *Store) cachedBucket(ctx context.Context, l *layout, b int) (st *bucketState, fresh bool, err error) {
+	slot := &l.slots[b]
+	if slot.cached != nil {
+		if st, err := slot.cached.state(l, b); err == nil {
+			return st, false, nil
+		}
+		slot.cached = nil
+	}
+	if st, err = s.readBucket(ctx, l, b); err != nil {
+		return nil, false, err
+	}
+	slot.cached = cacheOf(st)
+	return st, true, nil
 }
 
 // mergeBucket returns old with in joined (see Put), and whether anything

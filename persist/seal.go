@@ -96,7 +96,7 @@ func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (
 		case st.obj.epoch > epoch:
 			return nil, fmt.Errorf("%s: %w: written by leader epoch %d; this writer holds epoch %d", key, ErrFenced, st.obj.epoch, epoch)
 		case st.obj.epoch == epoch && st.etag != "" && (st.obj.root == l.root || l.root == ""):
-			slot.cached = st
+			slot.cached = cacheOf(st)
 			return st, nil
 		}
 		sealed := *st.obj
@@ -111,8 +111,8 @@ func (s *Store) sealBucket(ctx context.Context, l *layout, b int, epoch int64) (
 			last = err // a conflict: someone wrote it; read again
 			continue
 		}
-		slot.cached = &bucketState{etag: etag, obj: &sealed}
-		return slot.cached, nil
+		slot.cached = &cachedBucket{etag: etag, data: data}
+		return &bucketState{etag: etag, data: data, obj: &sealed}, nil
 	}
 	return nil, fmt.Errorf("%s: seal for leader epoch %d: %w", key, epoch, last)
 }
