@@ -48,10 +48,10 @@ func (p *Primary) apply(ctx context.Context, plans []plan) error {
 			continue
 		}
 		delete(p.storeErrs, pl.name)
-		if kept, ok := p.records[pl.name]; ok {
-			p.records[pl.name] = kept.join(recs[i])
+		if kept, ok := p.record(pl.name); ok {
+			p.setRecord(pl.name, kept.join(recs[i]))
 		} else {
-			p.records[pl.name] = storedOf(recs[i])
+			p.setRecord(pl.name, storedOf(recs[i]))
 		}
 		written = append(written, pl)
 	}

@@ -87,9 +87,9 @@ func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 				// sequence records it; a successor primary that reads the
 				// old one fast-forwards the sequence (one reserve).
 				t.czxid, t.version = r.czxid, 0
-				if rec, ok := p.records[name]; ok {
+				if rec, ok := p.record(name); ok {
 					rec.czxid = r.czxid
-					p.records[name] = rec
+					p.setRecord(name, rec)
 				}
 			}
 		}
@@ -114,7 +114,7 @@ func (p *Primary) confirmBirths(ctx context.Context, births []persist.Record) er
 	p.view.Lock()
 	defer p.view.Unlock()
 	for _, r := range births {
-		p.records[r.Name] = p.records[r.Name].join(r)
+		p.joinRecord(r)
 	}
 	return nil
 }

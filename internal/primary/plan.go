@@ -57,6 +57,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 	if t == nil {
 		t = &tracked{legacyMargin: math.MaxInt64}
 		p.seqs[ev.Name] = t
+		p.adopt(ev.Name, t)
 		p.namesStale = true
 	}
 	t.czxid, t.mzxid, t.version, t.fresh = ev.Czxid, ev.Mzxid, ev.Version, true
@@ -152,7 +153,7 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		return plan{}, false
 	}
 	st := t.state
-	kept, stored := p.records[name]
+	kept, stored := p.record(name)
 	rec := kept.record(name)
 	reserve := p.reserve(t)
 	headroom := reconcile.Headroom(reserve)

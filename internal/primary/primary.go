@@ -87,7 +87,11 @@ type Primary struct {
 	births   map[string]birth
 	handGone map[string]struct{}
 	audited  time.Time // when the store was last read whole (takeStore, audit)
-	records  map[string]stored
+	// records holds what the store holds of the sequences the primary
+	// does not follow (a followed one's is in its tracked; records.go),
+	// and recordsBuilt its size when last built (compactRecords).
+	records      map[string]stored
+	recordsBuilt int
 	// broken is the error of the store buckets that could not be read at
 	// start (corrupt, or written by a newer format): their sequences are
 	// left alone, reported unhealthy, until a new term reads them again.
@@ -130,8 +134,9 @@ type Primary struct {
 }
 
 // tracked is what the primary knows of one sequence.
-// One per sequence, so its size counts: 224 bytes (a Go size class; a
-// time.Time and a second error took it to 256).
+// One per sequence, so its size counts: 240 bytes (a Go size class; a
+// time.Time and a second error took it to 256), the store's record of the
+// sequence included (records.go).
 type tracked struct {
 	state   state.State
 	czxid   int64
@@ -141,8 +146,14 @@ type tracked struct {
 	// as this primary's raise wrote it; not after the other writes, which
 	// set state without learning the version. A raise from a fresh state
 	// need not read it again (launch).
-	fresh   bool
-	corrupt error
+	fresh bool
+	// hasRec: rec* hold the store's record of the sequence (what p.records
+	// holds of a sequence the primary does not follow; records.go).
+	hasRec     bool
+	recDeleted bool
+	recCeiling int64
+	recCzxid   int64
+	corrupt    error
 
 	// rate is the demand in IDs per second, smoothed over the runway, and
 	// burst the most IDs taken in one sample, decaying over the runway
@@ -298,7 +309,9 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		records[r.Name] = storedOf(r)
 	}
 	p.view.Lock()
-	p.records, p.seqs, p.names, p.namesStale = records, make(map[string]*tracked), nil, false
+	// Nothing followed yet: every record is in p.records, until the
+	// watcher reports its sequence (adopt).
+	p.records, p.recordsBuilt, p.seqs, p.names, p.namesStale = records, len(records), make(map[string]*tracked), nil, false
 	p.storeErrs = make(map[string]error)
 	p.view.Unlock()
 	p.legacyMoved = make(map[string]struct{})
@@ -376,6 +389,9 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 			}
 		case watcher.Removed:
 			p.view.Lock()
+			if t := p.seqs[ev.Name]; t != nil {
+				p.release(ev.Name, t)
+			}
 			delete(p.seqs, ev.Name)
 			delete(p.storeErrs, ev.Name)
 			p.namesStale = true
@@ -383,8 +399,12 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 			missing = true
 		case watcher.Synced:
 			missing = true
+			p.count(func(s *Stats) { s.Syncs++ })
 		}
 	}
+	p.view.Lock()
+	p.compactRecords()
+	p.view.Unlock()
 	if everything {
 		return p.sweep(ctx)
 	}

@@ -177,7 +177,7 @@ func (p *Primary) restore(ctx context.Context) error {
 		p.log.Warn().Int("tombstones", len(repairs)).Msg("primary: the store had lost tombstones that ZooKeeper's deletion records hold; written again")
 		p.view.Lock()
 		for _, r := range repairs {
-			p.records[r.Name] = p.records[r.Name].join(r)
+			p.joinRecord(r)
 		}
 		p.view.Unlock()
 	}
@@ -199,7 +199,7 @@ func (p *Primary) restore(ctx context.Context) error {
 	}
 	p.view.Lock()
 	for _, r := range recs {
-		p.records[r.Name] = storedOf(r)
+		p.setRecord(r.Name, storedOf(r))
 	}
 	p.view.Unlock()
 	created, stale, err := p.seq.Restore(ctx, rs, p.zkEpoch)

@@ -34,6 +34,9 @@ type Stats struct {
 	// they were last seen in (deleted without 'seqkeeper delete'): not
 	// restored.
 	HandDeleted int64
+	// Syncs counts the watcher's full resynchronisations handled (the
+	// first one follows every sequence of the root).
+	Syncs int64
 }
 
 // SequenceStatus describes one sequence as the primary sees it.
@@ -150,7 +153,7 @@ func (p *Primary) sortedNames() []string {
 func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	st := t.state
 	s := SequenceStatus{Name: name, Legacy: st.Legacy, Next: st.Next, Ceiling: st.Ceiling,
-		StoredCeiling: p.records[name].ceiling, Rate: float64(t.rate), Healthy: true}
+		StoredCeiling: p.storedCeiling(name), Rate: float64(t.rate), Healthy: true}
 	left := st.Ceiling - st.Next + 1
 	if st.Legacy {
 		left = s.StoredCeiling - st.Next
@@ -190,7 +193,7 @@ func (p *Primary) noteLegacy() {
 		if t == nil || !t.state.Legacy {
 			continue
 		}
-		left := p.records[name].ceiling - t.state.Next
+		left := p.storedCeiling(name) - t.state.Next
 		if left < 0 && t.legacyMargin >= 0 {
 			p.count(func(s *Stats) { s.LegacyOverrun++ })
 		}

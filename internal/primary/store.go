@@ -79,20 +79,20 @@ func (p *Primary) audit(ctx context.Context) error {
 	}
 	lost := 0
 	p.view.Lock()
-	for name, old := range p.records {
+	p.eachRecord(func(name string, old stored) {
 		if err != nil && persist.Affects(err, name) {
-			continue // unreadable: keep what we know
+			return // unreadable: keep what we know
 		}
 		r, ok := held[name]
 		if !ok || r.Ceiling < old.ceiling {
 			lost++
 		}
 		if !ok {
-			delete(p.records, name)
+			p.dropRecord(name)
 		}
-	}
+	})
 	for name, r := range held {
-		p.records[name] = storedOf(r)
+		p.setRecord(name, storedOf(r))
 	}
 	wasBroken := p.broken != nil
 	p.broken = err
@@ -179,7 +179,7 @@ func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.R
 		}
 		p.view.Lock()
 		for _, r := range repairs {
-			p.records[r.Name] = p.records[r.Name].join(r)
+			p.joinRecord(r)
 		}
 		p.view.Unlock()
 	}
@@ -204,7 +204,7 @@ func (p *Primary) checkFence(ctx context.Context) error {
 	return fmt.Errorf("%w: leader epoch %d, held by %q, has replaced this primary's epoch %d", persist.ErrFenced, epoch, holder, p.epoch)
 }
 
-// refresh re-reads the records of names from the store into p.records (in
+// refresh re-reads the records of names from the store into p.record (in
 // one reading of the log and of the buckets that hold them) and returns
 // what it read, whole, by name (a name the store has no record of is not
 // in it).
@@ -217,7 +217,7 @@ func (p *Primary) refresh(ctx context.Context, names []string) (map[string]persi
 	}
 	p.view.Lock()
 	for _, r := range fresh {
-		p.records[r.Name] = storedOf(r)
+		p.setRecord(r.Name, storedOf(r))
 	}
 	p.view.Unlock()
 	return fresh, nil
