@@ -323,14 +323,7 @@ func (u *upgrade) verdict(elapsed time.Duration) {
 		t.Logf("rollback to %s completed: its primary advanced the epoch and stored raises over the store this tree wrote", u.old.Version)
 	}
 	u.contractReport()
-	if v.Duplicates > 0 {
-		var ex strings.Builder
-		for _, d := range v.Examples {
-			ex.WriteString("\n")
-			ex.WriteString(d.String())
-		}
-		t.Errorf("%d IDs handed out twice (of %d checked):%s", v.Duplicates, v.IDs, ex.String())
-	}
+	v.ReportDuplicates(t)
 	for _, r := range u.w.Races() {
 		t.Errorf("data race in a Go worker process: %s", r)
 	}
