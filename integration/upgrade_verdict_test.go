@@ -319,7 +319,7 @@ func (u *upgrade) verdict(elapsed time.Duration) {
 		v.IDs, v.Records, v.Duplicates, v.Lost, len(v.Gaps), longest.Seconds(), upgradeCeilingWait)
 	if len(u.refusals) > 0 {
 		t.Logf("ROLLBACK to %s REFUSED; the earlier release said:\n\t%s%s", u.old.Version, strings.Join(u.refusals, "\n\t"), u.oldReplicaLogs())
-	} else {
+	} else if !u.sc.UpgradeOnly {
 		t.Logf("rollback to %s completed: its primary advanced the epoch and stored raises over the store this tree wrote", u.old.Version)
 	}
 	u.contractReport()
