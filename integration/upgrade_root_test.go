@@ -105,7 +105,7 @@ func (u *upgrade) checkElection(ctx context.Context, when string) {
 		u.t.Errorf("election %s: %s holds %q (%v), not the claim of root %s that this release writes",
 			when, u.sc.Election, data, err, u.sc.Root)
 	}
-	u.t.Logf("election %s: %d candidates under %s, as many as replicas in service (%s); claimed for %s: %v; %s and %s unused",
+	u.t.Logf("election %s: %d candidates under %s, replicas in service: %s; claimed for %s: %v; derived paths %s and %s checked",
 		when, len(kids), u.sc.Election, u.describeIn(), u.sc.Root, claimed, electionD, markerD)
 }
 
