@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 )
@@ -43,9 +44,27 @@ func (c *Config) PathDerived(key string) bool {
 	return false
 }
 
+// SettlePath sets the setting key ("election_path" or "marker_path") to
+// path as decided after Validate derived it (cmd/seqkeeper's settlePaths:
+// a root served on the default path before paths were derived keeps it).
+// The path counts as set from then on: PathDerived reports false, and a
+// later Validate keeps it instead of deriving it from Root again.
+func (c *Config) SettlePath(key, path string) error {
+	switch key {
+	case "election_path":
+		c.ElectionPath, c.derived.election = path, false
+	case "marker_path":
+		c.MarkerPath, c.derived.marker = path, false
+	default:
+		return fmt.Errorf("settle %q: not a path setting (election_path or marker_path)", key)
+	}
+	return nil
+}
+
 // derivePaths fills ElectionPath and MarkerPath from Root where they are
-// empty, and records which it filled. A path derived earlier is derived
-// again, so that a changed Root moves it along.
+// empty, and records which it filled. A path derived earlier (and not
+// settled since, SettlePath) is derived again, so that a changed Root
+// moves it along.
 func (c *Config) derivePaths() {
 	election, marker := DerivedPaths(c.Root)
 	if c.ElectionPath == "" || c.derived.election {

@@ -50,3 +50,34 @@ func TestValidateDerivesUnsetPathsOnly(t *testing.T) {
 		t.Errorf("after the root changed: election_path %q, marker_path %q", c.ElectionPath, c.MarkerPath)
 	}
 }
+
+// A path settled after Validate derived it (a root served on the old
+// default election path keeps it) stays when the configuration is
+// validated again: it is no longer a derived path to follow the root.
+func TestValidateKeepsASettledPath(t *testing.T) {
+	c := DefaultConfig()
+	c.ZK = []string{"zk:2181"}
+	c.Root = "/billing"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SettlePath("election_path", DefaultElectionPath); err != nil {
+		t.Fatal(err)
+	}
+	if c.PathDerived("election_path") || !c.PathDerived("marker_path") {
+		t.Errorf("after settling election_path: derived election_path %t, marker_path %t; want false, true",
+			c.PathDerived("election_path"), c.PathDerived("marker_path"))
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.ElectionPath != DefaultElectionPath {
+		t.Errorf("validated again: election_path %q, want the settled %q", c.ElectionPath, DefaultElectionPath)
+	}
+	if _, m := DerivedPaths("/billing"); c.MarkerPath != m {
+		t.Errorf("validated again: marker_path %q, want the derived %q", c.MarkerPath, m)
+	}
+	if err := c.SettlePath("root", "/x"); err == nil || !strings.Contains(err.Error(), "election_path or marker_path") {
+		t.Errorf("SettlePath of another setting: %v, want an error naming the path settings", err)
+	}
+}

@@ -206,14 +206,7 @@ func (ch *chaos) dumpReplicas(t *testing.T, ctx context.Context) {
 // verdict fails the test on duplicates or leadership overlaps, with the
 // evidence.
 func (ch *chaos) verdict(t *testing.T, v Verdict) {
-	if v.Duplicates > 0 {
-		var b strings.Builder
-		for _, d := range v.Examples {
-			b.WriteString("\n")
-			b.WriteString(d.String())
-		}
-		t.Errorf("%d IDs handed out twice (of %d checked):%s", v.Duplicates, v.IDs, b.String())
-	}
+	v.ReportDuplicates(t)
 }
 
 // checkRaces fails the test with every data race report a Go worker

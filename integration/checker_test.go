@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -120,6 +121,21 @@ func Check(s Snapshot) Verdict {
 		}
 	}
 	return v
+}
+
+// ReportDuplicates fails t if any ID was handed out twice, listing the
+// examples with both calls; the only acceptable count is 0.
+func (v Verdict) ReportDuplicates(t testing.TB) {
+	t.Helper()
+	if v.Duplicates == 0 {
+		return
+	}
+	var b strings.Builder
+	for _, d := range v.Examples {
+		b.WriteString("\n")
+		b.WriteString(d.String())
+	}
+	t.Errorf("%d IDs handed out twice (of %d checked):%s", v.Duplicates, v.IDs, b.String())
 }
 
 // explainGap says why the IDs of g, following the range of before, were

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -51,12 +52,25 @@ import (
 type upgradeScenario struct {
 	// Root is the sequences' root: SEQKEEPER_ROOT of the replicas and the
 	// Go workers' root. "" is the default root, served on the default
-	// election and marker paths by every release. Another root (whose
-	// election and marker paths this release derives from it) needs an
-	// earlier release whose worker binary reads the worker's root
-	// (SEQKEEPER_CHAOS_WORKER_ROOT); 0.1.0's does not, and the test says
-	// so rather than take from the default root.
+	// election and marker paths by every release. With another root,
+	// the earlier release's library workers run only if its worker
+	// binary reads the worker's root (SEQKEEPER_CHAOS_WORKER_ROOT);
+	// 0.1.0's does not, and then the workload is this release's library
+	// workers and the HTTP takers (which reach the earlier release's
+	// replicas all the same), rather than workers taking from the
+	// default root.
 	Root string
+	// OldEnv is added to the environment of the earlier release's
+	// replicas only (the settings it needed that this release derives).
+	OldEnv map[string]string
+	// Election is the election path every replica of both releases must
+	// be a candidate under while they run side by side (checked in
+	// ZooKeeper, checkElection); "": not checked.
+	Election string
+	// UpgradeOnly leaves out the rollback (TestRollingUpgrade covers it).
+	UpgradeOnly bool
+	// MixedHold is how long the mixed cluster is held; 0: upgradeMixedHold.
+	MixedHold time.Duration
 }
 
 const (
@@ -94,6 +108,11 @@ type upgrade struct {
 	rot      *rotation
 	old, cur release
 
+	proxy *ZooKeeperProxy // the test process's ZooKeeper addresses
+	// oldLibrary: the earlier release's library workers run (see
+	// upgradeScenario.Root).
+	oldLibrary bool
+
 	mu       sync.Mutex
 	version  map[string]string // replica name -> version it runs
 	phases   []phase
@@ -116,8 +135,10 @@ func runRollingUpgrade(t *testing.T, sc upgradeScenario) {
 	defer cancel()
 	start := time.Now()
 	old, cur := findReleases(ctx, t)
-	if sc.Root != "" && !knowsWorkerRoot(t, old) {
-		t.Fatalf("the worker binary of %s takes from the default root only: a scenario with root %q needs an earlier release that has %s", old, sc.Root, envWorkerRoot)
+	oldLibrary := sc.Root == "" || knowsWorkerRoot(t, old)
+	if !oldLibrary {
+		t.Logf("the library worker of %s takes from the default root only (it has no %s): root %q is taken from by library workers of %s and HTTP takers through replicas of both",
+			old, envWorkerRoot, sc.Root, cur)
 	}
 	t.Logf("rolling upgrade from %s to %s, root %q", old, cur, sc.Root)
 	env := map[string]string{
@@ -128,7 +149,7 @@ func runRollingUpgrade(t *testing.T, sc upgradeScenario) {
 		env["SEQKEEPER_ROOT"] = sc.Root
 	}
 	u := &upgrade{t: t, sc: sc, c: NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, ReplicaEnv: env}),
-		hist: NewHistory(), rot: newRotation(), old: old, cur: cur, version: map[string]string{}}
+		hist: NewHistory(), rot: newRotation(), old: old, cur: cur, oldLibrary: oldLibrary, version: map[string]string{}}
 	u.begin("start: " + old.Version)
 	for range 3 {
 		n := u.addReplica(ctx, old)
@@ -140,12 +161,14 @@ func runRollingUpgrade(t *testing.T, sc upgradeScenario) {
 
 	u.begin("all " + old.Version)
 	sleep(ctx, upgradeStepHold)
-	u.roll(ctx, "upgrade", 1, old, cur, upgradeMixedHold)
-	if u.roll(ctx, "rollback", 1, cur, old, upgradeMixedHold) {
+	mixedHold := cmp.Or(sc.MixedHold, upgradeMixedHold)
+	u.roll(ctx, "upgrade", 1, old, cur, mixedHold)
+	if !sc.UpgradeOnly && u.roll(ctx, "rollback", 1, cur, old, mixedHold) {
 		u.rollForward(ctx)
 	}
 	u.begin("end")
 	sleep(ctx, upgradeStepHold)
+	u.checkElection(ctx, "at the end")
 	u.checkRaise(ctx)
 	u.verify(ctx)
 	u.end()
@@ -182,7 +205,11 @@ func (u *upgrade) end() {
 // addReplica starts a replica of rel and checks that it reports rel's
 // version.
 func (u *upgrade) addReplica(ctx context.Context, rel release) *Node {
-	n, err := u.c.AddReplicaWith(ctx, nil, testcontainers.WithImage(rel.Image))
+	opts := []testcontainers.ContainerCustomizer{testcontainers.WithImage(rel.Image)}
+	if rel.Name == u.old.Name && len(u.sc.OldEnv) > 0 {
+		opts = append(opts, testcontainers.WithEnv(u.sc.OldEnv))
+	}
+	n, err := u.c.AddReplicaWith(ctx, nil, opts...)
 	if err != nil {
 		u.t.Fatalf("start a replica of %s: %v", rel, err)
 	}
@@ -251,6 +278,7 @@ func (u *upgrade) verify(ctx context.Context) {
 // has taken IDs.
 func (u *upgrade) startWorkload(ctx context.Context) {
 	proxy := NewZooKeeperProxy(u.t, u.c)
+	u.proxy = proxy
 	seqs := make([]string, 0, len(upgradeSequences))
 	for name := range upgradeSequences {
 		seqs = append(seqs, name)
@@ -273,6 +301,9 @@ func (u *upgrade) startWorkload(ctx context.Context) {
 		}
 	})
 	for _, rel := range []release{u.old, u.cur} {
+		if rel.Name == u.old.Name && !u.oldLibrary {
+			continue
+		}
 		for _, kind := range []string{"alloc", "take"} {
 			if _, err := w.StartGoWorkerFrom(rel.Worker, "go-"+rel.Name, kind); err != nil {
 				u.t.Fatal(err)
@@ -330,6 +361,7 @@ func (u *upgrade) roll(ctx context.Context, name string, step int, from, to rele
 			u.t.Logf("%s: %d replicas run %s, one %s (the primary: %v): holding the mixed cluster for %s",
 				name, u.countIn(to), to.Version, from.Version, !primary && u.primaryRuns(ctx, from), mixedHold)
 			sleep(ctx, mixedHold)
+			u.checkElection(ctx, "in the mixed cluster")
 		default:
 			sleep(ctx, upgradeStepHold)
 		}

@@ -314,23 +314,20 @@ func (u *upgrade) verdict(elapsed time.Duration) {
 		k := kinds[name]
 		fmt.Fprintf(&b, "\n%-40s IDs %9d in %6d ranges, longest call %.2fs (%s)", name, k.ids, k.ranges, k.longest.Seconds(), k.longestBy)
 	}
-	t.Logf("rolling upgrade from %s to %s and back in %s, by kind of worker:%s", u.old, u.cur, elapsed.Round(time.Second), b.String())
+	back := " and back"
+	if u.sc.UpgradeOnly {
+		back = ""
+	}
+	t.Logf("rolling upgrade from %s to %s%s in %s, by kind of worker:%s", u.old, u.cur, back, elapsed.Round(time.Second), b.String())
 	t.Logf("IDs checked %d in %d ranges; duplicates %d; lost %d in %d gaps; longest call where a replica could write the store %.2fs (bound: ceiling_wait %s)",
 		v.IDs, v.Records, v.Duplicates, v.Lost, len(v.Gaps), longest.Seconds(), upgradeCeilingWait)
 	if len(u.refusals) > 0 {
 		t.Logf("ROLLBACK to %s REFUSED; the earlier release said:\n\t%s%s", u.old.Version, strings.Join(u.refusals, "\n\t"), u.oldReplicaLogs())
-	} else {
+	} else if !u.sc.UpgradeOnly {
 		t.Logf("rollback to %s completed: its primary advanced the epoch and stored raises over the store this tree wrote", u.old.Version)
 	}
 	u.contractReport()
-	if v.Duplicates > 0 {
-		var ex strings.Builder
-		for _, d := range v.Examples {
-			ex.WriteString("\n")
-			ex.WriteString(d.String())
-		}
-		t.Errorf("%d IDs handed out twice (of %d checked):%s", v.Duplicates, v.IDs, ex.String())
-	}
+	v.ReportDuplicates(t)
 	for _, r := range u.w.Races() {
 		t.Errorf("data race in a Go worker process: %s", r)
 	}

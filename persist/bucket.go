@@ -86,6 +86,7 @@ func (s *Store) readBucket(ctx context.Context, l *layout, b int) (*bucketState,
 		return nil, err
 	}
 	obj, err := decodeBucket(data)
+	err = s.explain(ctx, err)
 	if err == nil {
 		err = checkBucket(obj, b, l.n, l.root)
 	}

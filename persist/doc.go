@@ -29,6 +29,8 @@
 //	                   (repaired after a write if lost)
 //	buckets/<hex id>   the records of every name that hashes to the bucket
 //	log/<hex position> one store write's records (see log.go)
+//	release            the seqkeeper release that wrote the formats, named
+//	                   when an older build refuses one (release.go)
 //
 // Readers find the log by listing it (Backend.List), so no object points
 // at another and losing any one object loses only the records it alone
@@ -40,7 +42,8 @@
 // A store of an older format is read as it is and migrated on the first
 // write (the epoch object's checkpoint of format v2 is ignored: the log is
 // listed); a format newer than this seqkeeper knows is refused
-// (ErrNewerFormat) rather than read in part.
+// (ErrNewerFormat, a NewerFormatError naming the release that wrote it
+// when the store records it) rather than read in part.
 //
 // # What holds
 //

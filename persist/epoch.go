@@ -75,6 +75,9 @@ func (s *Store) confirmEpoch(ctx context.Context, epoch int64) error {
 			how = fmt.Sprintf("rolled back to epoch %d", ep.epoch)
 		}
 		next := epochState{epoch: epoch, holder: ep.holder, updated: time.Now()}
+		if err := s.recordReleaseOver(ctx, ep); err != nil {
+			return err
+		}
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
 		if errors.Is(err, ErrConflict) {
 			if err := retry.Wait(ctx, attempt); err != nil {
@@ -102,7 +105,7 @@ func (s *Store) readEpoch(ctx context.Context) (epochState, string, error) {
 	}
 	st, err := decodeEpoch(data)
 	if err != nil {
-		return epochState{}, "", fmt.Errorf("epoch object %q: %w", epochKey, err)
+		return epochState{}, "", fmt.Errorf("epoch object %q: %w", epochKey, s.explain(ctx, err))
 	}
 	return st, etag, nil
 }
@@ -147,6 +150,9 @@ func (s *Store) AdvanceEpoch(ctx context.Context, holder string) (int64, error) 
 		// that object was lost, buckets still carry their writers'
 		// epochs, and a new epoch below them would be fenced by them.
 		next := epochState{epoch: max(cur.epoch, s.maxEpoch.Load()) + 1, holder: holder, updated: time.Now()}
+		if err := s.recordReleaseOver(ctx, cur); err != nil {
+			return 0, fmt.Errorf("store %s: advance epoch: %w", s.b, err)
+		}
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(next), etag)
 		if errors.Is(err, ErrConflict) {
 			s.log.Debug().Int64("epoch", cur.epoch).Msg("store: lost a race to advance the epoch; retrying")

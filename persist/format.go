@@ -163,7 +163,7 @@ func splitHeader(data []byte, magic string, current int) (version int, rest []by
 	case err != nil || ver < 1:
 		return 0, nil, corruptf("bad %s format version %.20q", magic, v)
 	case ver > current:
-		return 0, nil, fmt.Errorf("%w (object format %s v%d, this build reads up to v%d)", ErrNewerFormat, magic, ver, current)
+		return 0, nil, &NewerFormatError{Format: magic, Version: ver, Reads: current}
 	}
 	return ver, rest, nil
 }

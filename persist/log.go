@@ -67,6 +67,7 @@ func (s *Store) readSegment(ctx context.Context, l *layout, pos int64) (*segment
 		return nil, err
 	}
 	sg, err := decodeSegment(data)
+	err = s.explain(ctx, err)
 	if err == nil && sg.pos != pos {
 		err = corruptf("holds position %d", sg.pos)
 	}
@@ -180,12 +181,15 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		m, err := decodeMeta(data)
 		if err != nil {
-			return fmt.Errorf("meta object %q: %w", metaKey, err)
+			return fmt.Errorf("meta object %q: %w", metaKey, s.explain(ctx, err))
 		}
 		if m.version == metaVersion && (m.root != "" || s.opts.Root == "") {
 			break
 		}
 		m.root = cmp.Or(m.root, s.opts.Root)
+		if err := s.recordRelease(ctx); err != nil {
+			return err
+		}
 		if _, err = s.b.Put(ctx, metaKey, encodeMeta(m), etag); err == nil {
 			s.log.Info().Str("root", m.root).Msg("store: the meta object now records the sequences root (format v2); seqkeeper builds before it can no longer use the store")
 			break
@@ -205,6 +209,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		s.observeEpoch(ep.epoch)
 		if etag == "" || ep.version == epochVersion {
 			return nil // a missing object is written by the first epoch check
+		}
+		if err := s.recordRelease(ctx); err != nil {
+			return err
 		}
 		_, err = s.b.Put(ctx, epochKey, encodeEpoch(ep), etag)
 		if err == nil || !errors.Is(err, ErrConflict) {

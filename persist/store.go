@@ -125,6 +125,13 @@ type StoreOptions struct {
 	// ErrOtherRoot: two roots sharing one store would mix their records.
 	// Empty: no check, nothing recorded (tools that read any store).
 	Root string
+	// Release is the seqkeeper release of this build ("v0.2.0"; the
+	// binary's version). It is recorded in the store's release object
+	// when this build writes its formats over older ones (or creates the
+	// store), and named in the refusals of a newer format (see
+	// NewerFormatError): "run v0.4.0 or later". Empty: nothing recorded,
+	// and a refusal says "this build".
+	Release string
 	// Logger receives store events (epoch changes, conflicts, fencing,
 	// repairs), never data or secrets. Default: disabled.
 	Logger *zerolog.Logger
@@ -165,6 +172,9 @@ type Store struct {
 	// repairs counts store objects found lost or rolled back and rebuilt
 	// (the epoch and meta objects).
 	repairs atomic.Int64
+	// releaseRecorded: the release object names formats as new as this
+	// build's, or was left as it was (recordRelease).
+	releaseRecorded atomic.Bool
 }
 
 // layout is the store's shape once the meta object is known.
@@ -315,7 +325,7 @@ func (s *Store) readMeta(ctx context.Context) (int, error) {
 		switch {
 		case err == nil:
 			if m, err = decodeMeta(data); err != nil {
-				return 0, fmt.Errorf("meta object %q: %w", metaKey, err)
+				return 0, fmt.Errorf("meta object %q: %w", metaKey, s.explain(ctx, err))
 			}
 		case errors.Is(err, ErrNotFound):
 			if m, err = s.rebuildMeta(ctx); err != nil {
@@ -335,6 +345,9 @@ func (s *Store) readMeta(ctx context.Context) (int, error) {
 			return m.buckets, nil
 		}
 		m.root = cmp.Or(m.root, s.opts.Root)
+		if err := s.recordRelease(ctx); err != nil {
+			return 0, err
+		}
 		_, err = s.b.Put(ctx, metaKey, encodeMeta(m), etag)
 		if errors.Is(err, ErrConflict) {
 			continue // another store wrote it first: read theirs
@@ -372,7 +385,7 @@ func (s *Store) rebuildMeta(ctx context.Context) (metaState, error) {
 	}
 	o, err := decodeBucket(data)
 	if err != nil {
-		return metaState{}, fmt.Errorf("the meta object is missing, and %s, which would give the bucket count, is unreadable: %w", keys[0], err)
+		return metaState{}, fmt.Errorf("the meta object is missing, and %s, which would give the bucket count, is unreadable: %w", keys[0], s.explain(ctx, err))
 	}
 	m.buckets, m.root = o.buckets, cmp.Or(o.root, s.opts.Root)
 	s.repairs.Add(1)

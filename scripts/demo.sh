@@ -15,13 +15,8 @@
 # file system for ZooKeeper), later runs seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+LOG_TAG=demo
 . scripts/lib.sh
-
-log() { printf '%s demo: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
 
 command -v go >/dev/null 2>&1 || die "Go is missing: install Go 1.26 or later (https://go.dev/dl/) and put it on PATH"
 command -v docker >/dev/null 2>&1 || die "Docker is missing: install Docker Engine (apt-get install docker.io)"

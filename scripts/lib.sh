@@ -1,6 +1,18 @@
 # Shared by scripts/setup.sh, demo.sh, validate-manifests.sh and
 # render-manifests.sh (source it; not a program).
 
+# log MESSAGE... writes MESSAGE to standard error after the time and the
+# script's tag: LOG_TAG, set before sourcing (default: the script's name
+# without .sh). A script that logs elsewhere defines its own log after
+# sourcing this.
+log() { printf '%s %s: %s\n' "$(date +%H:%M:%S)" "${LOG_TAG:-$(basename "$0" .sh)}" "$*" >&2; }
+
+# die MESSAGE... logs "error: MESSAGE" and exits 1.
+die() {
+	log "error: $*"
+	exit 1
+}
+
 # ensure_packages LOG CMD:PKG... installs, with apt-get, the Debian package
 # PKG of every command CMD that is missing (CMD "-" checks the package with
 # dpkg instead). Needs root when something is missing; otherwise it says the

@@ -19,11 +19,7 @@ CHART=charts/seqkeeper
 VALUES=deploy/kubernetes/values/manifests.yaml
 out=deploy/kubernetes
 
-log() { printf '%s render: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+LOG_TAG=render
 . scripts/lib.sh
 
 while (($#)); do

@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '%s setup: %s\n' "$(date +%H:%M:%S)" "$*"; }
 . scripts/lib.sh
+# Logs to standard output, unlike lib.sh's log.
+log() { printf '%s setup: %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 ensure_packages log -:zookeeper java:openjdk-17-jre-headless debootstrap:debootstrap \
 	curl:curl -:ca-certificates chromium:chromium || exit 2

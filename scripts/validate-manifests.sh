@@ -40,11 +40,7 @@ CACHE="${SEQKEEPER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/seqkeeper}"
 SCHEMAS="$CACHE/k8s-schemas/${K8S##*@}-promop-${PROMOP##*@}"
 K8S_DIR=deploy/kubernetes
 
-log() { printf '%s manifests: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-	log "error: $*"
-	exit 1
-}
+LOG_TAG=manifests
 . scripts/lib.sh
 
 work="$(mktemp -d)"

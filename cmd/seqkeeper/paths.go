@@ -53,7 +53,11 @@ func settlePathsFrom(ctx context.Context, cfg *config.Config, seqs *seqzk.Client
 		if keep {
 			log.Info().Str("root", cfg.Root).Str(p.key, p.old).Str("derived", *p.path).
 				Msgf("%s: this root was served on %s before paths were derived from root; keeping it (set %s to say so and silence this)", p.key, p.old, p.key)
-			*p.path = p.old
+			// Settled, not assigned: a later Validate keeps it rather
+			// than derive it from root again.
+			if err := cfg.SettlePath(p.key, p.old); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -87,6 +87,15 @@ func TestSettlePathsKeepsWhatARootUsedBefore(t *testing.T) {
 			if cfg.ElectionPath != wantE || cfg.MarkerPath != wantM {
 				t.Errorf("election_path %s, marker_path %s; want %s, %s", cfg.ElectionPath, cfg.MarkerPath, wantE, wantM)
 			}
+			// What was settled stays settled when the configuration is
+			// validated again: a path kept from before is not derived
+			// from the root a second time.
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ElectionPath != wantE || cfg.MarkerPath != wantM {
+				t.Errorf("validated again after settling: election_path %s, marker_path %s; want %s, %s", cfg.ElectionPath, cfg.MarkerPath, wantE, wantM)
+			}
 		})
 	}
 }

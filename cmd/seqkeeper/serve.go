@@ -118,8 +118,10 @@ func (g *globals) serve(ctx context.Context) error {
 	case errors.Is(err, persist.ErrNewerFormat):
 		// A rollback past a store format change: refuse at the start,
 		// not once elected, so that the operator sees it at once and
-		// the replica never reports itself ready.
-		return &usageError{fmt.Errorf("store: %w; this seqkeeper (%s) cannot serve it: run the release that wrote it or a later one (CHANGELOG.md names the release of each store format; a rollback past a format change is not possible)", err, buildVersion())}
+		// the replica never reports itself ready. The error names the
+		// release that wrote the format when the store records it
+		// (persist.NewerFormatError), and says what to run.
+		return &usageError{fmt.Errorf("store: %w (a rollback past a store format change is not possible; CHANGELOG.md names the store formats of each release)", err)}
 	}
 	if err := settlePaths(ctx, cfg, seqs, log); err != nil {
 		return err

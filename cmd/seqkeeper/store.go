@@ -47,5 +47,7 @@ func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.S
 		}
 		return nil, err
 	}
-	return persist.NewStore(b, persist.StoreOptions{Root: cfg.Root})
+	// The release is recorded when this build moves the store's formats
+	// on, and named when it refuses a newer one (persist.NewerFormatError).
+	return persist.NewStore(b, persist.StoreOptions{Root: cfg.Root, Release: buildVersion()})
 }
