@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -85,4 +86,55 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 		return false, fmt.Errorf("read %s: %w", seqs.Root(), err)
 	}
 	return served, nil
+}
+
+// refuseUnknownElection stops serve from opening a second election for a
+// root that a primary has served on paths this release cannot find. That
+// is the case when election_path was derived from root and never used (no
+// such znode, and settlePaths found no default path the root used) while
+// one of the root's sequences is validated, which only a primary does:
+// an earlier release served the root on an election_path and marker_path
+// set by hand (0.1.0's documentation asked for them for every root but the
+// default one). A replica on the derived paths would then hold an
+// election of its own beside the replicas still running there, and two
+// primaries would serve the root at once. The operator sets the paths
+// those replicas use; nothing else can find them.
+//
+// A root whose znode is gone (ZooKeeper lost its data, or it was never
+// created) or that holds only registrations and legacy counters is not
+// refused: no primary of this root has left a mark in this ZooKeeper (a
+// legacy counter carries none, so a root of legacy counters alone served
+// on hand-set paths goes undetected; docs/operations.md says to keep
+// such settings).
+func refuseUnknownElection(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) error {
+	if !cfg.PathDerived("election_path") {
+		return nil
+	}
+	_, used, _, err := seqs.ClaimOf(ctx, cfg.ElectionPath)
+	if err != nil || used {
+		return err
+	}
+	names, err := seqs.Names(ctx)
+	if errors.Is(err, seqzk.ErrUnknownSequence) {
+		return nil // no root: nothing was served here
+	}
+	if err != nil {
+		return fmt.Errorf("election_path: look for a primary's marks under %s: %w", seqs.Root(), err)
+	}
+	for _, name := range names {
+		st, _, err := seqs.Describe(ctx, name)
+		if err != nil {
+			continue // gone meanwhile, or not a sequence: no evidence either way
+		}
+		if !st.Legacy && st.Validated() {
+			return usagef("root %s has sequences a primary served (%q is validated), but not on election_path %s (derived from root; "+
+				"it does not exist): an earlier release served this root on an election_path and marker_path set by hand. "+
+				"Set election_path and marker_path to the values its replicas use (their config file, or %s and %s): "+
+				"starting here would hold a second election beside theirs. If no replica serves this root any more and you "+
+				"want the derived paths, set election_path %s and marker_path %s explicitly",
+				seqs.Root(), name, cfg.ElectionPath, config.EnvName("election_path"), config.EnvName("marker_path"),
+				cfg.ElectionPath, cfg.MarkerPath)
+		}
+	}
+	return nil
 }

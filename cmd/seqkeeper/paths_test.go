@@ -2,6 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -120,5 +125,64 @@ func claim(t *testing.T, conn *zkclient.Client, root string, paths ...string) {
 		if err := seqs.Claim(context.Background(), p, "marker_path"); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A root a primary served on election and marker paths set by hand (as
+// 0.1.0's docs asked), started now with only root set: the derived paths
+// were never used and settlePaths finds no default one, so serve would
+// hold a second election beside the replicas still on the old paths. It
+// refuses instead (exit 2), naming the settings to set. A root with no
+// primary's mark (gone after a ZooKeeper loss, or only registered) starts.
+func TestServeRefusesARootServedOnPathsItCannotFind(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	conn := testenv.Connect(t, z.Servers, 10*time.Second)
+	ctx := context.Background()
+	validated := state.State{Start: 1, Next: 10, Ceiling: 100, End: state.MaxID, ZKEpoch: 3, Marker: state.MarkerPrefix + "0123456789abcdef"}
+	registered := state.State{Registered: true, Start: 1, End: state.MaxID}
+	for _, tc := range []struct {
+		name    string
+		seqs    []state.State // under the root; nil: no root znode
+		derived bool          // the derived election path exists
+		refused bool
+	}{
+		{name: "no root"},
+		{name: "registrations only", seqs: []state.State{registered}},
+		{name: "served by hand-set paths", seqs: []state.State{registered, validated}, refused: true},
+		{name: "served on the derived paths", seqs: []state.State{validated}, derived: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := z.Path(strings.ReplaceAll(t.Name(), " ", "-")) + "/ids"
+			cfg := config.DefaultConfig()
+			cfg.ZK, cfg.Root = z.Servers, root
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = testenv.DeleteAll(conn, path.Dir(cfg.ElectionPath)) })
+			for i, st := range tc.seqs {
+				mustCreate(t, conn, root)
+				if _, err := conn.Create(ctx, fmt.Sprintf("%s/s%d", root, i), st.Encode(), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.derived {
+				claim(t, conn, root, cfg.ElectionPath)
+			}
+			seqs, err := seqzk.NewClient(conn, seqzk.Options{Root: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = refuseUnknownElection(ctx, cfg, seqs)
+			var usage *usageError
+			switch {
+			case tc.refused && !errors.As(err, &usage):
+				t.Fatalf("want a usage error (exit 2), got %v", err)
+			case tc.refused && !strings.Contains(err.Error(), "election_path") || tc.refused && !strings.Contains(err.Error(), "marker_path"):
+				t.Fatalf("the refusal does not name the settings to set: %v", err)
+			case !tc.refused && err != nil:
+				t.Fatalf("refused: %v", err)
+			}
+		})
 	}
 }

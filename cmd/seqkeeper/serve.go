@@ -126,6 +126,9 @@ func (g *globals) serve(ctx context.Context) error {
 	if err := settlePaths(ctx, cfg, seqs, log); err != nil {
 		return err
 	}
+	if err := refuseUnknownElection(ctx, cfg, seqs); err != nil {
+		return err
+	}
 	log.Info().Str("root", cfg.Root).Str("election_path", cfg.ElectionPath).Str("marker_path", cfg.MarkerPath).Msg("serve: the root's election and cluster marker")
 	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
 		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
