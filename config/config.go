@@ -212,6 +212,11 @@ type Config struct {
 	// ID names this replica in the election; unique per replica. Default:
 	// the host name.
 	ID string
+	// Roots, from the config file's roots: list, are the roots serve
+	// hosts in one process, each with its own election, primary and
+	// store; Root and Store are then left unset. Empty: the one root of
+	// Root and Store. See RootConfig and ForRoot.
+	Roots []RootConfig
 	// Advertise is the host:port other replicas and operators reach this
 	// replica's HTTP API at. Empty: derived from HTTP (see AdvertiseAddr).
 	Advertise string

@@ -77,6 +77,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if len(c.Roots) > 0 {
+		errs = append(errs, c.validateRoots()...)
+	}
 	if msg := storeProblem(c.Store); msg != "" {
 		bad("store", "%s: %s", RedactURL(c.Store), msg)
 	}
