@@ -70,7 +70,7 @@ func TestRootsListErrors(t *testing.T) {
 		{"duplicate root", top + "roots:\n  - {root: /a, store: file:///a}\n  - {name: b, root: /a, store: file:///b}\n", "entries 1 and 2 both serve root /a"},
 		{"duplicate name", top + "roots:\n  - {root: /x/ids, store: file:///a}\n  - {root: /y/ids, store: file:///b}\n", `entries 1 and 2 are both named "ids"`},
 		{"bad name", top + "roots:\n  - {name: a/b, root: /a, store: file:///a}\n", `name "a/b": want 1 to 63 letters`},
-		{"same store", top + "roots:\n  - {root: /a, store: "s3://b/p?region=x"}\n  - {root: /b, store: s3://b/p/}\n", "entries 1 and 2 share a store"},
+		{"same store", top + "roots:\n  - {root: /a, store: \"s3://b/p?region=x\"}\n  - {root: /b, store: s3://b/p/}\n", "entries 1 and 2 share a store"},
 		{"store inside another", top + "roots:\n  - {root: /a, store: file:///s}\n  - {root: /b, store: file:///s/b}\n", "share a store"},
 		{"bad store", top + "roots:\n  - {root: /a, store: ftp://x}\n", `entry 1 (a): store "ftp://x": scheme "ftp"`},
 		{"root under another", top + "roots:\n  - {root: /a, store: file:///a}\n  - {root: /a/b, store: file:///b}\n", "entry 1 (a) root /a and entry 2 (b) root /a/b contain one another"},
