@@ -402,7 +402,7 @@ func (c *Config) Warnings() []string {
 	if err == nil && c.HTTPToken.Reveal() == "" && c.HTTPTokenFile == "" && c.HTTPTLSClientCAFile == "" && !isLoopback(host) {
 		out = append(out, fmt.Sprintf("the HTTP API listens on %s without a bearer token: anyone who can reach it can take IDs; set http_token_file", c.HTTP))
 	}
-	if c.Store == "" {
+	if c.Store == "" && len(c.Roots) == 0 {
 		out = append(out, "no store configured: this replica will not act as primary (ceilings must be durable before use); set store")
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/rs/zerolog"
+
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
