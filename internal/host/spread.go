@@ -27,9 +27,12 @@ type SpreadOptions struct {
 // over to the next candidate in that root's line, by Resign: the same
 // graceful path as a SIGTERM's, the successor taking over at once and
 // this replica rejoining last. It hands over one root per Cooldown, and
-// only to a successor that leads fewer than ceil(R/N) roots, so that
-// every handover brings the leaders nearer the spread and none moves a
-// root back: with every replica hosting the same roots this converges.
+// only a root in whose line a replica that leads fewer than ceil(R/N)
+// waits, preferring the root where it stands nearest the head: the
+// successor itself, or else one that then leads a root too many and
+// hands it on down the line. A root never goes to a replica that is
+// already at its share unless it passes on, so with every replica
+// hosting the same roots this converges.
 // It never takes leadership: a replica that leads too few waits for the
 // others to hand over.
 func Spread(ctx context.Context, roots []*Root, o SpreadOptions, log zerolog.Logger) {
@@ -88,30 +91,48 @@ func spreadOnce(ctx context.Context, roots []*Root, log zerolog.Logger) bool {
 	if len(mine) <= limit {
 		return false
 	}
-	// The root whose successor leads fewest (ties: the first root).
-	best, bestLeads := -1, limit
+	// The root with a replica that leads fewer than its share nearest
+	// the head of its line (ties: the first root). When that replica is
+	// not next, the successor leads one root too many for a while and
+	// hands it on, down the line: the resigner rejoins last.
+	best, bestDist := -1, 0
 	for _, i := range mine {
-		next, ok := successor(lines[i], me)
-		if ok && leads[next] < bestLeads {
-			best, bestLeads = i, leads[next]
+		if d, ok := distanceToUnderloaded(lines[i], me, leads, limit); ok && (best < 0 || d < bestDist) {
+			best, bestDist = i, d
 		}
 	}
 	if best < 0 {
-		log.Debug().Int("leading", len(mine)).Int("limit", limit).Msg("spread: leading more than this replica's share, but no successor leads fewer; waiting")
+		log.Debug().Int("leading", len(mine)).Int("limit", limit).Msg("spread: leading more than this replica's share, but no replica in line leads fewer; waiting")
 		return false
 	}
 	r := roots[best]
 	next, _ := successor(lines[best], me)
 	log.Info().Str("root_name", r.name).Str("root", r.cfg.Root).Int("leading", len(mine)).Int("roots", len(roots)).
-		Int("replicas", replicas).Int("share", limit).Str("successor", next).Int("successor_leads", bestLeads).
+		Int("replicas", replicas).Int("share", limit).Str("successor", next).Int("successor_leads", leads[next]).
 		Msgf("spread: this replica leads %d of %d roots, more than its share ceil(%d/%d) = %d; handing root %s over to %s (which leads %d)",
-			len(mine), len(roots), len(roots), replicas, limit, r.name, next, bestLeads)
+			len(mine), len(roots), len(roots), replicas, limit, r.name, next, leads[next])
 	rctx, cancel := context.WithTimeout(ctx, r.zk.SessionTimeout()*2)
 	defer cancel()
 	if err := r.Resign(rctx); err != nil {
 		log.Warn().Err(err).Str("root_name", r.name).Msg("spread: the handover did not complete; looking again after the cooldown")
 	}
 	return true
+}
+
+// distanceToUnderloaded is how far down a root's line, after me, the
+// first replica that leads fewer than limit roots stands (1: next).
+func distanceToUnderloaded(line []election.Identity, me string, leads map[string]int, limit int) (int, bool) {
+	d := 0
+	for _, id := range line {
+		if id.ID == me {
+			continue
+		}
+		d++
+		if leads[id.ID] < limit {
+			return d, true
+		}
+	}
+	return 0, false
 }
 
 // successor is the replica next in line after me in a root's candidates.
