@@ -112,3 +112,20 @@ func TestDefaultRootName(t *testing.T) {
 		}
 	}
 }
+
+// The example of several roots loads and validates as it is.
+func TestExampleRootsConfig(t *testing.T) {
+	c, err := Load("../examples/config/roots.yaml")
+	if err == nil {
+		err = c.Validate()
+	}
+	if err != nil {
+		t.Fatalf("examples/config/roots.yaml: %v", err)
+	}
+	if got := strings.Join(c.RootNames(), ","); got != "orders,billing,legacy" {
+		t.Fatalf("names %s; want orders,billing,legacy", got)
+	}
+	if l := c.ForRoot("legacy"); l.ElectionPath != "/legacy/election" || l.PathDerived("election_path") {
+		t.Fatalf("legacy election path %s (derived %v); want the explicit /legacy/election", l.ElectionPath, l.PathDerived("election_path"))
+	}
+}
