@@ -154,8 +154,10 @@ func (g *globals) serve(ctx context.Context) error {
 		running--
 		if ctx.Err() == nil {
 			log.Error().Err(err).Msg("leader election stopped")
-			stop() // the other roots hand over, as at a SIGTERM
-			r.shutdown(cfg, srv, running, elected, log)
+			if r.multi {
+				stop() // the other roots hand over, as at a SIGTERM
+				r.shutdown(cfg, srv, running, elected, log)
+			}
 			return fmt.Errorf("leader election: %w", err)
 		}
 	}
