@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -387,5 +388,55 @@ func (m *multiRoot) httpWorker(ctx context.Context, name string, failures chan<-
 		}
 		m.record(name, 1, ids)
 		sleep(ctx, workerPause)
+	}
+}
+
+// A config file of several roots: the operator commands refuse it (they
+// work on one root), serve refuses a store given beside it, and a root
+// whose store belongs to another root stops serve at its start, exit 2
+// each time, naming what is wrong.
+func TestSeveralRootsRefusals(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	// r1's store already holds another root's records.
+	other, err := persist.Open(ctx, "file://"+filepath.Join(dir, "taken"), persist.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(other, persist.StoreOptions{Root: z.Path("someone-else")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, 0, persist.Record{Name: "x", Ceiling: 5}); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "roots.yaml")
+	text := fmt.Sprintf("zk: [%s]\nzk_connect_timeout: 5s\nroots:\n  - {name: r0, root: %s, store: \"file://%s\"}\n  - {name: r1, root: %s, store: \"file://%s\"}\n",
+		strings.Join(z.Servers, ", "), z.Path("r0"), filepath.Join(dir, "r0"), z.Path("r1"), filepath.Join(dir, "taken"))
+	if err := os.WriteFile(config, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"operator command", []string{"--config", config, "leader"}, "the config file lists several roots (r0, r1); this command works on one"},
+		{"store beside roots", []string{"--config", config, "--store", "file:///elsewhere", "serve", "--http", "127.0.0.1:0"}, "roots: set together with root or store"},
+		{"another root's store", []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--id", "x"}, "root r1 (" + z.Path("r1") + "): store: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(cctx, seqkeeperBinary(t), tc.args...)
+			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+			out, err := cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+				t.Fatalf("seqkeeper %s: %v; want exit 2 saying %q; output:\n%s", strings.Join(tc.args, " "), err, tc.want, out)
+			}
+		})
 	}
 }
