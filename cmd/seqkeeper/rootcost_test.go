@@ -12,19 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // What an extra root costs a replica in ZooKeeper: no session (every
-// root of the process shares one), and the same watches as every other
-// root, none outside the roots' own paths. Counted with ZooKeeper's wchc
-// for one process leading four roots of one sequence each. wchc lists
-// the one-shot watches only: each root's candidate node (the election's
-// guard and the handover observer watch the same node). The primary's
-// persistent watches (package watcher: one per sequence) are not in its
-// listing.
-func TestSeveralRootsShareOneSessionAndWatchAlike(t *testing.T) {
+// root of the process shares one), and watches on its own nodes only.
+// Counted with ZooKeeper's wchc for one process leading four roots of one
+// sequence each: one watched candidate node per root. wchc lists the
+// one-shot watches only; the primary's persistent watches (package
+// watcher: one per sequence) are not in its listing.
+func TestSeveralRootsShareOneSessionAndWatchOnlyTheirOwn(t *testing.T) {
 	t.Parallel()
 	const roots = 4
 	z := testenv.ZooKeeper(t)
@@ -41,6 +40,10 @@ func TestSeveralRootsShareOneSessionAndWatchAlike(t *testing.T) {
 		m.names = append(m.names, name)
 		m.roots = append(m.roots, z.Path(name))
 		fmt.Fprintf(&cfg, "  - {name: %s, root: %s, store: \"file://%s\"}\n", name, z.Path(name), filepath.Join(dir, name))
+	}
+	electionDirs := make([]string, roots)
+	for i := range electionDirs {
+		electionDirs[i], _ = config.DerivedPaths(m.roots[i])
 	}
 	m.config = filepath.Join(dir, "roots.yaml")
 	if err := os.WriteFile(m.config, []byte(cfg.String()), 0o644); err != nil {
@@ -71,33 +74,44 @@ func TestSeveralRootsShareOneSessionAndWatchAlike(t *testing.T) {
 		}
 	}
 
-	// Every root's watches, by the paths the process's session watches.
-	var perRoot map[string]int
-	var outside []string
-	eventually(t, "the same number of watches for every root", func() bool {
-		paths := sessionWatches(t, z.Servers[0], st.Session)
-		perRoot, outside = map[string]int{}, nil
+	// Every root's watches, by the paths the process's session watches:
+	// its candidate node (the election's guard and the handover observer
+	// watch the same node), and at times its sequences (a take waiting at
+	// the ceiling); nothing of another root, nothing of the process.
+	var election, sequences map[string]int
+	var outside, paths []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last look: candidate nodes %v, sequences %v, outside the roots %v, all %v", election, sequences, outside, paths)
+		}
+	}()
+	eventually(t, "one watched candidate node per root and nothing outside the roots", func() bool {
+		paths = sessionWatches(t, z.Servers, st.Session)
+		election, sequences, outside = map[string]int{}, map[string]int{}, nil
 		for _, path := range paths {
 			owner := ""
 			for i, name := range m.names {
-				if within(path, m.roots[i]) || strings.Contains(path, strings.ReplaceAll(strings.TrimPrefix(m.roots[i], "/"), "/", "%2F")) {
+				switch {
+				case within(path, m.roots[i]):
+					sequences[name]++
+					owner = name
+				case strings.HasPrefix(path, electionDirs[i]+"/"):
+					election[name]++
 					owner = name
 				}
 			}
 			if owner == "" {
 				outside = append(outside, path)
-				continue
 			}
-			perRoot[owner]++
 		}
 		for _, name := range m.names {
-			if perRoot[name] == 0 || perRoot[name] != perRoot[m.names[0]] {
+			if election[name] != 1 || sequences[name] > 1 {
 				return false
 			}
 		}
 		return len(outside) == 0
 	})
-	t.Logf("one session (%s) for %d roots; one-shot watched paths per root as their primary (wchc), one sequence each: %v; the paths: %v", st.Session, roots, perRoot, sessionWatches(t, z.Servers[0], st.Session))
+	t.Logf("one session (%s) for %d roots; one-shot watches (wchc) per root as its primary, one sequence each: its candidate node %v, its sequences %v", st.Session, roots, election, sequences)
 }
 
 func within(p, q string) bool { return p == q || strings.HasPrefix(p, q+"/") }
@@ -119,18 +133,23 @@ func eventuallyTake(t *testing.T, p *multiProc, name string) {
 	}
 }
 
-// sessionWatches is the paths session watches on server, by wchc.
-func sessionWatches(t *testing.T, server, session string) []string {
+// sessionWatches is the paths session watches, by wchc of every server
+// (the session is connected to one of them).
+func sessionWatches(t *testing.T, servers []string, session string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := zkclient.FourLetterWord(ctx, server, "wchc")
-	if err != nil {
-		t.Fatal(err)
+	var all strings.Builder
+	for _, server := range servers {
+		out, err := zkclient.FourLetterWord(ctx, server, "wchc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.WriteString(out + "\n")
 	}
 	var paths []string
 	in := false
-	for _, line := range strings.Split(out, "\n") {
+	for _, line := range strings.Split(all.String(), "\n") {
 		switch {
 		case strings.HasPrefix(line, "0x"):
 			in = strings.TrimSpace(line) == session
