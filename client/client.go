@@ -40,6 +40,12 @@ type Options struct {
 	// RequestTimeout bounds one attempt at one replica. Default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Root addresses one root of replicas that serve several (the config
+	// file's roots: list): every call goes to /v1/roots/{Root}/... A
+	// replica of one root answers under its root's name too (the root's
+	// last path element, "sequences" for the default root). Empty: the
+	// unrooted routes, of a replica of one root.
+	Root string
 	// RetryFor bounds how long a call tries replicas that answer 503 or do
 	// not answer before it fails with ErrUnavailable (the call's context
 	// may end it sooner). Default DefaultRetryFor.
@@ -84,6 +90,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if strings.ContainsFunc(opts.Token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return nil, errors.New("client: the token must not contain white space or control characters")
+	}
+	if opts.Root != "" && (strings.ContainsAny(opts.Root, "/?#%") || strings.ContainsFunc(opts.Root, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
+		return nil, fmt.Errorf("client: Root %q: want a root's name as the replicas' roots: list gives it (letters, digits, '.', '_', '-')", opts.Root)
 	}
 	c := &Client{opts: opts, hc: opts.HTTPClient}
 	if c.hc == nil {
@@ -225,6 +234,10 @@ func NewPushKey() string {
 // that answered. retry says whether a request whose answer was lost may be
 // sent again; without it such a request fails with ErrUncertain.
 func (c *Client) do(ctx context.Context, to *endpoint, method, path string, body []byte, hdr http.Header, retry bool, out any) (*endpoint, error) {
+	if c.opts.Root != "" {
+		// /v1/sequences/... -> /v1/roots/{root}/sequences/...
+		path = "/v1/roots/" + c.opts.Root + strings.TrimPrefix(path, "/v1")
+	}
 	deadline := time.Now().Add(c.opts.RetryFor)
 	var last error
 	for {

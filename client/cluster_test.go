@@ -132,6 +132,9 @@ type replica struct {
 	// adminToken turns the admin routes on (they write tombstones to the
 	// cluster's store).
 	adminToken string
+	// name is the root's name the replica answers /v1/roots/{name}/...
+	// under; empty: none.
+	name string
 
 	mu  sync.Mutex
 	hs  *http.Server
@@ -157,6 +160,20 @@ func (c *cluster) adminReplica(token, adminToken string) *replica {
 	return r
 }
 
+// namedReplica is a replica that answers its root's rooted routes under
+// name too.
+func (c *cluster) namedReplica(name string) *replica {
+	c.t.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r := &replica{c: c, addr: fmt.Sprintf("127.0.0.1:%d", port), name: name}
+	r.start()
+	c.t.Cleanup(func() { r.stop(false) })
+	return r
+}
+
 func (r *replica) url() string { return "http://" + r.addr }
 
 func (r *replica) start() {
@@ -169,7 +186,7 @@ func (r *replica) start() {
 	if err != nil {
 		r.c.t.Fatal(err)
 	}
-	opts := httpapi.Options{Sequences: seqs, Token: r.token, Registry: prometheus.NewRegistry()}
+	opts := httpapi.Options{Name: r.name, Sequences: seqs, Token: r.token, Registry: prometheus.NewRegistry()}
 	if r.adminToken != "" {
 		opts.AdminToken = r.adminToken
 		opts.Admin = &admin.Service{Sequences: r.c.seqzk(), Store: r.c.store}

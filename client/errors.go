@@ -34,6 +34,10 @@ var (
 	// key the IDs count as lost: do not retry. With one, retry with the
 	// same key.
 	ErrUncertain = errors.New("outcome unknown")
+	// ErrUnknownRoot: the replica serves no root of Options.Root's name
+	// (unknown_root), or serves several and the call named none
+	// (root_required): set Options.Root to one the message lists.
+	ErrUnknownRoot = errors.New("unknown root")
 	// ErrUnavailable: no replica could serve the call before the deadline
 	// (every one answered 503 or did not answer); retry later.
 	ErrUnavailable = errors.New("no replica available")
@@ -76,6 +80,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrExhausted
 	case "uncertain":
 		return target == ErrUncertain
+	case "unknown_root", "root_required":
+		return target == ErrUnknownRoot
 	}
 	return e.Status == 503 && target == ErrUnavailable
 }

@@ -212,6 +212,11 @@ type Config struct {
 	// ID names this replica in the election; unique per replica. Default:
 	// the host name.
 	ID string
+	// Roots, from the config file's roots: list, are the roots serve
+	// hosts in one process, each with its own election, primary and
+	// store; Root and Store are then left unset. Empty: the one root of
+	// Root and Store. See RootConfig and ForRoot.
+	Roots []RootConfig
 	// Advertise is the host:port other replicas and operators reach this
 	// replica's HTTP API at. Empty: derived from HTTP (see AdvertiseAddr).
 	Advertise string
@@ -397,7 +402,7 @@ func (c *Config) Warnings() []string {
 	if err == nil && c.HTTPToken.Reveal() == "" && c.HTTPTokenFile == "" && c.HTTPTLSClientCAFile == "" && !isLoopback(host) {
 		out = append(out, fmt.Sprintf("the HTTP API listens on %s without a bearer token: anyone who can reach it can take IDs; set http_token_file", c.HTTP))
 	}
-	if c.Store == "" {
+	if c.Store == "" && len(c.Roots) == 0 {
 		out = append(out, "no store configured: this replica will not act as primary (ceilings must be durable before use); set store")
 	}
 	return out

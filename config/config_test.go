@@ -11,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seqkeeper/seqkeeper/persist"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/persist"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"

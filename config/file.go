@@ -104,6 +104,17 @@ func (c *Config) Parse(name string, data []byte) error {
 			continue
 		}
 		key := k.Value
+		if key == "roots" {
+			if prev, dup := seen[key]; dup {
+				errs = append(errs, errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev))
+				continue
+			}
+			seen[key] = k.Line
+			roots, rerrs := parseRoots(v, errorf)
+			next.Roots = roots
+			errs = append(errs, rerrs...)
+			continue
+		}
 		s, ok := lookup(key)
 		if !ok {
 			errs = append(errs, errorf(k.Line, "unknown key %q%s", key, didYouMean(key)))
@@ -121,6 +132,13 @@ func (c *Config) Parse(name string, data []byte) error {
 		}
 		if err := s.set(&next, text); err != nil {
 			errs = append(errs, errorf(v.Line, "%s: %v", key, err))
+		}
+	}
+	if line, ok := seen["roots"]; ok {
+		for _, key := range []string{"root", "store"} {
+			if l, set := seen[key]; set {
+				errs = append(errs, errorf(l, "%s is set beside roots: (line %d): with a roots: list each root and its store go in the list; move %s into an entry, or remove roots: to serve one root", key, line, key))
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -23,7 +23,7 @@ const RootsPrefix = "/seqkeeper/roots"
 //
 // A root served before derivation existed, on the default paths, keeps
 // them: 'seqkeeper serve' and the operator commands look for that in
-// ZooKeeper (see cmd/seqkeeper, settlePaths).
+// ZooKeeper (see internal/host, SettlePaths).
 func DerivedPaths(root string) (election, marker string) {
 	if root == DefaultRoot {
 		return DefaultElectionPath, DefaultMarkerPath

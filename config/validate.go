@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/rs/zerolog"
+
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -77,6 +78,9 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if len(c.Roots) > 0 {
+		errs = append(errs, c.validateRoots()...)
+	}
 	if msg := storeProblem(c.Store); msg != "" {
 		bad("store", "%s: %s", RedactURL(c.Store), msg)
 	}

@@ -163,3 +163,41 @@ var closedEvents = func() <-chan zkclient.Event {
 	close(ch)
 	return ch
 }()
+
+// Candidates returns the identities of every candidate in the election,
+// in queue order: the first leads (as Leader says), the second takes over
+// when it leaves. A candidate whose node is gone by the time it is read
+// is left out; one whose identity does not decode is an error. An empty
+// directory, or none, gives an empty list. It does not need Run.
+func (e *Election) Candidates(ctx context.Context) ([]Identity, error) {
+	names, err := call(ctx, e, func(s zkclient.Session) ([]string, error) {
+		names, _, err := s.Children(ctx, e.path)
+		return names, err
+	})
+	if errors.Is(err, zkclient.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Identity
+	for _, c := range sortedCandidates(names) {
+		p := e.path + "/" + c.name
+		data, err := call(ctx, e, func(s zkclient.Session) ([]byte, error) {
+			data, _, err := s.Get(ctx, p)
+			return data, err
+		})
+		if errors.Is(err, zkclient.ErrNoNode) {
+			continue // it just left
+		}
+		if err != nil {
+			return nil, err
+		}
+		var id Identity
+		if err := json.Unmarshal(data, &id); err != nil {
+			return nil, fmt.Errorf("election: candidate node %s: identity %q: %w", p, data, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}

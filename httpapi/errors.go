@@ -20,6 +20,8 @@ const (
 	CodeForbidden        = "forbidden"             // 403: an admin route without the admin token, or with admin routes off
 	CodeUnknownSequence  = "unknown_sequence"      // 404: no such sequence
 	CodeNotFound         = "not_found"             // 404: no such route
+	CodeRootRequired     = "root_required"         // 404: a root's route on a replica of several roots, without /v1/roots/{root}
+	CodeUnknownRoot      = "unknown_root"          // 404: /v1/roots/{root}/... of a root this replica does not serve
 	CodeMethodNotAllowed = "method_not_allowed"    // 405
 	CodeExhausted        = "exhausted"             // 409: the sequence's ID space is used up
 	CodeExists           = "exists"                // 409: create of a name that exists with other settings

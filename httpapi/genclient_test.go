@@ -81,7 +81,7 @@ func TestGeneratedClient(t *testing.T) {
 	if err != nil || missing.JSON404 == nil || missing.JSON404.Error.Code != genclient.ErrorErrorCodeUnknownSequence {
 		t.Fatalf("describe of a missing sequence: %v %d %s", err, missing.StatusCode(), missing.Body)
 	}
-	none := genclient.None
+	none := genclient.StatusParamsSequencesNone
 	st, err := c.StatusWithResponse(ctx, &genclient.StatusParams{Sequences: &none})
 	if err != nil || st.JSON200 == nil || len(st.JSON200.Allocators) != 1 {
 		t.Fatalf("status: %v %d %s", err, st.StatusCode(), st.Body)

@@ -16,7 +16,7 @@ type metrics struct {
 	requests *prometheus.HistogramVec
 }
 
-func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "seqkeeper_http_request_duration_seconds",
@@ -50,6 +50,10 @@ func newMetrics(reg *prometheus.Registry, s *Server) (*metrics, error) {
 			Help: "IDs pushed back through the HTTP API, all sequences.",
 		}, stats(s.recycled.Load)),
 		allocatorCollector{s},
+	}
+	if s.multi() {
+		// The roots' Servers export their own; this one has no sequences.
+		collectors = collectors[:1]
 	}
 	for _, c := range collectors {
 		if err := reg.Register(c); err != nil {

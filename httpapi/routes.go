@@ -95,14 +95,19 @@ var routeTable = []route{
 	{Route{"POST", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
 }
 
-// Routes returns every route of the API, in a fixed order.
+// Routes returns every route of the API, in a fixed order: the routes of
+// routeTable, then their rooted forms (roots.go).
 func Routes() []Route {
-	out := make([]Route, len(routeTable))
-	for i, rt := range routeTable {
+	all := allRoutes()
+	out := make([]Route, len(all))
+	for i, rt := range all {
 		out[i] = rt.Route
 	}
 	return out
 }
+
+// allRoutes is routeTable and the rooted forms of a root's routes.
+func allRoutes() []route { return append(slices.Clone(routeTable), rootedRoutes()...) }
 
 // OpenAPI is the API's OpenAPI 3.1 document, as GET /v1/openapi.json
 // serves it.
@@ -118,8 +123,24 @@ const routeUnmatched = "unmatched"
 // unknown routes and methods in JSON.
 func (s *Server) register() {
 	allowed := map[string][]string{} // path pattern -> methods
-	for _, rt := range routeTable {
-		s.mux.Handle(rt.Method+" "+rt.Path, s.instrument(rt.Method+" "+rt.Path, s.guard(rt)))
+	for _, rt := range allRoutes() {
+		pattern := rt.Method + " " + rt.Path
+		switch {
+		case strings.HasPrefix(rt.Path, RootPrefix):
+			if len(s.roots) == 0 {
+				continue // no rooted form: not found
+			}
+			// The root's Server checks the token and records the
+			// latency, under the unrooted route.
+			s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rt.handle(s, w, r) }))
+		case s.multi() && !processRoute(rt.Path) && rt.Path != "/v1/status":
+			// A root's route without its root.
+			rr := rt
+			rr.Access, rr.Query, rr.handle = Taker, nil, (*Server).rootRequired
+			s.mux.Handle(pattern, s.instrument(pattern, s.guard(rr)))
+		default:
+			s.mux.Handle(pattern, s.instrument(pattern, s.guard(rt)))
+		}
 		allowed[rt.Path] = append(allowed[rt.Path], rt.Method)
 	}
 	for path, methods := range allowed {

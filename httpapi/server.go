@@ -33,9 +33,25 @@ const (
 	closeWorkers = 16
 )
 
-// Options configure a Server. Sequences is required; every
-// other field may be left zero.
+// Options configure a Server. Sequences is required, except on a Server
+// of several roots (Roots); every other field may be left zero.
 type Options struct {
+	// Name is the root's name: the Server answers the rooted form of its
+	// routes, /v1/roots/{Name}/..., besides the unrooted one (roots.go).
+	// Empty: the unrooted form only.
+	Name string
+	// Roots makes a Server of several roots: it sends /v1/roots/{name}/...
+	// to each root's Server, serves the process's routes (probes,
+	// /metrics, the console, the OpenAPI document, and Status as
+	// /v1/status), and answers the unrooted form of a root's route 404
+	// root_required. Sequences, Admin, Allocator, MaxCount and
+	// TopSequences are the roots' own then, and not used. The roots'
+	// Servers are closed by Close, and take SetTokens's tokens.
+	Roots []NamedServer
+	// MetricLabels are added to every metric the Server registers (a
+	// Server of one of several roots: root="name"), so that several
+	// Servers can share one Registry.
+	MetricLabels prometheus.Labels
 	// Sequences takes and recycles IDs. Its CeilingWait bounds how long an
 	// ID request waits at a sequence's ceiling before answering 503.
 	Sequences *sequence.Client
@@ -126,6 +142,12 @@ type Server struct {
 	mu     sync.Mutex
 	allocs map[string]*allocEntry
 	closed bool
+
+	// roots are the Servers rooted requests go to, by name: the roots of
+	// a Server of several roots (rootServers, in their order), or this
+	// Server itself under Options.Name.
+	roots       map[string]*Server
+	rootServers []NamedServer
 }
 
 // allocEntry is the allocator of one sequence.
@@ -141,7 +163,12 @@ type allocEntry struct {
 
 // New checks opts and returns a Server, or an error and no Server.
 func New(opts Options) (*Server, error) {
-	if opts.Sequences == nil {
+	roots, err := newRootsServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	multi := len(opts.Roots) > 0
+	if opts.Sequences == nil && !multi {
 		return nil, errors.New("httpapi: Options.Sequences is required")
 	}
 	if opts.MaxCount == 0 {
@@ -164,12 +191,14 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Check the allocator options now rather than on the first request.
-	probe, err := sequence.NewAllocator(opts.Sequences, "check", opts.Allocator)
-	if err != nil {
-		return nil, fmt.Errorf("httpapi: %w", err)
+	if !multi {
+		// Check the allocator options now rather than on the first request.
+		probe, err := sequence.NewAllocator(opts.Sequences, "check", opts.Allocator)
+		if err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		_ = probe.Close(context.Background()) // it never took IDs: nothing to push
 	}
-	_ = probe.Close(context.Background()) // it never took IDs: nothing to push
 	reg := opts.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -193,8 +222,16 @@ func New(opts Options) (*Server, error) {
 		topN:          opts.TopSequences,
 		history:       newHistory(),
 		console:       consoleHandler(),
+		roots:         roots,
+		rootServers:   slices.Clone(opts.Roots),
 	}
-	m, err := newMetrics(reg, s)
+	if opts.Name != "" && !multi {
+		if err := validRootName(opts.Name); err != nil {
+			return nil, err
+		}
+		s.roots = map[string]*Server{opts.Name: s}
+	}
+	m, err := newMetrics(prometheus.WrapRegistererWith(opts.MetricLabels, reg), s)
 	if err != nil {
 		return nil, err
 	}
@@ -311,6 +348,10 @@ func (s *Server) Close(ctx context.Context) error {
 		return nil
 	}
 	s.closed = true
+	if s.multi() {
+		s.mu.Unlock()
+		return s.closeRoots(ctx)
+	}
 	entries := make([]*allocEntry, 0, len(s.allocs))
 	for _, e := range s.allocs {
 		entries = append(entries, e)

@@ -40,6 +40,19 @@ type StatusView struct {
 	// Handovers are the last changes of primary this replica observed,
 	// newest first (a few; the first is what it saw when it started).
 	Handovers []HandoverView `json:"handovers"`
+	// Roots is every root's status on a replica of several roots; the
+	// fields above then describe the process (Leading: it leads some
+	// root; Primary nil; Store healthy when every root's is, URL empty).
+	Roots []RootStatusView `json:"roots,omitempty"`
+}
+
+// RootStatusView is one root's status on a replica of several roots, as
+// GET /v1/roots/{root}/status answers it too.
+type RootStatusView struct {
+	// Name is the root's name in URLs; Root its znode.
+	Name string `json:"name"`
+	Root string `json:"root"`
+	StatusView
 }
 
 // HandoverView is one change of primary a replica observed.

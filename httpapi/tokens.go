@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -55,6 +56,11 @@ func (s *Server) SetTokens(taker, admin []string) error {
 	set, err := newTokenSet(taker, admin)
 	if err != nil {
 		return err
+	}
+	for _, ns := range s.rootServers {
+		if err := ns.Server.SetTokens(taker, admin); err != nil {
+			return fmt.Errorf("root %s: %w", ns.Name, err)
+		}
 	}
 	s.tokens.Store(set)
 	return nil

@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // serveMetrics are serve's own metrics (the HTTP API registers its own in
@@ -66,12 +68,15 @@ func buildInfo() prometheus.Collector {
 	return g
 }
 
-// collector exports the primary's, the election's, the session's and the
-// store's state, read at scrape time.
-func (r *replica) collector(topN int) prometheus.Collector { return replicaCollector{r, topN} }
+// collector exports a root's primary's, election's and store's state,
+// and the session's, read at scrape time.
+func (r *replica) collector(root *host.Root, topN int) prometheus.Collector {
+	return replicaCollector{r.zk, root, topN}
+}
 
 type replicaCollector struct {
-	r    *replica
+	zk   *zkclient.Client
+	r    *host.Root
 	topN int
 }
 
@@ -120,24 +125,24 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	r := c.r
-	gauge(descLeader, boolFloat(r.election.IsLeader()))
-	es := r.election.Stats()
+	gauge(descLeader, boolFloat(r.Election().IsLeader()))
+	es := r.Election().Stats()
 	counter(descTerms, es.Terms, "elected")
 	counter(descTerms, es.Resignations, "resigned")
 	counter(descTerms, es.Losses, "lost")
-	gauge(descZKDown, r.zk.DisconnectedFor().Seconds())
-	ps := r.primary.Stats()
+	gauge(descZKDown, c.zk.DisconnectedFor().Seconds())
+	ps := r.Primary().Stats()
 	counter(descRaises, ps.Raises)
 	counter(descStorePuts, ps.StorePuts, "ok")
 	counter(descStorePuts, ps.StoreErrors, "error")
-	rq := r.store.Requests()
+	rq := r.Store().Requests()
 	counter(descStoreReqs, rq.Gets, "get")
 	counter(descStoreReqs, rq.Puts, "put")
 	counter(descStoreReqs, rq.PutConflicts, "put_conflict")
 	counter(descStoreReqs, rq.Deletes, "delete")
 	counter(descStoreReqs, rq.Lists, "list")
-	counter(descStoreRepairs, r.store.Repairs())
-	gauge(descStoreHealthy, boolFloat(r.store.Health().Healthy()))
+	counter(descStoreRepairs, r.Store().Repairs())
+	gauge(descStoreHealthy, boolFloat(r.Store().Health().Healthy()))
 	counter(descCompactions, ps.Compactions, "ok")
 	counter(descCompactions, ps.CompactErrors, "error")
 	counter(descCompacted, ps.Compacted)
@@ -145,7 +150,7 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descRestored, ps.Restored)
 	counter(descRepaired, ps.Repaired)
 	counter(descHandDeleted, ps.HandDeleted)
-	collectSequences(ch, r.primary.StatusOf, c.topN)
+	collectSequences(ch, r.Primary().StatusOf, c.topN)
 }
 
 // collectSequences exports the primary's view of its sequences (statusOf

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/seqkeeper/seqkeeper/internal/suggest"
-	"github.com/spf13/pflag"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/seqkeeper/seqkeeper/internal/suggest"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -394,6 +396,9 @@ const cliLogLevel = zerolog.ErrorLevel
 // the election and marker paths settled (settlePaths). The caller closes
 // the session.
 func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client, error) {
+	if err := g.oneRoot(); err != nil {
+		return nil, nil, err
+	}
 	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
 	if err != nil {
 		return nil, nil, err
@@ -414,6 +419,9 @@ func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client,
 // why completes "<command> needs the store ...: " when no store is
 // configured; nothing is read or written before both are open.
 func (g *globals) connectWithStore(ctx context.Context, command, why string, create bool) (*persist.Store, *zkclient.Client, *seqzk.Client, error) {
+	if err := g.oneRoot(); err != nil {
+		return nil, nil, nil, err
+	}
 	if g.cfg.Store == "" {
 		return nil, nil, nil, usagef("%s needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): %s", command, why)
 	}
@@ -426,6 +434,16 @@ func (g *globals) connectWithStore(ctx context.Context, command, why string, cre
 		return nil, nil, nil, err
 	}
 	return store, zc, seqs, nil
+}
+
+// oneRoot refuses a configuration of several roots (the config file's
+// roots: list) for the operator commands, which work on one root.
+func (g *globals) oneRoot() error {
+	if len(g.cfg.Roots) == 0 {
+		return nil
+	}
+	return usagef("the config file lists several roots (%s); this command works on one: run it without that file, with the root's settings (--zk, --root, --store, and --election-path/--marker-path if its entry sets them)",
+		strings.Join(g.cfg.RootNames(), ", "))
 }
 
 // jsonOutput reports whether structured output (-o json or -o yaml) was

@@ -11,17 +11,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
-	"github.com/seqkeeper/seqkeeper/internal/primary"
-	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/persist"
-	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -53,16 +50,17 @@ ZooKeeper's data goes unseen, unless --allow-standalone-zookeeper is given.`,
 	return cmd
 }
 
-// replica is everything one serve process runs.
+// replica is everything one serve process runs: one ZooKeeper session,
+// one HTTP listener, and the roots it hosts (host.Root), each with its own
+// election, primary and store.
 type replica struct {
 	zk       *zkclient.Client
-	store    *persist.Store
-	election *election.Election
-	primary  *primary.Primary
+	roots    []*host.Root
 	api      *httpapi.Server
 	identity election.Identity
-	// handovers are the last changes of primary this replica observed.
-	handovers handovers
+	// multi: the roots come from the config file's roots: list; their
+	// routes are /v1/roots/{name}/... and their metrics carry root="name".
+	multi bool
 	// readyGrace is how long /readyz stays 200 without a ZooKeeper
 	// session: the session timeout.
 	readyGrace time.Duration
@@ -71,7 +69,7 @@ type replica struct {
 func (g *globals) serve(ctx context.Context) error {
 	cfg := g.cfg
 	log := g.logger(zerolog.InfoLevel)
-	if cfg.Store == "" {
+	if cfg.Store == "" && len(cfg.Roots) == 0 {
 		return usagef("serve needs a store for the ceilings: set --store (s3://bucket/prefix?endpoint=URL or file:///path) or SEQKEEPER_STORE")
 	}
 	tokens, err := cfg.BearerTokens()
@@ -93,7 +91,7 @@ func (g *globals) serve(ctx context.Context) error {
 	defer stop()
 
 	r := &replica{identity: election.Identity{ID: cfg.ID, Address: cfg.AdvertiseAddr(), Version: buildVersion()},
-		readyGrace: cfg.ZKSessionTimeout}
+		readyGrace: cfg.ZKSessionTimeout, multi: len(cfg.Roots) > 0}
 	log = log.With().Str("replica", cfg.ID).Logger()
 	metrics := newServeMetrics()
 	if r.zk, err = dialZKWithin(ctx, cfg, config.DefaultZKConnectTimeout, log, metrics.observeZK); err != nil {
@@ -103,65 +101,10 @@ func (g *globals) serve(ctx context.Context) error {
 	if err := checkZooKeeperMode(ctx, r.zk, cfg.AllowStandaloneZooKeeper, log); err != nil {
 		return err
 	}
-	seqs, err := newSequenceClient(r.zk, cfg)
-	if err != nil {
-		return &usageError{err}
-	}
-	if r.store, err = openStore(ctx, cfg, cfg.CreateBucket); err != nil {
+	if err := r.openRoots(ctx, cfg, log, metrics); err != nil {
 		return err
 	}
-	// One root per store, election and marker: a second root sharing one
-	// would share its primary, or mix its records into this root's.
-	switch err := r.store.Check(ctx); {
-	case errors.Is(err, persist.ErrOtherRoot):
-		return &usageError{fmt.Errorf("store: %w", err)}
-	case errors.Is(err, persist.ErrNewerFormat):
-		// A rollback past a store format change: refuse at the start,
-		// not once elected, so that the operator sees it at once and
-		// the replica never reports itself ready. The error names the
-		// release that wrote the format when the store records it
-		// (persist.NewerFormatError), and says what to run.
-		return &usageError{fmt.Errorf("store: %w (a rollback past a store format change is not possible; CHANGELOG.md names the store formats of each release)", err)}
-	}
-	if err := settlePaths(ctx, cfg, seqs, log); err != nil {
-		return err
-	}
-	if err := refuseUnknownElection(ctx, cfg, seqs); err != nil {
-		return err
-	}
-	log.Info().Str("root", cfg.Root).Str("election_path", cfg.ElectionPath).Str("marker_path", cfg.MarkerPath).Msg("serve: the root's election and cluster marker")
-	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
-		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
-			if errors.Is(err, seqzk.ErrClaimed) {
-				return &usageError{err}
-			}
-			return err
-		}
-	}
-	r.store.ObserveRequests(metrics.observeStore)
-	r.election, err = election.New(election.Config{Client: r.zk, Path: cfg.ElectionPath, Identity: r.identity, Logger: log})
-	if err != nil {
-		return &usageError{err}
-	}
-	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: seqs, Store: r.store, Holder: cfg.ID, Logger: log})
-	if err != nil {
-		return &usageError{err}
-	}
-
-	reg := metrics.reg
-	reg.MustRegister(r.collector(int(cfg.MetricsTopSequences)))
-	// The HTTP API serves workers: it gets a client without the primary's
-	// powers.
-	workers, err := sequence.NewClient(r.zk, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait})
-	if err != nil {
-		return &usageError{err}
-	}
-	r.api, err = httpapi.New(httpapi.Options{
-		Sequences: workers, Status: r.status, Ready: r.ready,
-		Tokens: tokens, AdminTokens: adminTokens, Registry: reg,
-		Admin: &admin.Service{Sequences: seqs, Store: r.store}, Logger: log, TopSequences: int(cfg.MetricsTopSequences),
-	})
-	if err != nil {
+	if err := r.newAPI(cfg, tokens, adminTokens, metrics, log); err != nil {
 		return err
 	}
 	go reloadTokens(ctx, cfg, r.api, log)
@@ -185,26 +128,48 @@ func (g *globals) serve(ctx context.Context) error {
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	log.Info().Str("http", scheme+"://"+listeningAt(cfg.HTTP, ln.Addr())).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "").
-		Str("store", r.store.String()).Str("root", cfg.Root).
-		Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
+	serving := log.Info().Str("http", scheme+"://"+listeningAt(cfg.HTTP, ln.Addr())).Bool("client_certificates", cfg.HTTPTLSClientCAFile != "")
+	if r.multi {
+		serving = serving.Strs("roots", cfg.RootNames())
+	} else {
+		serving = serving.Str("store", r.roots[0].Store().String()).Str("root", cfg.Root)
+	}
+	serving.Str("session", fmt.Sprintf("0x%x", r.zk.SessionID())).Msg("serving")
 	if cfg.LoopbackOnly() {
 		log.Info().Msg("the HTTP API listens on loopback only: other hosts, containers and Kubernetes probes cannot reach it; set --http 0.0.0.0:7070 (with http_token_file or client certificates) to serve them")
 	}
-	go r.keepStoreHealthKnown(ctx, storeHealthEvery)
-	go r.handovers.watch(ctx, r.election)
 
-	elected := make(chan error, 1)
-	go func() { elected <- r.election.Run(ctx, r.lead(log)) }()
+	elected := make(chan error, len(r.roots))
+	for _, root := range r.roots {
+		go func() { elected <- root.Run(ctx) }()
+	}
+	if len(r.roots) > 1 {
+		go host.Spread(ctx, r.roots, host.SpreadOptions{Every: spreadEvery(cfg), Cooldown: spreadCooldown(cfg)}, log)
+	}
 
+	running := len(r.roots)
 	select {
 	case <-ctx.Done():
 	case err := <-elected:
+		running--
 		if ctx.Err() == nil {
 			log.Error().Err(err).Msg("leader election stopped")
+			if r.multi {
+				stop() // the other roots hand over, as at a SIGTERM
+				r.shutdown(cfg, srv, running, elected, log)
+			}
 			return fmt.Errorf("leader election: %w", err)
 		}
 	}
+	r.shutdown(cfg, srv, running, elected, log)
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// shutdown drains HTTP, pushes buffered IDs back and waits for the
+// running roots' elections to end (each deletes its candidate node: the
+// next replica takes over at once). ctx is done.
+func (r *replica) shutdown(cfg *config.Config, srv *http.Server, running int, elected <-chan error, log zerolog.Logger) {
 	if cfg.ShutdownDelay > 0 {
 		// Unready first, still serving: endpoints are removed before
 		// connections are refused.
@@ -221,13 +186,90 @@ func (g *globals) serve(ctx context.Context) error {
 	if err := r.api.Close(sctx); err != nil {
 		log.Warn().Err(err).Msg("pushing back buffered IDs failed; they are lost, never reused")
 	}
-	select {
-	case <-elected: // Run deletes the candidate node when ctx is done
-	case <-sctx.Done():
-		log.Warn().Msg("leader election did not stop in time; the session close below ends it")
+	for ; running > 0; running-- {
+		select {
+		case <-elected: // Run deletes the candidate node when ctx is done
+		case <-sctx.Done():
+			log.Warn().Msg("leader election did not stop in time; the session close below ends it")
+			return
+		}
 	}
-	log.Info().Msg("stopped")
+}
+
+// openRoots opens every root the configuration names: the one of root and
+// store, or each of the roots: list, all on the one session.
+func (r *replica) openRoots(ctx context.Context, cfg *config.Config, log zerolog.Logger, metrics *serveMetrics) error {
+	type named struct {
+		name string
+		cfg  *config.Config
+	}
+	list := []named{{"", cfg}}
+	if r.multi {
+		list = list[:0]
+		for _, name := range cfg.RootNames() {
+			list = append(list, named{name, cfg.ForRoot(name)})
+		}
+	}
+	for _, n := range list {
+		root, err := host.Open(ctx, host.Config{Name: n.name, Settings: n.cfg, ZK: r.zk, Identity: r.identity, Logger: log, ObserveStore: metrics.observeStore})
+		var ce *host.ConfigError
+		if errors.As(err, &ce) {
+			if n.name != "" {
+				return usagef("root %s (%s): %w", n.name, n.cfg.Root, ce.Err)
+			}
+			return &usageError{ce.Err}
+		}
+		if err != nil {
+			if n.name != "" {
+				return fmt.Errorf("root %s (%s): %w", n.name, n.cfg.Root, err)
+			}
+			return err
+		}
+		reg := prometheus.Registerer(metrics.reg)
+		if r.multi {
+			reg = prometheus.WrapRegistererWith(prometheus.Labels{"root": n.name}, reg)
+		}
+		reg.MustRegister(r.collector(root, int(cfg.MetricsTopSequences)))
+		r.roots = append(r.roots, root)
+	}
 	return nil
+}
+
+// newAPI builds the HTTP API: one httpapi.Server for a single root (which
+// answers its rooted form too, under the root's default name), or one per
+// root behind a Server of several roots.
+func (r *replica) newAPI(cfg *config.Config, tokens, adminTokens []string, metrics *serveMetrics, log zerolog.Logger) error {
+	rootAPI := func(root *host.Root, name string, labels prometheus.Labels) (*httpapi.Server, error) {
+		api, err := httpapi.New(httpapi.Options{
+			Name: name, Sequences: root.Workers(), Status: root.Status, Ready: r.ready,
+			Tokens: tokens, AdminTokens: adminTokens, Registry: metrics.reg, MetricLabels: labels,
+			Admin: root.Admin(), Logger: root.Logger(), TopSequences: int(cfg.MetricsTopSequences),
+		})
+		if err == nil {
+			root.SetAllocators(api.Allocators)
+		}
+		return api, err
+	}
+	var err error
+	if !r.multi {
+		r.api, err = rootAPI(r.roots[0], config.DefaultRootName(cfg.Root), nil)
+		return err
+	}
+	named := make([]httpapi.NamedServer, 0, len(r.roots))
+	for _, root := range r.roots {
+		api, err := rootAPI(root, "", prometheus.Labels{"root": root.Name()})
+		if err != nil {
+			return err
+		}
+		named = append(named, httpapi.NamedServer{Name: root.Name(), Server: api})
+	}
+	// The process's own routes record their latency with root="" (no
+	// root), beside the roots' series.
+	r.api, err = httpapi.New(httpapi.Options{
+		Roots: named, Status: r.status, Ready: r.ready, Tokens: tokens, AdminTokens: adminTokens,
+		Registry: metrics.reg, MetricLabels: prometheus.Labels{"root": ""}, Logger: log,
+	})
+	return err
 }
 
 // listeningAt is the address serve listens at as the operator wrote it
@@ -279,94 +321,24 @@ func checkZooKeeperMode(ctx context.Context, zc *zkclient.Client, allow bool, lo
 	return nil
 }
 
-// lead is the election callback: run the primary for as long as leadership
-// lasts. If the primary fails (fenced, or cannot start), returning gives
-// leadership up; a pause first keeps a broken replica from spinning.
-func (r *replica) lead(log zerolog.Logger) func(context.Context, election.Term) {
-	return func(ctx context.Context, term election.Term) {
-		log := log.With().Int64("term_epoch", term.Epoch).Str("node", term.Node).Logger()
-		log.Info().Msg("elected primary")
-		err := r.primary.Run(ctx)
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		log.Error().Err(err).Msg("primary failed; giving up leadership")
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
-}
-
-// storeHealthEvery is how often a replica that made no store request of
-// its own (a standby, or an idle primary) checks the store, so that its
-// status and metrics say whether it could take over. One GET a minute.
-const storeHealthEvery = time.Minute
-
-// storeCheckTimeout bounds that check.
-const storeCheckTimeout = 10 * time.Second
-
-// keepStoreHealthKnown checks the store whenever no request has been made
-// for every, until ctx ends. Probes and status pages read Health, never
-// the store.
-func (r *replica) keepStoreHealthKnown(ctx context.Context, every time.Duration) {
-	check := func() {
-		cctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
-		defer cancel()
-		_ = r.store.Check(cctx) // the outcome lands in Health
-	}
-	check()
-	t := time.NewTicker(every / 4)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if time.Since(r.store.Health().Last()) >= every {
-				check()
-			}
-		}
-	}
-}
-
-// status is the body of GET /v1/status (httpapi.StatusView: the JSON
-// contract lives with the API).
+// status is the body of GET /v1/status of a replica of several roots:
+// the process, and every root as GET /v1/roots/{name}/status answers.
 func (r *replica) status(ctx context.Context, q httpapi.StatusQuery) httpapi.StatusView {
 	s := httpapi.StatusView{
 		Replica:          httpapi.ReplicaViewOf(r.identity),
-		Leading:          r.election.IsLeader(),
 		ZooKeeperSession: fmt.Sprintf("0x%x", r.zk.SessionID()),
 		ZooKeeperState:   r.zk.State(),
-		Store:            r.storeStatus(),
-		Election:         httpapi.ElectionViewOf(r.election.Stats()),
-		Allocators:       r.api.Allocators(),
-		Handovers:        r.handovers.list(),
+		Store:            httpapi.StoreView{Healthy: true},
+		Allocators:       []httpapi.AllocatorStatus{},
+		Handovers:        []httpapi.HandoverView{},
 	}
-	if id, err := r.election.Leader(ctx); err == nil {
-		p := httpapi.ReplicaViewOf(id)
-		s.Primary = &p
-	}
-	if s.Leading {
-		v := httpapi.ReserveViewFrom(r.primary.StatusOf, q)
-		s.Reserve = &v
-	}
-	return s
-}
-
-// storeStatus is the store's health as its last requests found it (by
-// the primary's work, or by keepStoreHealthKnown).
-func (r *replica) storeStatus() httpapi.StoreView {
-	h := r.store.Health()
-	s := httpapi.StoreView{URL: r.store.String(), Healthy: h.Healthy()}
-	if last := h.Last(); !last.IsZero() {
-		s.LastRequest = &last
-	}
-	switch {
-	case !s.Healthy && h.LastError != nil:
-		s.Error = h.LastError.Error()
-	case !s.Healthy:
-		s.Error = "not asked yet"
+	for _, root := range r.roots {
+		v := root.Status(ctx, q)
+		s.Leading = s.Leading || v.Leading
+		if !v.Store.Healthy && s.Store.Healthy {
+			s.Store.Healthy, s.Store.Error = false, fmt.Sprintf("root %s: %s", root.Name(), v.Store.Error)
+		}
+		s.Roots = append(s.Roots, httpapi.RootStatusView{Name: root.Name(), Root: root.Settings().Root, StatusView: v})
 	}
 	return s
 }
@@ -384,3 +356,12 @@ func (r *replica) ready(context.Context) error {
 	}
 	return nil
 }
+
+// spreadEvery is how often a replica of several roots looks whether it
+// leads more than its share of them (host.Spread).
+func spreadEvery(*config.Config) time.Duration { return 2 * time.Second }
+
+// spreadCooldown is the least time between two handovers by one replica,
+// and after its start: one session timeout, in which a successor takes
+// office and every replica sees it.
+func spreadCooldown(cfg *config.Config) time.Duration { return cfg.ZKSessionTimeout }

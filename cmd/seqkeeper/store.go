@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/persist"
 )
 
@@ -36,18 +37,15 @@ func storeCeiling(ctx context.Context, cfg *config.Config, name string) (int64, 
 	return rec.Ceiling, nil
 }
 
-// openStore opens the store named by cfg.Store. With create, a missing
-// bucket or directory is created (serve); the operator commands never
-// create one, so a typo fails instead of reading an empty store.
+// openStore opens the store named by cfg.Store (host.OpenStore). With
+// create, a missing bucket or directory is created (serve); the operator
+// commands never create one, so a typo fails instead of reading an empty
+// store.
 func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.Store, error) {
-	b, err := persist.Open(ctx, cfg.Store, persist.OpenOptions{Create: create})
-	if err != nil {
-		if errors.Is(err, persist.ErrBadURL) {
-			return nil, &usageError{err}
-		}
-		return nil, err
+	s, err := host.OpenStore(ctx, cfg, create, buildVersion())
+	var ce *host.ConfigError
+	if errors.As(err, &ce) {
+		return nil, &usageError{ce.Err}
 	}
-	// The release is recorded when this build moves the store's formats
-	// on, and named when it refuses a newer one (persist.NewerFormatError).
-	return persist.NewStore(b, persist.StoreOptions{Root: cfg.Root, Release: buildVersion()})
+	return s, err
 }

@@ -105,10 +105,12 @@ const (
 	ErrorErrorCodeNotHandedOut         ErrorErrorCode = "not_handed_out"
 	ErrorErrorCodeNotReady             ErrorErrorCode = "not_ready"
 	ErrorErrorCodeRecreated            ErrorErrorCode = "recreated"
+	ErrorErrorCodeRootRequired         ErrorErrorCode = "root_required"
 	ErrorErrorCodeShuttingDown         ErrorErrorCode = "shutting_down"
 	ErrorErrorCodeUnauthorized         ErrorErrorCode = "unauthorized"
 	ErrorErrorCodeUnavailable          ErrorErrorCode = "unavailable"
 	ErrorErrorCodeUncertain            ErrorErrorCode = "uncertain"
+	ErrorErrorCodeUnknownRoot          ErrorErrorCode = "unknown_root"
 	ErrorErrorCodeUnknownSequence      ErrorErrorCode = "unknown_sequence"
 	ErrorErrorCodeUnvalidated          ErrorErrorCode = "unvalidated"
 	ErrorErrorCodeZookeeperUnavailable ErrorErrorCode = "zookeeper_unavailable"
@@ -145,6 +147,8 @@ func (e ErrorErrorCode) Valid() bool {
 		return true
 	case ErrorErrorCodeRecreated:
 		return true
+	case ErrorErrorCodeRootRequired:
+		return true
 	case ErrorErrorCodeShuttingDown:
 		return true
 	case ErrorErrorCodeUnauthorized:
@@ -152,6 +156,8 @@ func (e ErrorErrorCode) Valid() bool {
 	case ErrorErrorCodeUnavailable:
 		return true
 	case ErrorErrorCodeUncertain:
+		return true
+	case ErrorErrorCodeUnknownRoot:
 		return true
 	case ErrorErrorCodeUnknownSequence:
 		return true
@@ -194,33 +200,66 @@ func (e ReadyReady) Valid() bool {
 	}
 }
 
+// Defines values for RootStatusZookeeperState.
+const (
+	RootStatusZookeeperStateAuthFailed   RootStatusZookeeperState = "auth_failed"
+	RootStatusZookeeperStateConnected    RootStatusZookeeperState = "connected"
+	RootStatusZookeeperStateConnecting   RootStatusZookeeperState = "connecting"
+	RootStatusZookeeperStateDisconnected RootStatusZookeeperState = "disconnected"
+	RootStatusZookeeperStateExpired      RootStatusZookeeperState = "expired"
+	RootStatusZookeeperStateHasSession   RootStatusZookeeperState = "has_session"
+	RootStatusZookeeperStateUnknown      RootStatusZookeeperState = "unknown"
+)
+
+// Valid indicates whether the value is a known member of the RootStatusZookeeperState enum.
+func (e RootStatusZookeeperState) Valid() bool {
+	switch e {
+	case RootStatusZookeeperStateAuthFailed:
+		return true
+	case RootStatusZookeeperStateConnected:
+		return true
+	case RootStatusZookeeperStateConnecting:
+		return true
+	case RootStatusZookeeperStateDisconnected:
+		return true
+	case RootStatusZookeeperStateExpired:
+		return true
+	case RootStatusZookeeperStateHasSession:
+		return true
+	case RootStatusZookeeperStateUnknown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for StatusZookeeperState.
 const (
-	AuthFailed   StatusZookeeperState = "auth_failed"
-	Connected    StatusZookeeperState = "connected"
-	Connecting   StatusZookeeperState = "connecting"
-	Disconnected StatusZookeeperState = "disconnected"
-	Expired      StatusZookeeperState = "expired"
-	HasSession   StatusZookeeperState = "has_session"
-	Unknown      StatusZookeeperState = "unknown"
+	StatusZookeeperStateAuthFailed   StatusZookeeperState = "auth_failed"
+	StatusZookeeperStateConnected    StatusZookeeperState = "connected"
+	StatusZookeeperStateConnecting   StatusZookeeperState = "connecting"
+	StatusZookeeperStateDisconnected StatusZookeeperState = "disconnected"
+	StatusZookeeperStateExpired      StatusZookeeperState = "expired"
+	StatusZookeeperStateHasSession   StatusZookeeperState = "has_session"
+	StatusZookeeperStateUnknown      StatusZookeeperState = "unknown"
 )
 
 // Valid indicates whether the value is a known member of the StatusZookeeperState enum.
 func (e StatusZookeeperState) Valid() bool {
 	switch e {
-	case AuthFailed:
+	case StatusZookeeperStateAuthFailed:
 		return true
-	case Connected:
+	case StatusZookeeperStateConnected:
 		return true
-	case Connecting:
+	case StatusZookeeperStateConnecting:
 		return true
-	case Disconnected:
+	case StatusZookeeperStateDisconnected:
 		return true
-	case Expired:
+	case StatusZookeeperStateExpired:
 		return true
-	case HasSession:
+	case StatusZookeeperStateHasSession:
 		return true
-	case Unknown:
+	case StatusZookeeperStateUnknown:
 		return true
 	default:
 		return false
@@ -284,6 +323,57 @@ func (e SummaryKind) Valid() bool {
 	}
 }
 
+// Defines values for ListSequencesInRootParamsHealth.
+const (
+	ListSequencesInRootParamsHealthAtCeiling ListSequencesInRootParamsHealth = "at_ceiling"
+	ListSequencesInRootParamsHealthBroken    ListSequencesInRootParamsHealth = "broken"
+	ListSequencesInRootParamsHealthExhausted ListSequencesInRootParamsHealth = "exhausted"
+	ListSequencesInRootParamsHealthLegacy    ListSequencesInRootParamsHealth = "legacy"
+	ListSequencesInRootParamsHealthOk        ListSequencesInRootParamsHealth = "ok"
+	ListSequencesInRootParamsHealthWaiting   ListSequencesInRootParamsHealth = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the ListSequencesInRootParamsHealth enum.
+func (e ListSequencesInRootParamsHealth) Valid() bool {
+	switch e {
+	case ListSequencesInRootParamsHealthAtCeiling:
+		return true
+	case ListSequencesInRootParamsHealthBroken:
+		return true
+	case ListSequencesInRootParamsHealthExhausted:
+		return true
+	case ListSequencesInRootParamsHealthLegacy:
+		return true
+	case ListSequencesInRootParamsHealthOk:
+		return true
+	case ListSequencesInRootParamsHealthWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for StatusInRootParamsSequences.
+const (
+	StatusInRootParamsSequencesAll       StatusInRootParamsSequences = "all"
+	StatusInRootParamsSequencesNone      StatusInRootParamsSequences = "none"
+	StatusInRootParamsSequencesUnhealthy StatusInRootParamsSequences = "unhealthy"
+)
+
+// Valid indicates whether the value is a known member of the StatusInRootParamsSequences enum.
+func (e StatusInRootParamsSequences) Valid() bool {
+	switch e {
+	case StatusInRootParamsSequencesAll:
+		return true
+	case StatusInRootParamsSequencesNone:
+		return true
+	case StatusInRootParamsSequencesUnhealthy:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListSequencesParamsHealth.
 const (
 	ListSequencesParamsHealthAtCeiling ListSequencesParamsHealth = "at_ceiling"
@@ -316,19 +406,19 @@ func (e ListSequencesParamsHealth) Valid() bool {
 
 // Defines values for StatusParamsSequences.
 const (
-	All       StatusParamsSequences = "all"
-	None      StatusParamsSequences = "none"
-	Unhealthy StatusParamsSequences = "unhealthy"
+	StatusParamsSequencesAll       StatusParamsSequences = "all"
+	StatusParamsSequencesNone      StatusParamsSequences = "none"
+	StatusParamsSequencesUnhealthy StatusParamsSequences = "unhealthy"
 )
 
 // Valid indicates whether the value is a known member of the StatusParamsSequences enum.
 func (e StatusParamsSequences) Valid() bool {
 	switch e {
-	case All:
+	case StatusParamsSequencesAll:
 		return true
-	case None:
+	case StatusParamsSequencesNone:
 		return true
-	case Unhealthy:
+	case StatusParamsSequencesUnhealthy:
 		return true
 	default:
 		return false
@@ -600,6 +690,39 @@ type ReserveSummary struct {
 	Unhealthy         int    `json:"unhealthy"`
 }
 
+// RootStatus One root's status on a replica of several roots: what GET /v1/roots/{root}/status answers, with the root's name and znode.
+type RootStatus struct {
+	Allocators []Allocator `json:"allocators"`
+	Election   *Election   `json:"election,omitempty"`
+
+	// Handovers The last changes of primary this replica observed, newest first; the last is what it saw when it started.
+	Handovers *[]Handover `json:"handovers,omitempty"`
+
+	// Leading This replica is the primary.
+	Leading *bool `json:"leading,omitempty"`
+
+	// Name The root's name, as in /v1/roots/{root}/.
+	Name string `json:"name"`
+
+	// Primary The replica the election names primary; null when it cannot be read now.
+	Primary *Replica `json:"primary,omitempty"`
+	Replica *Replica `json:"replica,omitempty"`
+	Reserve *Reserve `json:"reserve,omitempty"`
+
+	// Root The root's znode, under which its sequences live.
+	Root  string `json:"root"`
+	Store *Store `json:"store,omitempty"`
+
+	// ZookeeperSession The ZooKeeper session id, 0x hex.
+	ZookeeperSession *string `json:"zookeeper_session,omitempty"`
+
+	// ZookeeperState The session's state.
+	ZookeeperState *RootStatusZookeeperState `json:"zookeeper_state,omitempty"`
+}
+
+// RootStatusZookeeperState The session's state.
+type RootStatusZookeeperState string
+
 // SequenceReserve defines model for SequenceReserve.
 type SequenceReserve struct {
 	Ceiling int64 `json:"ceiling"`
@@ -628,7 +751,7 @@ type SequenceReserve struct {
 	StoredCeiling int64 `json:"stored_ceiling"`
 }
 
-// Status This replica's status. A replica run by serve gives every field but reserve (the primary only); an httpapi.Server without a status function gives allocators only.
+// Status This replica's status. A replica run by serve gives every field but reserve (the primary only); an httpapi.Server without a status function gives allocators only. A replica of several roots adds roots, each root's own status.
 type Status struct {
 	Allocators []Allocator `json:"allocators"`
 	Election   *Election   `json:"election,omitempty"`
@@ -643,7 +766,10 @@ type Status struct {
 	Primary *Replica `json:"primary,omitempty"`
 	Replica *Replica `json:"replica,omitempty"`
 	Reserve *Reserve `json:"reserve,omitempty"`
-	Store   *Store   `json:"store,omitempty"`
+
+	// Roots Every root's status, on a replica of several roots only (the config file's roots: list). The top level then describes the process: leading says whether it leads any root, primary is null, store sums the roots' stores (healthy when all are; url empty), reserve, allocators and handovers are empty; each root's are here.
+	Roots *[]RootStatus `json:"roots,omitempty"`
+	Store *Store        `json:"store,omitempty"`
 
 	// ZookeeperSession The ZooKeeper session id, 0x hex.
 	ZookeeperSession *string `json:"zookeeper_session,omitempty"`
@@ -732,6 +858,9 @@ type Conflict = Error
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
 
+// NoRoot defines model for NoRoot.
+type NoRoot = Error
+
 // ServerError defines model for ServerError.
 type ServerError = Error
 
@@ -764,6 +893,74 @@ type TinyidNextIdSimplePostFormdataBody struct {
 
 // TinyidNextIdSimplePostParams defines parameters for TinyidNextIdSimplePost.
 type TinyidNextIdSimplePostParams struct {
+	// BizType The sequence's name (Tinyid's biz_type); here or in the form body, and required in one of them.
+	BizType *Name `form:"bizType,omitempty" json:"bizType,omitempty"`
+
+	// BatchSize How many IDs; above the replica's limit (10000 by default), the limit.
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+}
+
+// ListSequencesInRootParams defines parameters for ListSequencesInRoot.
+type ListSequencesInRootParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page, as it is.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Prefix Only names that start with it.
+	Prefix *string `form:"prefix,omitempty" json:"prefix,omitempty"`
+
+	// Health Only sequences of this health.
+	Health *ListSequencesInRootParamsHealth `form:"health,omitempty" json:"health,omitempty"`
+}
+
+// ListSequencesInRootParamsHealth defines parameters for ListSequencesInRoot.
+type ListSequencesInRootParamsHealth string
+
+// TakeIDsInRootParams defines parameters for TakeIDsInRoot.
+type TakeIDsInRootParams struct {
+	// Count How many IDs; at most the replica's limit (10000 by default).
+	Count *int `form:"count,omitempty" json:"count,omitempty"`
+}
+
+// RecycleIDsInRootParams defines parameters for RecycleIDsInRoot.
+type RecycleIDsInRootParams struct {
+	// IdempotencyKey Names one logical recycle; the same on every retry of it.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// StatusInRootParams defines parameters for StatusInRoot.
+type StatusInRootParams struct {
+	// Sequences Which of the primary's sequences reserve.sequences lists: all, the unhealthy ones, or none (the summary only).
+	Sequences *StatusInRootParamsSequences `form:"sequences,omitempty" json:"sequences,omitempty"`
+
+	// Name List this sequence too, whatever sequences says (repeat for more, at most 1,000).
+	Name *[]string `form:"name,omitempty" json:"name,omitempty"`
+}
+
+// StatusInRootParamsSequences defines parameters for StatusInRoot.
+type StatusInRootParamsSequences string
+
+// TinyidNextIdSimpleGetInRootParams defines parameters for TinyidNextIdSimpleGetInRoot.
+type TinyidNextIdSimpleGetInRootParams struct {
+	// BizType The sequence's name (Tinyid's biz_type).
+	BizType Name `form:"bizType" json:"bizType"`
+
+	// BatchSize How many IDs; above the replica's limit (10000 by default), the limit.
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+}
+
+// TinyidNextIdSimplePostInRootFormdataBody defines parameters for TinyidNextIdSimplePostInRoot.
+type TinyidNextIdSimplePostInRootFormdataBody struct {
+	BatchSize *int `form:"batchSize,omitempty" json:"batchSize,omitempty"`
+
+	// BizType 1 to 200 of A-Z a-z 0-9 . _ -, starting with a letter or digit.
+	BizType *Name   `form:"bizType,omitempty" json:"bizType,omitempty"`
+	Token   *string `form:"token,omitempty" json:"token,omitempty"`
+}
+
+// TinyidNextIdSimplePostInRootParams defines parameters for TinyidNextIdSimplePostInRoot.
+type TinyidNextIdSimplePostInRootParams struct {
 	// BizType The sequence's name (Tinyid's biz_type); here or in the form body, and required in one of them.
 	BizType *Name `form:"bizType,omitempty" json:"bizType,omitempty"`
 
@@ -814,6 +1011,15 @@ type StatusParamsSequences string
 
 // TinyidNextIdSimplePostFormdataRequestBody defines body for TinyidNextIdSimplePost for application/x-www-form-urlencoded ContentType.
 type TinyidNextIdSimplePostFormdataRequestBody TinyidNextIdSimplePostFormdataBody
+
+// CreateSequenceInRootJSONRequestBody defines body for CreateSequenceInRoot for application/json ContentType.
+type CreateSequenceInRootJSONRequestBody = CreateRequest
+
+// RecycleIDsInRootJSONRequestBody defines body for RecycleIDsInRoot for application/json ContentType.
+type RecycleIDsInRootJSONRequestBody = RecycleRequest
+
+// TinyidNextIdSimplePostInRootFormdataRequestBody defines body for TinyidNextIdSimplePostInRoot for application/x-www-form-urlencoded ContentType.
+type TinyidNextIdSimplePostInRootFormdataRequestBody TinyidNextIdSimplePostInRootFormdataBody
 
 // CreateSequenceJSONRequestBody defines body for CreateSequence for application/json ContentType.
 type CreateSequenceJSONRequestBody = CreateRequest
@@ -989,6 +1195,116 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/openapi.json (the `Openapi` operationId).
 	Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// LeafSegmentGetInRoot Take one ID, as Leaf does (of one root)
+	//
+	// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all). This is the rooted form of /api/segment/get/{key}: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/api/segment/get/{key} (the `LeafSegmentGetInRoot` operationId).
+	LeafSegmentGetInRoot(ctx context.Context, root string, key Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HistoryInRoot This replica's recent history (of one root)
+	//
+	// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws. This is the rooted form of /v1/history: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/history (the `HistoryInRoot` operationId).
+	HistoryInRoot(ctx context.Context, root string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListSequencesInRoot List sequences (of one root)
+	//
+	// One page of sequences, sorted by name. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/sequences (the `ListSequencesInRoot` operationId).
+	ListSequencesInRoot(ctx context.Context, root string, params *ListSequencesInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSequenceInRootWithBody Create a sequence (of one root)
+	//
+	// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+	CreateSequenceInRootWithBody(ctx context.Context, root string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSequenceInRoot Create a sequence (of one root)
+	//
+	// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+	CreateSequenceInRoot(ctx context.Context, root string, body CreateSequenceInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteSequenceInRoot Delete a sequence (of one root)
+	//
+	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	//
+	// Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
+	DeleteSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DescribeSequenceInRoot Describe a sequence (of one root)
+	//
+	// One sequence in detail. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/sequences/{name} (the `DescribeSequenceInRoot` operationId).
+	DescribeSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TakeIDsInRoot Take IDs (of one root)
+	//
+	// Takes count IDs; an answer holds fewer when the sequence reached its ceiling midway. This is the rooted form of /v1/sequences/{name}/ids: the same route, of the root named {root}.
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/ids (the `TakeIDsInRoot` operationId).
+	TakeIDsInRoot(ctx context.Context, root string, name Name, params *TakeIDsInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RecycleIDsInRootWithBody Give IDs back (of one root)
+	//
+	// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+	RecycleIDsInRootWithBody(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RecycleIDsInRoot Give IDs back (of one root)
+	//
+	// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+	RecycleIDsInRoot(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, body RecycleIDsInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StatusInRoot This replica's status (of one root)
+	//
+	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes). This is the rooted form of /v1/status: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/status (the `StatusInRoot` operationId).
+	StatusInRoot(ctx context.Context, root string, params *StatusInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimpleGetInRoot Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Corresponds with GET /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGetInRoot` operationId).
+	TinyidNextIdSimpleGetInRoot(ctx context.Context, root string, params *TinyidNextIdSimpleGetInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimplePostInRootWithBody Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+	TinyidNextIdSimplePostInRootWithBody(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TinyidNextIdSimplePostInRootWithFormdataBody Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	//
+	// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+	TinyidNextIdSimplePostInRootWithFormdataBody(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, body TinyidNextIdSimplePostInRootFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListSequences List sequences
 	//
@@ -1277,6 +1593,256 @@ func (c *Client) History(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /v1/openapi.json (the `Openapi` operationId).
 func (c *Client) Openapi(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewOpenapiRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// LeafSegmentGetInRoot Take one ID, as Leaf does (of one root)
+//
+// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all). This is the rooted form of /api/segment/get/{key}: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/api/segment/get/{key} (the `LeafSegmentGetInRoot` operationId).
+func (c *Client) LeafSegmentGetInRoot(ctx context.Context, root string, key Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLeafSegmentGetInRootRequest(c.Server, root, key)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HistoryInRoot This replica's recent history (of one root)
+//
+// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws. This is the rooted form of /v1/history: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/history (the `HistoryInRoot` operationId).
+func (c *Client) HistoryInRoot(ctx context.Context, root string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHistoryInRootRequest(c.Server, root)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListSequencesInRoot List sequences (of one root)
+//
+// One page of sequences, sorted by name. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/sequences (the `ListSequencesInRoot` operationId).
+func (c *Client) ListSequencesInRoot(ctx context.Context, root string, params *ListSequencesInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListSequencesInRootRequest(c.Server, root, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSequenceInRootWithBody Create a sequence (of one root)
+//
+// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+func (c *Client) CreateSequenceInRootWithBody(ctx context.Context, root string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSequenceInRootRequestWithBody(c.Server, root, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSequenceInRoot Create a sequence (of one root)
+//
+// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+func (c *Client) CreateSequenceInRoot(ctx context.Context, root string, body CreateSequenceInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSequenceInRootRequest(c.Server, root, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteSequenceInRoot Delete a sequence (of one root)
+//
+// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+//
+// Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
+func (c *Client) DeleteSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteSequenceInRootRequest(c.Server, root, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DescribeSequenceInRoot Describe a sequence (of one root)
+//
+// One sequence in detail. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/sequences/{name} (the `DescribeSequenceInRoot` operationId).
+func (c *Client) DescribeSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDescribeSequenceInRootRequest(c.Server, root, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TakeIDsInRoot Take IDs (of one root)
+//
+// Takes count IDs; an answer holds fewer when the sequence reached its ceiling midway. This is the rooted form of /v1/sequences/{name}/ids: the same route, of the root named {root}.
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/ids (the `TakeIDsInRoot` operationId).
+func (c *Client) TakeIDsInRoot(ctx context.Context, root string, name Name, params *TakeIDsInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTakeIDsInRootRequest(c.Server, root, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RecycleIDsInRootWithBody Give IDs back (of one root)
+//
+// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+func (c *Client) RecycleIDsInRootWithBody(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecycleIDsInRootRequestWithBody(c.Server, root, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RecycleIDsInRoot Give IDs back (of one root)
+//
+// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+func (c *Client) RecycleIDsInRoot(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, body RecycleIDsInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecycleIDsInRootRequest(c.Server, root, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StatusInRoot This replica's status (of one root)
+//
+// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes). This is the rooted form of /v1/status: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/status (the `StatusInRoot` operationId).
+func (c *Client) StatusInRoot(ctx context.Context, root string, params *StatusInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStatusInRootRequest(c.Server, root, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimpleGetInRoot Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Corresponds with GET /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGetInRoot` operationId).
+func (c *Client) TinyidNextIdSimpleGetInRoot(ctx context.Context, root string, params *TinyidNextIdSimpleGetInRootParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimpleGetInRootRequest(c.Server, root, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimplePostInRootWithBody Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+func (c *Client) TinyidNextIdSimplePostInRootWithBody(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimplePostInRootRequestWithBody(c.Server, root, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TinyidNextIdSimplePostInRootWithFormdataBody Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+//
+// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+func (c *Client) TinyidNextIdSimplePostInRootWithFormdataBody(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, body TinyidNextIdSimplePostInRootFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTinyidNextIdSimplePostInRootRequestWithFormdataBody(c.Server, root, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1873,6 +2439,672 @@ func NewOpenapiRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewLeafSegmentGetInRootRequest constructs an http.Request for the LeafSegmentGetInRoot method
+func NewLeafSegmentGetInRootRequest(server string, root string, key Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "key", key, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/api/segment/get/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewHistoryInRootRequest constructs an http.Request for the HistoryInRoot method
+func NewHistoryInRootRequest(server string, root string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/history", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListSequencesInRootRequest constructs an http.Request for the ListSequencesInRoot method
+func NewListSequencesInRootRequest(server string, root string, params *ListSequencesInRootParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Prefix != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "prefix", *params.Prefix, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Health != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "health", *params.Health, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateSequenceInRootRequest calls the generic CreateSequenceInRoot builder with application/json body
+func NewCreateSequenceInRootRequest(server string, root string, body CreateSequenceInRootJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSequenceInRootRequestWithBody(server, root, "application/json", bodyReader)
+}
+
+// NewCreateSequenceInRootRequestWithBody constructs an http.Request for the CreateSequenceInRoot method, with any body, and a specified content type
+func NewCreateSequenceInRootRequestWithBody(server string, root string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteSequenceInRootRequest constructs an http.Request for the DeleteSequenceInRoot method
+func NewDeleteSequenceInRootRequest(server string, root string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewDescribeSequenceInRootRequest constructs an http.Request for the DescribeSequenceInRoot method
+func NewDescribeSequenceInRootRequest(server string, root string, name Name) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTakeIDsInRootRequest constructs an http.Request for the TakeIDsInRoot method
+func NewTakeIDsInRootRequest(server string, root string, name Name, params *TakeIDsInRootParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences/%s/ids", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Count != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "count", *params.Count, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRecycleIDsInRootRequest calls the generic RecycleIDsInRoot builder with application/json body
+func NewRecycleIDsInRootRequest(server string, root string, name Name, params *RecycleIDsInRootParams, body RecycleIDsInRootJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRecycleIDsInRootRequestWithBody(server, root, name, params, "application/json", bodyReader)
+}
+
+// NewRecycleIDsInRootRequestWithBody constructs an http.Request for the RecycleIDsInRoot method, with any body, and a specified content type
+func NewRecycleIDsInRootRequestWithBody(server string, root string, name Name, params *RecycleIDsInRootParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/sequences/%s/recycle", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewStatusInRootRequest constructs an http.Request for the StatusInRoot method
+func NewStatusInRootRequest(server string, root string, params *StatusInRootParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/status", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Sequences != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sequences", *params.Sequences, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "array", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextIdSimpleGetInRootRequest constructs an http.Request for the TinyidNextIdSimpleGetInRoot method
+func NewTinyidNextIdSimpleGetInRootRequest(server string, root string, params *TinyidNextIdSimpleGetInRootParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/tinyid/id/nextIdSimple", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTinyidNextIdSimplePostInRootRequestWithFormdataBody calls the generic TinyidNextIdSimplePostInRoot builder with application/x-www-form-urlencoded body
+func NewTinyidNextIdSimplePostInRootRequestWithFormdataBody(server string, root string, params *TinyidNextIdSimplePostInRootParams, body TinyidNextIdSimplePostInRootFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewTinyidNextIdSimplePostInRootRequestWithBody(server, root, params, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewTinyidNextIdSimplePostInRootRequestWithBody constructs an http.Request for the TinyidNextIdSimplePostInRoot method, with any body, and a specified content type
+func NewTinyidNextIdSimplePostInRootRequestWithBody(server string, root string, params *TinyidNextIdSimplePostInRootParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "root", root, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/roots/%s/tinyid/id/nextIdSimple", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.BizType != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "bizType", *params.BizType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BatchSize != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batchSize", *params.BatchSize, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListSequencesRequest constructs an http.Request for the ListSequences method
 func NewListSequencesRequest(server string, params *ListSequencesParams) (*http.Request, error) {
 	var err error
@@ -2420,6 +3652,132 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/openapi.json (the `Openapi` operationId).
 	OpenapiWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*OpenapiResponse, error)
+
+	// LeafSegmentGetInRootWithResponse Take one ID, as Leaf does (of one root)
+	//
+	// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all). This is the rooted form of /api/segment/get/{key}: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/api/segment/get/{key} (the `LeafSegmentGetInRoot` operationId).
+	LeafSegmentGetInRootWithResponse(ctx context.Context, root string, key Name, reqEditors ...RequestEditorFn) (*LeafSegmentGetInRootResponse, error)
+
+	// HistoryInRootWithResponse This replica's recent history (of one root)
+	//
+	// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws. This is the rooted form of /v1/history: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/history (the `HistoryInRoot` operationId).
+	HistoryInRootWithResponse(ctx context.Context, root string, reqEditors ...RequestEditorFn) (*HistoryInRootResponse, error)
+
+	// ListSequencesInRootWithResponse List sequences (of one root)
+	//
+	// One page of sequences, sorted by name. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/sequences (the `ListSequencesInRoot` operationId).
+	ListSequencesInRootWithResponse(ctx context.Context, root string, params *ListSequencesInRootParams, reqEditors ...RequestEditorFn) (*ListSequencesInRootResponse, error)
+
+	// CreateSequenceInRootWithBodyWithResponse Create a sequence (of one root)
+	//
+	// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+	CreateSequenceInRootWithBodyWithResponse(ctx context.Context, root string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSequenceInRootResponse, error)
+
+	// CreateSequenceInRootWithResponse Create a sequence (of one root)
+	//
+	// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+	CreateSequenceInRootWithResponse(ctx context.Context, root string, body CreateSequenceInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSequenceInRootResponse, error)
+
+	// DeleteSequenceInRootWithResponse Delete a sequence (of one root)
+	//
+	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
+	DeleteSequenceInRootWithResponse(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*DeleteSequenceInRootResponse, error)
+
+	// DescribeSequenceInRootWithResponse Describe a sequence (of one root)
+	//
+	// One sequence in detail. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/sequences/{name} (the `DescribeSequenceInRoot` operationId).
+	DescribeSequenceInRootWithResponse(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*DescribeSequenceInRootResponse, error)
+
+	// TakeIDsInRootWithResponse Take IDs (of one root)
+	//
+	// Takes count IDs; an answer holds fewer when the sequence reached its ceiling midway. This is the rooted form of /v1/sequences/{name}/ids: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/ids (the `TakeIDsInRoot` operationId).
+	TakeIDsInRootWithResponse(ctx context.Context, root string, name Name, params *TakeIDsInRootParams, reqEditors ...RequestEditorFn) (*TakeIDsInRootResponse, error)
+
+	// RecycleIDsInRootWithBodyWithResponse Give IDs back (of one root)
+	//
+	// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+	RecycleIDsInRootWithBodyWithResponse(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecycleIDsInRootResponse, error)
+
+	// RecycleIDsInRootWithResponse Give IDs back (of one root)
+	//
+	// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+	RecycleIDsInRootWithResponse(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, body RecycleIDsInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*RecycleIDsInRootResponse, error)
+
+	// StatusInRootWithResponse This replica's status (of one root)
+	//
+	// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes). This is the rooted form of /v1/status: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/status (the `StatusInRoot` operationId).
+	StatusInRootWithResponse(ctx context.Context, root string, params *StatusInRootParams, reqEditors ...RequestEditorFn) (*StatusInRootResponse, error)
+
+	// TinyidNextIdSimpleGetInRootWithResponse Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGetInRoot` operationId).
+	TinyidNextIdSimpleGetInRootWithResponse(ctx context.Context, root string, params *TinyidNextIdSimpleGetInRootParams, reqEditors ...RequestEditorFn) (*TinyidNextIdSimpleGetInRootResponse, error)
+
+	// TinyidNextIdSimplePostInRootWithBodyWithResponse Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+	TinyidNextIdSimplePostInRootWithBodyWithResponse(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostInRootResponse, error)
+
+	// TinyidNextIdSimplePostInRootWithFormdataBodyWithResponse Take IDs, as Tinyid does (of one root)
+	//
+	// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+	//
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+	TinyidNextIdSimplePostInRootWithFormdataBodyWithResponse(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, body TinyidNextIdSimplePostInRootFormdataRequestBody, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostInRootResponse, error)
 
 	// ListSequencesWithResponse List sequences
 	//
@@ -3098,6 +4456,8 @@ type HistoryResponse struct {
 	JSON200 *History
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ServerError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3116,6 +4476,11 @@ func (r HistoryResponse) GetJSON200() *History {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r HistoryResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r HistoryResponse) GetJSON404() *NoRoot {
+	return r.JSON404
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -3198,6 +4563,1038 @@ func (r OpenapiResponse) ContentType() string {
 	return ""
 }
 
+// LeafSegmentGetInRootResponse401Headers the declared response headers of an HTTP 401 response for LeafSegmentGetInRoot
+type LeafSegmentGetInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// LeafSegmentGetInRootResponse503Headers the declared response headers of an HTTP 503 response for LeafSegmentGetInRoot
+type LeafSegmentGetInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type LeafSegmentGetInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *LeafSegmentGetInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LeafSegmentGetInRootResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r LeafSegmentGetInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r LeafSegmentGetInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r LeafSegmentGetInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r LeafSegmentGetInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r LeafSegmentGetInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// HistoryInRootResponse401Headers the declared response headers of an HTTP 401 response for HistoryInRoot
+type HistoryInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// HistoryInRootResponse503Headers the declared response headers of an HTTP 503 response for HistoryInRoot
+type HistoryInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type HistoryInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *History
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *HistoryInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *HistoryInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HistoryInRootResponse) GetJSON200() *History {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r HistoryInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r HistoryInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r HistoryInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HistoryInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r HistoryInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HistoryInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HistoryInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HistoryInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListSequencesInRootResponse401Headers the declared response headers of an HTTP 401 response for ListSequencesInRoot
+type ListSequencesInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ListSequencesInRootResponse503Headers the declared response headers of an HTTP 503 response for ListSequencesInRoot
+type ListSequencesInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type ListSequencesInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Page
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListSequencesInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListSequencesInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON200() *Page {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListSequencesInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListSequencesInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListSequencesInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListSequencesInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListSequencesInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateSequenceInRootResponse201Headers the declared response headers of an HTTP 201 response for CreateSequenceInRoot
+type CreateSequenceInRootResponse201Headers struct {
+	Location *string
+}
+
+// CreateSequenceInRootResponse401Headers the declared response headers of an HTTP 401 response for CreateSequenceInRoot
+type CreateSequenceInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// CreateSequenceInRootResponse503Headers the declared response headers of an HTTP 503 response for CreateSequenceInRoot
+type CreateSequenceInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type CreateSequenceInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Created
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Created
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateSequenceInRootResponse201Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateSequenceInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CreateSequenceInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON200() *Created {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON201() *Created {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateSequenceInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSequenceInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSequenceInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSequenceInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSequenceInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DeleteSequenceInRootResponse401Headers the declared response headers of an HTTP 401 response for DeleteSequenceInRoot
+type DeleteSequenceInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// DeleteSequenceInRootResponse503Headers the declared response headers of an HTTP 503 response for DeleteSequenceInRoot
+type DeleteSequenceInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type DeleteSequenceInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Deleted
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteSequenceInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteSequenceInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON200() *Deleted {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteSequenceInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteSequenceInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteSequenceInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteSequenceInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteSequenceInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// DescribeSequenceInRootResponse401Headers the declared response headers of an HTTP 401 response for DescribeSequenceInRoot
+type DescribeSequenceInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// DescribeSequenceInRootResponse503Headers the declared response headers of an HTTP 503 response for DescribeSequenceInRoot
+type DescribeSequenceInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type DescribeSequenceInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Detail
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DescribeSequenceInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DescribeSequenceInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON200() *Detail {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DescribeSequenceInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DescribeSequenceInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DescribeSequenceInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DescribeSequenceInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DescribeSequenceInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TakeIDsInRootResponse401Headers the declared response headers of an HTTP 401 response for TakeIDsInRoot
+type TakeIDsInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TakeIDsInRootResponse503Headers the declared response headers of an HTTP 503 response for TakeIDsInRoot
+type TakeIDsInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type TakeIDsInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *IDs
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TakeIDsInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TakeIDsInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON200() *IDs {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r TakeIDsInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TakeIDsInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TakeIDsInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TakeIDsInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TakeIDsInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RecycleIDsInRootResponse401Headers the declared response headers of an HTTP 401 response for RecycleIDsInRoot
+type RecycleIDsInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// RecycleIDsInRootResponse503Headers the declared response headers of an HTTP 503 response for RecycleIDsInRoot
+type RecycleIDsInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type RecycleIDsInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Recycled
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RecycleIDsInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RecycleIDsInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON200() *Recycled {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RecycleIDsInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RecycleIDsInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RecycleIDsInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RecycleIDsInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RecycleIDsInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StatusInRootResponse401Headers the declared response headers of an HTTP 401 response for StatusInRoot
+type StatusInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// StatusInRootResponse503Headers the declared response headers of an HTTP 503 response for StatusInRoot
+type StatusInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type StatusInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Status
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StatusInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StatusInRootResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StatusInRootResponse) GetJSON200() *Status {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r StatusInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StatusInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatusInRootResponse) GetJSON404() *NoRoot {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StatusInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StatusInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StatusInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StatusInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StatusInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StatusInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TinyidNextIdSimpleGetInRootResponse401Headers the declared response headers of an HTTP 401 response for TinyidNextIdSimpleGetInRoot
+type TinyidNextIdSimpleGetInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TinyidNextIdSimpleGetInRootResponse503Headers the declared response headers of an HTTP 503 response for TinyidNextIdSimpleGetInRoot
+type TinyidNextIdSimpleGetInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type TinyidNextIdSimpleGetInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TinyidNextIdSimpleGetInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TinyidNextIdSimpleGetInRootResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r TinyidNextIdSimpleGetInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIdSimpleGetInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIdSimpleGetInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIdSimpleGetInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIdSimpleGetInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// TinyidNextIdSimplePostInRootResponse401Headers the declared response headers of an HTTP 401 response for TinyidNextIdSimplePostInRoot
+type TinyidNextIdSimplePostInRootResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// TinyidNextIdSimplePostInRootResponse503Headers the declared response headers of an HTTP 503 response for TinyidNextIdSimplePostInRoot
+type TinyidNextIdSimplePostInRootResponse503Headers struct {
+	RetryAfter *string
+}
+
+type TinyidNextIdSimplePostInRootResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *UnknownSequence
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ServerError
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *TinyidNextIdSimplePostInRootResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *TinyidNextIdSimplePostInRootResponse503Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON404() *UnknownSequence {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON500() *ServerError {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r TinyidNextIdSimplePostInRootResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r TinyidNextIdSimplePostInRootResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TinyidNextIdSimplePostInRootResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TinyidNextIdSimplePostInRootResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TinyidNextIdSimplePostInRootResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListSequencesResponse401Headers the declared response headers of an HTTP 401 response for ListSequences
 type ListSequencesResponse401Headers struct {
 	WWWAuthenticate *string
@@ -3218,7 +5615,7 @@ type ListSequencesResponse struct {
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *UnknownSequence
+	JSON404 *NoRoot
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ServerError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3245,7 +5642,7 @@ func (r ListSequencesResponse) GetJSON401() *Unauthorized {
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r ListSequencesResponse) GetJSON404() *UnknownSequence {
+func (r ListSequencesResponse) GetJSON404() *NoRoot {
 	return r.JSON404
 }
 
@@ -3316,6 +5713,8 @@ type CreateSequenceResponse struct {
 	JSON401 *Unauthorized
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3353,6 +5752,11 @@ func (r CreateSequenceResponse) GetJSON401() *Unauthorized {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateSequenceResponse) GetJSON403() *Forbidden {
 	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CreateSequenceResponse) GetJSON404() *NoRoot {
+	return r.JSON404
 }
 
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
@@ -3421,7 +5825,7 @@ type DeleteSequenceResponse struct {
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *UnknownSequence
+	JSON404 *NoRoot
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ServerError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3453,7 +5857,7 @@ func (r DeleteSequenceResponse) GetJSON403() *Forbidden {
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DeleteSequenceResponse) GetJSON404() *UnknownSequence {
+func (r DeleteSequenceResponse) GetJSON404() *NoRoot {
 	return r.JSON404
 }
 
@@ -3516,7 +5920,7 @@ type DescribeSequenceResponse struct {
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *UnknownSequence
+	JSON404 *NoRoot
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ServerError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3543,7 +5947,7 @@ func (r DescribeSequenceResponse) GetJSON401() *Unauthorized {
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r DescribeSequenceResponse) GetJSON404() *UnknownSequence {
+func (r DescribeSequenceResponse) GetJSON404() *NoRoot {
 	return r.JSON404
 }
 
@@ -3606,7 +6010,7 @@ type TakeIDsResponse struct {
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *UnknownSequence
+	JSON404 *NoRoot
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3635,7 +6039,7 @@ func (r TakeIDsResponse) GetJSON401() *Unauthorized {
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r TakeIDsResponse) GetJSON404() *UnknownSequence {
+func (r TakeIDsResponse) GetJSON404() *NoRoot {
 	return r.JSON404
 }
 
@@ -3703,7 +6107,7 @@ type RecycleIDsResponse struct {
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
-	JSON404 *UnknownSequence
+	JSON404 *NoRoot
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -3732,7 +6136,7 @@ func (r RecycleIDsResponse) GetJSON401() *Unauthorized {
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
-func (r RecycleIDsResponse) GetJSON404() *UnknownSequence {
+func (r RecycleIDsResponse) GetJSON404() *NoRoot {
 	return r.JSON404
 }
 
@@ -3799,6 +6203,8 @@ type StatusResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NoRoot
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ServerError
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -3822,6 +6228,11 @@ func (r StatusResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r StatusResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r StatusResponse) GetJSON404() *NoRoot {
+	return r.JSON404
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -4056,6 +6467,216 @@ func (c *ClientWithResponses) OpenapiWithResponse(ctx context.Context, reqEditor
 		return nil, err
 	}
 	return ParseOpenapiResponse(rsp)
+}
+
+// LeafSegmentGetInRootWithResponse Take one ID, as Leaf does (of one root)
+//
+// Meituan Leaf's segment route: one ID of the sequence, as a bare decimal number, for Leaf's clients to point at a replica unchanged. Errors are the API's JSON errors with their statuses (Leaf answers 500 to all). This is the rooted form of /api/segment/get/{key}: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/api/segment/get/{key} (the `LeafSegmentGetInRoot` operationId).
+func (c *ClientWithResponses) LeafSegmentGetInRootWithResponse(ctx context.Context, root string, key Name, reqEditors ...RequestEditorFn) (*LeafSegmentGetInRootResponse, error) {
+	rsp, err := c.LeafSegmentGetInRoot(ctx, root, key, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseLeafSegmentGetInRootResponse(rsp)
+}
+
+// HistoryInRootWithResponse This replica's recent history (of one root)
+//
+// One sample every 5 s for 15 minutes: IDs per second served, and the primary's shortest runway; what the status console draws. This is the rooted form of /v1/history: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/history (the `HistoryInRoot` operationId).
+func (c *ClientWithResponses) HistoryInRootWithResponse(ctx context.Context, root string, reqEditors ...RequestEditorFn) (*HistoryInRootResponse, error) {
+	rsp, err := c.HistoryInRoot(ctx, root, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHistoryInRootResponse(rsp)
+}
+
+// ListSequencesInRootWithResponse List sequences (of one root)
+//
+// One page of sequences, sorted by name. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/sequences (the `ListSequencesInRoot` operationId).
+func (c *ClientWithResponses) ListSequencesInRootWithResponse(ctx context.Context, root string, params *ListSequencesInRootParams, reqEditors ...RequestEditorFn) (*ListSequencesInRootResponse, error) {
+	rsp, err := c.ListSequencesInRoot(ctx, root, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListSequencesInRootResponse(rsp)
+}
+
+// CreateSequenceInRootWithBodyWithResponse Create a sequence (of one root)
+//
+// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+func (c *ClientWithResponses) CreateSequenceInRootWithBodyWithResponse(ctx context.Context, root string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSequenceInRootResponse, error) {
+	rsp, err := c.CreateSequenceInRootWithBody(ctx, root, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSequenceInRootResponse(rsp)
+}
+
+// CreateSequenceInRootWithResponse Create a sequence (of one root)
+//
+// Registers a sequence (the primary initialises it). Needs the admin token. A sequence that exists with the same settings is answered 200 with created false. This is the rooted form of /v1/sequences: the same route, of the root named {root}.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/sequences (the `CreateSequenceInRoot` operationId).
+func (c *ClientWithResponses) CreateSequenceInRootWithResponse(ctx context.Context, root string, body CreateSequenceInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSequenceInRootResponse, error) {
+	rsp, err := c.CreateSequenceInRoot(ctx, root, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSequenceInRootResponse(rsp)
+}
+
+// DeleteSequenceInRootWithResponse Delete a sequence (of one root)
+//
+// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
+func (c *ClientWithResponses) DeleteSequenceInRootWithResponse(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*DeleteSequenceInRootResponse, error) {
+	rsp, err := c.DeleteSequenceInRoot(ctx, root, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteSequenceInRootResponse(rsp)
+}
+
+// DescribeSequenceInRootWithResponse Describe a sequence (of one root)
+//
+// One sequence in detail. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/sequences/{name} (the `DescribeSequenceInRoot` operationId).
+func (c *ClientWithResponses) DescribeSequenceInRootWithResponse(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*DescribeSequenceInRootResponse, error) {
+	rsp, err := c.DescribeSequenceInRoot(ctx, root, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDescribeSequenceInRootResponse(rsp)
+}
+
+// TakeIDsInRootWithResponse Take IDs (of one root)
+//
+// Takes count IDs; an answer holds fewer when the sequence reached its ceiling midway. This is the rooted form of /v1/sequences/{name}/ids: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/ids (the `TakeIDsInRoot` operationId).
+func (c *ClientWithResponses) TakeIDsInRootWithResponse(ctx context.Context, root string, name Name, params *TakeIDsInRootParams, reqEditors ...RequestEditorFn) (*TakeIDsInRootResponse, error) {
+	rsp, err := c.TakeIDsInRoot(ctx, root, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTakeIDsInRootResponse(rsp)
+}
+
+// RecycleIDsInRootWithBodyWithResponse Give IDs back (of one root)
+//
+// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+func (c *ClientWithResponses) RecycleIDsInRootWithBodyWithResponse(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecycleIDsInRootResponse, error) {
+	rsp, err := c.RecycleIDsInRootWithBody(ctx, root, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecycleIDsInRootResponse(rsp)
+}
+
+// RecycleIDsInRootWithResponse Give IDs back (of one root)
+//
+// The IDs go back to the sequence in ZooKeeper; the next take by any client hands them out first. Without an Idempotency-Key never retry after a timeout or a 500 uncertain. This is the rooted form of /v1/sequences/{name}/recycle: the same route, of the root named {root}.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/sequences/{name}/recycle (the `RecycleIDsInRoot` operationId).
+func (c *ClientWithResponses) RecycleIDsInRootWithResponse(ctx context.Context, root string, name Name, params *RecycleIDsInRootParams, body RecycleIDsInRootJSONRequestBody, reqEditors ...RequestEditorFn) (*RecycleIDsInRootResponse, error) {
+	rsp, err := c.RecycleIDsInRoot(ctx, root, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecycleIDsInRootResponse(rsp)
+}
+
+// StatusInRootWithResponse This replica's status (of one root)
+//
+// The replica, the primary, the ZooKeeper session, the store's health, the reserve (primary only), the allocators. On the primary, reserve.summary covers every sequence and reserve.sequences lists those the parameters ask for (all of them by default: at 100,000 sequences that is megabytes). This is the rooted form of /v1/status: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/status (the `StatusInRoot` operationId).
+func (c *ClientWithResponses) StatusInRootWithResponse(ctx context.Context, root string, params *StatusInRootParams, reqEditors ...RequestEditorFn) (*StatusInRootResponse, error) {
+	rsp, err := c.StatusInRoot(ctx, root, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatusInRootResponse(rsp)
+}
+
+// TinyidNextIdSimpleGetInRootWithResponse Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimpleGetInRoot` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimpleGetInRootWithResponse(ctx context.Context, root string, params *TinyidNextIdSimpleGetInRootParams, reqEditors ...RequestEditorFn) (*TinyidNextIdSimpleGetInRootResponse, error) {
+	rsp, err := c.TinyidNextIdSimpleGetInRoot(ctx, root, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimpleGetInRootResponse(rsp)
+}
+
+// TinyidNextIdSimplePostInRootWithBodyWithResponse Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimplePostInRootWithBodyWithResponse(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostInRootResponse, error) {
+	rsp, err := c.TinyidNextIdSimplePostInRootWithBody(ctx, root, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimplePostInRootResponse(rsp)
+}
+
+// TinyidNextIdSimplePostInRootWithFormdataBodyWithResponse Take IDs, as Tinyid does (of one root)
+//
+// Tinyid's nextIdSimple: batchSize IDs (default 1) of the sequence bizType, comma-separated, for Tinyid's clients to point at a replica unchanged. As Tinyid, a batchSize above the replica's limit gets the limit; the parameters may come in the query or, with POST, a form body. Errors are the API's JSON errors with their statuses (Tinyid answers an empty 200). This is the rooted form of /tinyid/id/nextIdSimple: the same route, of the root named {root}.
+//
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/roots/{root}/tinyid/id/nextIdSimple (the `TinyidNextIdSimplePostInRoot` operationId).
+func (c *ClientWithResponses) TinyidNextIdSimplePostInRootWithFormdataBodyWithResponse(ctx context.Context, root string, params *TinyidNextIdSimplePostInRootParams, body TinyidNextIdSimplePostInRootFormdataRequestBody, reqEditors ...RequestEditorFn) (*TinyidNextIdSimplePostInRootResponse, error) {
+	rsp, err := c.TinyidNextIdSimplePostInRootWithFormdataBody(ctx, root, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTinyidNextIdSimplePostInRootResponse(rsp)
 }
 
 // ListSequencesWithResponse List sequences
@@ -4691,6 +7312,13 @@ func ParseHistoryResponse(rsp *http.Response) (*HistoryResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ServerError
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4759,6 +7387,975 @@ func ParseOpenapiResponse(rsp *http.Response) (*OpenapiResponse, error) {
 	return response, nil
 }
 
+// ParseLeafSegmentGetInRootResponse parses an HTTP response from a LeafSegmentGetInRootWithResponse call
+func ParseLeafSegmentGetInRootResponse(rsp *http.Response) (*LeafSegmentGetInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &LeafSegmentGetInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers LeafSegmentGetInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers LeafSegmentGetInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseHistoryInRootResponse parses an HTTP response from a HistoryInRootWithResponse call
+func ParseHistoryInRootResponse(rsp *http.Response) (*HistoryInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HistoryInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest History
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers HistoryInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers HistoryInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListSequencesInRootResponse parses an HTTP response from a ListSequencesInRootWithResponse call
+func ParseListSequencesInRootResponse(rsp *http.Response) (*ListSequencesInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListSequencesInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Page
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListSequencesInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListSequencesInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateSequenceInRootResponse parses an HTTP response from a CreateSequenceInRootWithResponse call
+func ParseCreateSequenceInRootResponse(rsp *http.Response) (*CreateSequenceInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSequenceInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Created
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Created
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateSequenceInRootResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		response.Headers201 = &headers
+	case rsp.StatusCode == 401:
+		var headers CreateSequenceInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers CreateSequenceInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDeleteSequenceInRootResponse parses an HTTP response from a DeleteSequenceInRootWithResponse call
+func ParseDeleteSequenceInRootResponse(rsp *http.Response) (*DeleteSequenceInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteSequenceInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Deleted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteSequenceInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteSequenceInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseDescribeSequenceInRootResponse parses an HTTP response from a DescribeSequenceInRootWithResponse call
+func ParseDescribeSequenceInRootResponse(rsp *http.Response) (*DescribeSequenceInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DescribeSequenceInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Detail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DescribeSequenceInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers DescribeSequenceInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTakeIDsInRootResponse parses an HTTP response from a TakeIDsInRootWithResponse call
+func ParseTakeIDsInRootResponse(rsp *http.Response) (*TakeIDsInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TakeIDsInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest IDs
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TakeIDsInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers TakeIDsInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRecycleIDsInRootResponse parses an HTTP response from a RecycleIDsInRootWithResponse call
+func ParseRecycleIDsInRootResponse(rsp *http.Response) (*RecycleIDsInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RecycleIDsInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Recycled
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RecycleIDsInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers RecycleIDsInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStatusInRootResponse parses an HTTP response from a StatusInRootWithResponse call
+func ParseStatusInRootResponse(rsp *http.Response) (*StatusInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StatusInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Status
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers StatusInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers StatusInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIdSimpleGetInRootResponse parses an HTTP response from a TinyidNextIdSimpleGetInRootWithResponse call
+func ParseTinyidNextIdSimpleGetInRootResponse(rsp *http.Response) (*TinyidNextIdSimpleGetInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIdSimpleGetInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TinyidNextIdSimpleGetInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers TinyidNextIdSimpleGetInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseTinyidNextIdSimplePostInRootResponse parses an HTTP response from a TinyidNextIdSimplePostInRootWithResponse call
+func ParseTinyidNextIdSimplePostInRootResponse(rsp *http.Response) (*TinyidNextIdSimplePostInRootResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TinyidNextIdSimplePostInRootResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest UnknownSequence
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ServerError
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers TinyidNextIdSimplePostInRootResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers TinyidNextIdSimplePostInRootResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListSequencesResponse parses an HTTP response from a ListSequencesWithResponse call
 func ParseListSequencesResponse(rsp *http.Response) (*ListSequencesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4795,7 +8392,7 @@ func ParseListSequencesResponse(rsp *http.Response) (*ListSequencesResponse, err
 		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest UnknownSequence
+		var dest NoRoot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -4891,6 +8488,13 @@ func ParseCreateSequenceResponse(rsp *http.Response) (*CreateSequenceResponse, e
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict
@@ -4994,7 +8598,7 @@ func ParseDeleteSequenceResponse(rsp *http.Response) (*DeleteSequenceResponse, e
 		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest UnknownSequence
+		var dest NoRoot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5078,7 +8682,7 @@ func ParseDescribeSequenceResponse(rsp *http.Response) (*DescribeSequenceRespons
 		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest UnknownSequence
+		var dest NoRoot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5162,7 +8766,7 @@ func ParseTakeIDsResponse(rsp *http.Response) (*TakeIDsResponse, error) {
 		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest UnknownSequence
+		var dest NoRoot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5253,7 +8857,7 @@ func ParseRecycleIDsResponse(rsp *http.Response) (*RecycleIDsResponse, error) {
 		response.JSON401 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
-		var dest UnknownSequence
+		var dest NoRoot
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5342,6 +8946,13 @@ func ParseStatusResponse(rsp *http.Response) (*StatusResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NoRoot
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ServerError

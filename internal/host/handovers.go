@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"context"
@@ -13,22 +13,22 @@ import (
 // status (and the console).
 const keptHandovers = 10
 
-// handovers remembers the last changes of primary this replica observed.
-type handovers struct {
+// Handovers remembers the last changes of primary this replica observed.
+type Handovers struct {
 	mu   sync.Mutex
 	seen []httpapi.HandoverView // newest first
 }
 
-// watch records every change of primary e observes until ctx is done. It
+// Watch records every change of primary e observes until ctx is done. It
 // costs one ZooKeeper watch, on the lowest candidate.
-func (h *handovers) watch(ctx context.Context, e *election.Election) {
+func (h *Handovers) Watch(ctx context.Context, e *election.Election) {
 	for id := range e.Observe(ctx) {
 		h.record(time.Now(), id)
 	}
 }
 
 // record notes that id (the zero Identity: none) became primary at at.
-func (h *handovers) record(at time.Time, id election.Identity) {
+func (h *Handovers) record(at time.Time, id election.Identity) {
 	v := httpapi.HandoverView{At: at.UTC()}
 	if id != (election.Identity{}) {
 		p := httpapi.ReplicaViewOf(id)
@@ -39,8 +39,8 @@ func (h *handovers) record(at time.Time, id election.Identity) {
 	h.seen = append([]httpapi.HandoverView{v}, h.seen[:min(len(h.seen), keptHandovers-1)]...)
 }
 
-// list returns the changes, newest first.
-func (h *handovers) list() []httpapi.HandoverView {
+// List returns the changes, newest first.
+func (h *Handovers) List() []httpapi.HandoverView {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]httpapi.HandoverView{}, h.seen...)

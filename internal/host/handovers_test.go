@@ -1,4 +1,4 @@
-package main
+package host
 
 import (
 	"encoding/json"
@@ -12,8 +12,8 @@ import (
 // The handovers a replica keeps: newest first, at most keptHandovers, a
 // moment without a primary as null.
 func TestHandoversAreBoundedNewestFirst(t *testing.T) {
-	var h handovers
-	if got := h.list(); got == nil || len(got) != 0 {
+	var h Handovers
+	if got := h.List(); got == nil || len(got) != 0 {
 		t.Fatalf("no handovers yet: %#v, want an empty list (JSON [])", got)
 	}
 	start := time.Date(2026, 11, 24, 23, 0, 0, 0, time.UTC)
@@ -21,7 +21,7 @@ func TestHandoversAreBoundedNewestFirst(t *testing.T) {
 	for i := range keptHandovers + 3 {
 		h.record(start.Add(time.Duration(i+1)*time.Second), election.Identity{ID: string(rune('a' + i)), Address: "x:7070"})
 	}
-	got := h.list()
+	got := h.List()
 	if len(got) != keptHandovers {
 		t.Fatalf("%d handovers kept, want %d", len(got), keptHandovers)
 	}
@@ -31,9 +31,9 @@ func TestHandoversAreBoundedNewestFirst(t *testing.T) {
 			t.Fatalf("handover %d: %+v, want primary %s, newest first", i, v, want)
 		}
 	}
-	var none handovers
+	var none Handovers
 	none.record(start, election.Identity{})
-	b, err := json.Marshal(none.list())
+	b, err := json.Marshal(none.List())
 	if err != nil {
 		t.Fatal(err)
 	}
