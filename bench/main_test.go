@@ -57,6 +57,8 @@ type env struct {
 	root    string
 	// observeZK, while set, is the ObserveRequest of the sessions opened.
 	observeZK func(op string, d time.Duration)
+	// primaryZK, when set, is the session startPrimary runs primaries on.
+	primaryZK *zkclient.Client
 }
 
 func newEnv(b *testing.B) *env {

@@ -45,11 +45,17 @@ func openStore(b *testing.B, s3 *testenv.S3) *persist.Store {
 	return s
 }
 
-// startPrimary runs a primary on e's root until the benchmark ends.
+// startPrimary runs a primary on e's root until the benchmark ends, on
+// e.primaryZK when set (the session several roots' primaries share, as
+// in one serve process), else on a session of its own.
 func startPrimary(b *testing.B, e *env, store *persist.Store, tune func(*config.Primary)) *primary.Primary {
 	b.Helper()
 	cfg := config.DefaultPrimary()
-	seqs, err := seqzk.NewClient(e.session(), seqzk.Options{Root: e.root})
+	zc := e.primaryZK
+	if zc == nil {
+		zc = e.session()
+	}
+	seqs, err := seqzk.NewClient(zc, seqzk.Options{Root: e.root})
 	if err != nil {
 		b.Fatal(err)
 	}
