@@ -60,6 +60,9 @@ func rootsOnce(b *testing.B, roots int) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if err := shared.EnsurePath(ctx, re.root); err != nil {
+			b.Fatal(err)
+		}
 		for k := range sequences / roots {
 			name := fmt.Sprintf("r%03d", k)
 			if err := admin.Register(ctx, name, seqzk.Registration{}); err != nil {
