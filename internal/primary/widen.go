@@ -50,7 +50,14 @@ func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
 		return state.State{}, fmt.Errorf("sequence %q: write the new end %d and %d windows to the store: %w; nothing was changed in ZooKeeper", name, end, windows, err)
 	}
-	widened, err := seqs.Widen(ctx, name, seqzk.Widening{End: end, Windows: windows})
+	// A store ceiling above ZooKeeper's end means IDs above that end went
+	// out under a widen ZooKeeper has since lost (restored from an older
+	// copy): the widened space starts above them.
+	var floor int64
+	if rec.Ceiling > st.End {
+		floor = rec.Ceiling + 1
+	}
+	widened, err := seqs.Widen(ctx, name, seqzk.Widening{End: end, Windows: windows, Floor: floor})
 	if err != nil {
 		return state.State{}, fmt.Errorf("%w (the store already holds the end %d and %d windows: run widen again)", err, end, windows)
 	}

@@ -114,3 +114,70 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	}
 	seen.add(t, "after the second loss", got)
 }
+
+// A widen that ZooKeeper lost (found by TestModelSeveralRoots, seed 13): a
+// bounded sequence is widened, hands out IDs above its old end, and then
+// ZooKeeper's data is restored from a copy taken before the widen. The
+// revalidation after the loss clamps next to the old end + 1 (the state
+// cannot hold a next above its end), so the state forgets the IDs above
+// it; the store's ceiling covers them. Widening it again must start the
+// space above the store's ceiling, not at the old end + 1, or those IDs
+// go out twice. The rolled-back state is written here as the
+// revalidation leaves it (end 300, next 301, its marker and epoch kept).
+func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	r.start("p1", nil)
+	c := r.client(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	if err := c.Register(ctx, "tiny", seqzk.Registration{Start: 1, End: 300}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "tiny initialised", func() bool { st, _, err := c.Describe(ctx, "tiny"); return err == nil && !st.Registered })
+	if _, err := primary.Widen(ctx, c, r.store(), "tiny", seqzk.Widening{End: 2957}); err != nil {
+		t.Fatal(err)
+	}
+	seen := ids{}
+	var last int64
+	for last < 356 {
+		got, err := c.Take(ctx, "tiny", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, "before the loss", got)
+		last = got[len(got)-1].End
+	}
+	// ZooKeeper restored from its copy before the widen, and revalidated.
+	data, stat, err := c.ZK().Get(ctx, c.Path("tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.ParseState("tiny", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.End, st.Next, st.Ceiling, st.Recycled = 300, 301, 300, nil
+	if _, err := c.ZK().Set(ctx, c.Path("tiny"), st.Encode(), stat.Version); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.store().Get(ctx, "tiny")
+	if err != nil || rec.Ceiling < last {
+		t.Fatalf("the store's record: %+v, %v; want a ceiling of at least %d", rec, err, last)
+	}
+	w, err := primary.Widen(ctx, c, r.store(), "tiny", seqzk.Widening{End: 2957})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Next <= rec.Ceiling {
+		t.Fatalf("widened to next %d, at or below the store's ceiling %d: IDs up to %d went out before the loss", w.Next, rec.Ceiling, last)
+	}
+	for range 5 {
+		got, err := c.Take(ctx, "tiny", 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.add(t, "after widening again", got)
+	}
+}

@@ -156,6 +156,14 @@ func CheckAdvance(st state.State, to int64) error {
 type Widening struct {
 	End     int64
 	Windows int
+	// Floor, when above the state's next, is the lowest ID the widened
+	// space may hand out: the durable store's ceiling + 1, given when that
+	// ceiling lies above the state's end. Only a widen ZooKeeper lost (a
+	// restore of its data from a copy taken before it) leaves a state so:
+	// IDs above the old end went out, and the revalidation after the loss
+	// clamped next to the old end + 1. Widening such a state again without
+	// moving next would hand those IDs out a second time.
+	Floor int64
 }
 
 // Widen moves the end of sequence name's space up to w.End and its window
@@ -181,6 +189,14 @@ func (c *Client) Widen(ctx context.Context, name string, w Widening) (state.Stat
 			return false, nil
 		}
 		st.End, st.Windows = end, windows
+		if !st.Registered && w.Floor > st.Next {
+			// IDs below Floor may have gone out in a lost history: skip
+			// them, and refuse pushes of them without a recorded key
+			// (state.State.PushFloor), as a revalidation does.
+			st.Next = clampNext(w.Floor, st.End)
+			st.Ceiling = max(st.Ceiling, st.Next-1)
+			st.PushFloor = max(st.PushFloor, st.Next)
+		}
 		return true, nil
 	})
 }
