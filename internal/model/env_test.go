@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,8 +103,10 @@ type staleTake struct {
 	done     chan string
 }
 
-// env is one run: the servers, clients, primaries and the model. Apart
-// from m (see model), it belongs to the driver goroutine.
+// env is one run of one root: the servers, clients, primaries and the
+// model. Apart from m (see model) and prim, it belongs to the root's driver
+// goroutine (and, with several roots, to the fault driver while it holds
+// every driver off; see rootsRun).
 type env struct {
 	t    *testing.T
 	seed uint64
@@ -122,11 +125,14 @@ type env struct {
 	store    *persist.Store // the test's own: checks, tombstones
 	admin    *seqzk.Client
 	workers  []*worker
-	prim     *primaryRun
-	nprim    int
-	copies   []zkCopy
-	stale    *staleTake
-	closers  []func()
+	// prim is the current primary; with several roots in one process
+	// the process's fault driver replaces it, so read it with primary().
+	prim    *primaryRun
+	primMu  sync.Mutex
+	nprim   int
+	copies  []zkCopy
+	stale   *staleTake
+	closers []func()
 
 	skip       map[string]bool // SEQKEEPER_MODEL_SKIP
 	deleted    map[string]int  // names deleted (op of the delete), not re-created
@@ -151,6 +157,14 @@ func (e *env) fatalf(format string, args ...any) {
 
 func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client {
 	e.t.Helper()
+	c := e.connect(addr, session, redial)
+	e.closers = append(e.closers, c.Close)
+	return c
+}
+
+// connect opens a session as dial does; the caller closes it.
+func (e *env) connect(addr string, session, redial time.Duration) *zkclient.Client {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 	opts := zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial}
@@ -162,7 +176,6 @@ func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client 
 	if err != nil {
 		e.fatalf("dial zookeeper %s: %v", addr, err)
 	}
-	e.closers = append(e.closers, c.Close)
 	return c
 }
 

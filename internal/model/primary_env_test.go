@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // crashableStore is a store like newStore's on a backend that the test can
@@ -73,35 +75,53 @@ func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
 // setup starts everything and waits until the primary has initialised
 // every sequence.
 func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *env {
-	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
+	var ens *testenv.Ensemble
+	var clientTLS *tls.Config
 	if overTLS {
-		e.ens = testenv.StartTLSEnsemble(t, 1)
-		e.tls = e.ens.ClientTLS(t, "seqkeeper")
+		ens = testenv.StartTLSEnsemble(t, 1)
+		clientTLS = ens.ClientTLS(t, "seqkeeper")
 	} else {
-		e.ens = testenv.StartEnsemble(t, 1)
+		ens = testenv.StartEnsemble(t, 1)
 	}
+	e := prepare(t, seed, m, specs, ens, clientTLS, fmt.Sprintf("/model-%08x", uint32(seed)))
+	e.startPrimary()
+	e.populate()
+	return e
+}
+
+// prepare returns the env of one root on a running ensemble: its paths
+// under root, its store (in a directory of its own) and its admin session.
+// No primary runs yet: the caller starts one (startPrimary, or a process
+// of several roots) and then calls populate.
+func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.Ensemble, clientTLS *tls.Config, root string) *env {
+	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
+	e.ens, e.tls = ens, clientTLS
 	e.zkAddr = e.ens.Addr(0)
-	e.root = fmt.Sprintf("/model-%08x", uint32(seed))
+	e.root = root
 	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"
 	e.storeDir, e.copyDir = t.TempDir(), t.TempDir()
 	e.store = e.newStore()
 	// The admin session redials at once after ZooKeeper lost its data: it
 	// holds no cache and no ephemeral node, and the test reads through it.
 	e.admin = e.client(e.dial(e.zkAddr, adminSession, time.Second), ceilingWait)
-	e.startPrimary()
+	return e
+}
 
+// populate registers the run's sequences, waits until the primary has
+// initialised every one, and starts the workers.
+func (e *env) populate() {
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 	e.waitFor(ctx, "the sequences root", func() bool {
 		ok, _, _ := e.admin.ZK().Exists(context.Background(), e.seqRoot)
 		return ok
 	})
-	for _, s := range specs {
+	for _, s := range e.specs {
 		if err := e.admin.Register(ctx, s.name, s.reg); err != nil {
 			e.fatalf("register %s: %v", s.name, err)
 		}
 	}
-	for _, s := range specs {
+	for _, s := range e.specs {
 		e.waitFor(ctx, "the primary to initialise "+s.name, func() bool {
 			_, err := e.store.Get(ctx, s.name)
 			return err == nil
@@ -113,28 +133,33 @@ func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *
 			w.zk = e.dial(e.zkAddr, workerSession, 0)
 		} else {
 			w.label += "p"
-			w.proxy = testenv.NewProxy(t, e.zkAddr)
+			w.proxy = testenv.NewProxy(e.t, e.zkAddr)
 			e.closers = append(e.closers, w.proxy.Close)
 			w.zk = e.dial(w.proxy.Addr(), proxiedSession, 0)
 		}
 		w.seq = e.client(w.zk, ceilingWait)
 		e.workers = append(e.workers, w)
-		m.held[w.label] = map[string]*idSet{}
+		e.m.held[w.label] = map[string]*idSet{}
 	}
-	m.held["admin"] = map[string]*idSet{}
-	return e
+	e.m.held["admin"] = map[string]*idSet{}
 }
 
 // close stops the primary and every client and server of the run.
 func (e *env) close() {
+	e.closeClients()
+	e.ens.StopAll()
+}
+
+// closeClients stops the primary and every client of the root, not the
+// ensemble.
+func (e *env) closeClients() {
 	e.resumeStale()
-	if e.prim != nil {
-		e.stopPrimary(e.prim, "end of run")
+	if pr := e.primary(); pr != nil {
+		e.stopPrimary(pr, "end of run")
 	}
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		e.closers[i]()
 	}
-	e.ens.StopAll()
 }
 
 func (e *env) waitFor(ctx context.Context, what string, cond func() bool) {
@@ -148,6 +173,19 @@ func (e *env) waitFor(ctx context.Context, what string, cond func() bool) {
 	}
 }
 
+// primary returns the current primary (nil before the first).
+func (e *env) primary() *primaryRun {
+	e.primMu.Lock()
+	defer e.primMu.Unlock()
+	return e.prim
+}
+
+func (e *env) setPrimary(pr *primaryRun) {
+	e.primMu.Lock()
+	e.prim = pr
+	e.primMu.Unlock()
+}
+
 // startPrimary starts a new primary with a new session, through its own
 // proxy (so its network can be frozen), and makes it the current one.
 func (e *env) startPrimary() {
@@ -155,7 +193,13 @@ func (e *env) startPrimary() {
 	proxy := testenv.NewProxy(e.t, e.zkAddr)
 	e.closers = append(e.closers, proxy.Close)
 	zc := e.dial(proxy.Addr(), primarySession, 0)
-	holder := fmt.Sprintf("p%d", e.nprim)
+	e.setPrimary(e.runPrimary(fmt.Sprintf("p%d", e.nprim), zc, proxy))
+}
+
+// runPrimary starts a primary of the root as holder on the session zc
+// (reached through proxy), supervised as 'seqkeeper serve' does: when Run
+// fails it runs again after a pause, until the test stops it.
+func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Proxy) *primaryRun {
 	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = e.marker
 	cfg.Runway = time.Second
@@ -193,7 +237,7 @@ func (e *env) startPrimary() {
 			}
 		}
 	}()
-	e.prim = pr
+	return pr
 }
 
 // stopPrimary cancels a primary's leadership and waits for Run to return.
