@@ -113,6 +113,9 @@ type env struct {
 	m    *model
 
 	specs []seqSpec
+	// label names the root in a run of several roots (" root r1 (<path>)";
+	// empty for TestModel).
+	label string
 	ens   *testenv.Ensemble
 	// tls, when set, is every client's TLS configuration (TestModelOverTLS).
 	tls      *tls.Config
@@ -152,7 +155,7 @@ type env struct {
 // that does not start, a file that cannot be written): not a finding.
 func (e *env) fatalf(format string, args ...any) {
 	e.t.Helper()
-	e.t.Fatalf("seed %#x: test environment: %s", e.seed, fmt.Sprintf(format, args...))
+	e.t.Fatalf("seed %#x%s: test environment: %s", e.seed, e.label, fmt.Sprintf(format, args...))
 }
 
 func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client {

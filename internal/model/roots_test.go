@@ -152,6 +152,7 @@ func runRoots(t *testing.T, set settings) ([]outcome, string) {
 		specs := slices.DeleteFunc(specsFor(seed), func(s seqSpec) bool { return set.skip["seq:"+s.name] })
 		e := prepare(t, seed, newModel(specs), specs, rr.ens, rr.clientTLS(set.tls), fmt.Sprintf("%s/r%d", run, i))
 		e.skip = skip
+		e.label = fmt.Sprintf(" root r%d (%s)", i, e.root)
 		rr.roots = append(rr.roots, e)
 		rr.names = append(rr.names, fmt.Sprintf("r%d", i))
 	}
