@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +150,9 @@ type env struct {
 	api         *httptest.Server    // the HTTP API of the admin routes (httpAdmin)
 	apiStore    *persist.Store      // the store api was built on
 	adoptions   int                 // legacy counters adopted (opAdopt)
+	// noStoreFaults, while set, keeps opStoreFault off: a run of several
+	// roots sets it between a copy of ZooKeeper and its restore.
+	noStoreFaults atomic.Bool
 }
 
 // fatalf stops the run for a problem of the test's environment (a server

@@ -85,7 +85,8 @@ import (
 //	SEQKEEPER_MODEL_DURATION  how long to run (Go duration); default 45s
 //	SEQKEEPER_MODEL_OPS       stop after this many operations (replay a prefix)
 //	SEQKEEPER_MODEL_SHRINK    0 disables re-running a failing seed with fewer operations
-//	SEQKEEPER_MODEL_SKIP      operations not to run, comma-separated: names from opTable,
+//	SEQKEEPER_MODEL_SKIP      operations not to run, comma-separated: names from opTable
+//	                          (or rootFaults, for TestModelSeveralRoots),
 //	                          push-invalid:<kind> (beyond, outside, overlap, window), or
 //	                          seq:<name> (a sequence of specsFor); to look past a known
 //	                          bug while it is being fixed
@@ -187,6 +188,9 @@ func loadSettings(t *testing.T) settings {
 			slices.ContainsFunc(specsFor(0), func(s seqSpec) bool { return "seq:"+s.name == k })
 		for _, o := range opTable {
 			known = known || o.name == k
+		}
+		for _, f := range rootFaults { // TestModelSeveralRoots's
+			known = known || f.name == k
 		}
 		if !known || k == opTable[0].name {
 			t.Fatalf("SEQKEEPER_MODEL_SKIP: %q is not an operation that can be skipped (see opTable and invalidKinds)", k)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -198,11 +199,18 @@ func (rr *rootsRun) afterZK(r *rand.Rand, what string) {
 	if r.IntN(2) != 0 {
 		return
 	}
-	for _, e := range rr.roots {
-		e.settle(20 * time.Second)
-	}
+	rr.settle(20 * time.Second)
 	for _, e := range rr.roots {
 		e.checkLatent("after " + what)
+	}
+}
+
+// settle waits, up to limit in all, until ZooKeeper serves and every
+// root's primary has revalidated every live sequence of its root.
+func (rr *rootsRun) settle(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for _, e := range rr.roots {
+		e.settle(max(time.Until(deadline), 0))
 	}
 }
 
@@ -221,10 +229,18 @@ func (rr *rootsRun) restartZK(r *rand.Rand) (string, bool) {
 	return what, true
 }
 
-// snapshotZK saves a copy of ZooKeeper's data (stopped, so consistent),
-// with every root's operation and store fault count.
+// snapshotZK saves a copy of ZooKeeper's data.
 func (rr *rootsRun) snapshotZK(r *rand.Rand) (string, bool) {
 	defer rr.holdAll()()
+	what := rr.snapshot()
+	rr.afterZK(r, what)
+	return what, true
+}
+
+// snapshot saves a copy of ZooKeeper's data (stopped, so consistent),
+// with every root's operation and store fault count; every driver must
+// be held off.
+func (rr *rootsRun) snapshot() string {
 	dir := filepath.Join(rr.copyDir, fmt.Sprintf("copy-%03d", len(rr.copies)))
 	rr.roots[0].zkFault(false, func() error { return rr.ens.SaveData(0, dir) })
 	c := rootsCopy{dir: dir}
@@ -234,29 +250,30 @@ func (rr *rootsRun) snapshotZK(r *rand.Rand) (string, bool) {
 		e.m.mu.Unlock()
 	}
 	rr.copies = append(rr.copies, c)
-	what := rr.record(fmt.Sprintf("zk-snapshot copy %d (ops %v)", len(rr.copies)-1, c.ops))
-	rr.afterZK(r, what)
-	return what, true
+	return rr.record(fmt.Sprintf("zk-snapshot copy %d (ops %v)", len(rr.copies)-1, c.ops))
 }
 
-// storesCover reports whether every root's store covers every sequence
-// of its root (see env.storeCovers).
-func (rr *rootsRun) storesCover() bool {
-	all := true
-	for _, e := range rr.roots {
-		all = e.storeCovers() && all
+// storesCover waits, up to limit, until every root's store covers every
+// sequence of its root (see env.storeCovers), and reports whether they
+// do. Every driver must be held off: no store fault happens meanwhile,
+// and the primaries' audits repair what earlier ones cost.
+func (rr *rootsRun) storesCover(limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for {
+		all := true
+		for _, e := range rr.roots {
+			all = e.storeCovers() && all
+		}
+		if all || time.Now().After(deadline) {
+			return all
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return all
 }
 
-// restoreZK rolls ZooKeeper back to any earlier copy taken after every
-// root's last store fault, if every root's store covers its sequences;
-// in every root, a name deleted after the copy may be back.
-func (rr *rootsRun) restoreZK(r *rand.Rand) (string, bool) {
-	defer rr.holdAll()()
-	if !rr.storesCover() {
-		return "", false
-	}
+// validCopies returns the copies that a restore may go back to: taken
+// after every root's last store fault.
+func (rr *rootsRun) validCopies() []int {
 	var ok []int
 	for i, c := range rr.copies {
 		same := true
@@ -269,10 +286,44 @@ func (rr *rootsRun) restoreZK(r *rand.Rand) (string, bool) {
 			ok = append(ok, i)
 		}
 	}
-	if len(ok) == 0 {
-		return "", false
+	return ok
+}
+
+// restoreZK rolls ZooKeeper back to an earlier copy taken after every
+// root's last store fault, once every root's store covers its sequences;
+// in every root, a name deleted after the copy may be back. With four
+// roots a store fault strikes somewhere every second or two, so a copy
+// rarely stays valid: when none is (and a third of the time anyway), the
+// copy is taken now, the roots run for 1 to 3 s without store faults (the
+// takes, deletes and advances the restore will undo), and ZooKeeper goes
+// back to it.
+func (rr *rootsRun) restoreZK(r *rand.Rand) (string, bool) {
+	release := rr.holdAll()
+	valid := rr.validCopies()
+	fresh := len(valid) == 0 || r.IntN(3) == 0
+	if fresh {
+		for _, e := range rr.roots {
+			e.noStoreFaults.Store(true)
+		}
+		defer func() {
+			for _, e := range rr.roots {
+				e.noStoreFaults.Store(false)
+			}
+		}()
+		rr.snapshot()
+		release()
+		time.Sleep(time.Second + time.Duration(r.IntN(2000))*time.Millisecond)
+		release = rr.holdAll()
+		valid = []int{len(rr.copies) - 1}
 	}
-	i := ok[r.IntN(len(ok))]
+	defer release()
+	if !rr.storesCover(10 * time.Second) {
+		return rr.record("zk-restore abandoned: the stores do not cover every sequence"), true
+	}
+	if valid = slices.DeleteFunc(valid, func(i int) bool { return !slices.Contains(rr.validCopies(), i) }); len(valid) == 0 {
+		return rr.record("zk-restore abandoned: no copy taken after the last store fault"), true
+	}
+	i := valid[r.IntN(len(valid))]
 	c := rr.copies[i]
 	rr.roots[0].zkFault(r.IntN(2) == 0, func() error { return rr.ens.RestoreData(0, c.dir) })
 	for j, e := range rr.roots {
@@ -288,12 +339,12 @@ func (rr *rootsRun) restoreZK(r *rand.Rand) (string, bool) {
 	return what, true
 }
 
-// wipeZK deletes all of ZooKeeper's data (every root's), if every root's
-// store covers its sequences.
+// wipeZK deletes all of ZooKeeper's data (every root's), once every
+// root's store covers its sequences.
 func (rr *rootsRun) wipeZK(r *rand.Rand) (string, bool) {
 	defer rr.holdAll()()
-	if !rr.storesCover() {
-		return "", false
+	if !rr.storesCover(10 * time.Second) {
+		return rr.record("zk-wipe abandoned: the stores do not cover every sequence"), true
 	}
 	rr.roots[0].zkFault(r.IntN(2) == 0, func() error { return rr.ens.Wipe(0) })
 	for _, e := range rr.roots {

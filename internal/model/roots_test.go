@@ -172,9 +172,7 @@ func runRoots(t *testing.T, set settings) ([]outcome, string) {
 		for _, e := range rr.roots {
 			e.resumeStale()
 		}
-		for _, e := range rr.roots {
-			e.settle(20 * time.Second)
-		}
+		rr.settle(20 * time.Second)
 		for _, e := range rr.roots {
 			e.checkLatent("end of run")
 		}

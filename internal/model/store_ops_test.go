@@ -81,7 +81,7 @@ var storeFaultKinds = []string{
 // epoch: ZooKeeper then knows on its own what the object held (the
 // promise does not cover ZooKeeper and the store both losing data).
 func (e *env) opStoreFault(r *rand.Rand) (string, bool) {
-	if !e.zkHealthy() {
+	if e.noStoreFaults.Load() || !e.zkHealthy() {
 		return "", false
 	}
 	kind := storeFaultKinds[r.IntN(len(storeFaultKinds))]
