@@ -1,8 +1,133 @@
 package model
 
-import "github.com/seqkeeper/seqkeeper/internal/primary"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/sequence"
+)
 
 // deleteSequence deletes a sequence as 'seqkeeper delete' does: the
 // tombstone first, then the znode. It is a variable so that the model can
 // run against a tree without primary.Delete (set it to a stand-in there).
 var deleteSequence = primary.Delete
+
+// opDelete deletes a live sequence (tombstone first).
+func (e *env) opDelete(r *rand.Rand) (string, bool) {
+	live := e.liveNames()
+	if len(live) == 0 {
+		return "", false
+	}
+	return e.deleteName(live[r.IntN(len(live))], r.IntN(2) == 0), true
+}
+
+// deleteName deletes name as 'seqkeeper delete' does, or over the HTTP
+// API's admin route.
+func (e *env) deleteName(name string, overHTTP bool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	var tomb int64
+	var err error
+	if overHTTP {
+		tomb, err = e.httpDelete(ctx, name)
+	} else {
+		tomb, err = deleteSequence(ctx, e.admin, e.store, name)
+	}
+	cancel()
+	// A delete that failed deleted the name only if its tombstone reached
+	// the store and the znode is gone. One that found no znode, or failed
+	// before its tombstone (a connection lost just after ZooKeeper lost its
+	// data), deleted nothing: the name may be lost by ZooKeeper and about
+	// to be restored.
+	gone := err == nil || !errors.Is(err, sequence.ErrUnknownSequence) && e.tombstoned(name) && !e.existsSure(name)
+	m := e.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	class := m.call("delete", err)
+	if !gone {
+		return fmt.Sprintf("delete %s -> %s (still there)", name, class)
+	}
+	e.deleted[name] = m.op
+	delete(e.undeletable, name)
+	l := m.ledgers[name]
+	if err == nil && !m.lost[name] && tomb < l.highest {
+		m.fail(fmt.Sprintf("TOMBSTONE BELOW ISSUED: deleting %q at op #%d left a tombstone with ceiling %d, but %d was handed out: a re-created %q could hand it out again",
+			name, m.op, tomb, l.highest, name))
+	}
+	via := ""
+	if overHTTP {
+		via = " over HTTP"
+	}
+	return fmt.Sprintf("delete %s%s -> %s, tombstone ceiling %d (highest handed out %d)", name, via, class, tomb, l.highest)
+}
+
+// tombstoned reports whether the store holds name deleted (false when it
+// cannot tell).
+func (e *env) tombstoned(name string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	rec, err := e.store.Get(ctx, name)
+	return err == nil && rec.Deleted()
+}
+
+// existsSure reports whether the znode of name exists, retrying read
+// errors for a while; it says true when it cannot tell.
+func (e *env) existsSure(name string) bool {
+	for range 50 {
+		ok, _, err := e.admin.ZK().Exists(context.Background(), e.admin.Path(name))
+		if err == nil {
+			return ok
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
+
+// opRecreate registers a deleted name again, with its registration.
+func (e *env) opRecreate(r *rand.Rand) (string, bool) {
+	var gone []string
+	for _, s := range e.specs {
+		if !e.live(s.name) {
+			gone = append(gone, s.name)
+		}
+	}
+	if len(gone) == 0 {
+		return "", false
+	}
+	return e.recreateName(gone[r.IntN(len(gone))], r.IntN(2) == 0), true
+}
+
+// recreateName registers a deleted name again, as a bare znode (a worker's
+// registration) or over the HTTP API's admin route.
+func (e *env) recreateName(name string, overHTTP bool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	var err error
+	if overHTTP {
+		err = e.httpCreate(ctx, name)
+	} else {
+		err = e.admin.Register(ctx, name, e.spec(name).reg)
+	}
+	cancel()
+	m := e.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	class := m.call("recreate", err)
+	switch {
+	case err == nil:
+	case class == "exists":
+		if e.undeletable[name] {
+			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete"]++
+		} else {
+			m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
+				name, e.deleted[name], m.op))
+		}
+	default:
+		return fmt.Sprintf("recreate %s -> %s", name, class)
+	}
+	delete(e.deleted, name)
+	delete(e.undeletable, name)
+	return fmt.Sprintf("recreate %s -> %s", name, class)
+}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 
-	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -104,14 +104,19 @@ type staleTake struct {
 	done     chan string
 }
 
-// env is one run: the servers, clients, primaries and the model. Apart
-// from m (see model), it belongs to the driver goroutine.
+// env is one run of one root: the servers, clients, primaries and the
+// model. Apart from m (see model) and prim, it belongs to the root's driver
+// goroutine (and, with several roots, to the fault driver while it holds
+// every driver off; see rootsRun).
 type env struct {
 	t    *testing.T
 	seed uint64
 	m    *model
 
 	specs []seqSpec
+	// label names the root in a run of several roots (" root r1 (<path>)";
+	// empty for TestModel).
+	label string
 	ens   *testenv.Ensemble
 	// tls, when set, is every client's TLS configuration (TestModelOverTLS).
 	tls      *tls.Config
@@ -124,11 +129,14 @@ type env struct {
 	store    *persist.Store // the test's own: checks, tombstones
 	admin    *seqzk.Client
 	workers  []*worker
-	prim     *primaryRun
-	nprim    int
-	copies   []zkCopy
-	stale    *staleTake
-	closers  []func()
+	// prim is the current primary; with several roots in one process
+	// the process's fault driver replaces it, so read it with primary().
+	prim    *primaryRun
+	primMu  sync.Mutex
+	nprim   int
+	copies  []zkCopy
+	stale   *staleTake
+	closers []func()
 
 	skip       map[string]bool // SEQKEEPER_MODEL_SKIP
 	deleted    map[string]int  // names deleted (op of the delete), not re-created
@@ -142,16 +150,27 @@ type env struct {
 	api         *httptest.Server    // the HTTP API of the admin routes (httpAdmin)
 	apiStore    *persist.Store      // the store api was built on
 	adoptions   int                 // legacy counters adopted (opAdopt)
+	// noStoreFaults, while set, keeps opStoreFault off: a run of several
+	// roots sets it between a copy of ZooKeeper and its restore.
+	noStoreFaults atomic.Bool
 }
 
 // fatalf stops the run for a problem of the test's environment (a server
 // that does not start, a file that cannot be written): not a finding.
 func (e *env) fatalf(format string, args ...any) {
 	e.t.Helper()
-	e.t.Fatalf("seed %#x: test environment: %s", e.seed, fmt.Sprintf(format, args...))
+	e.t.Fatalf("seed %#x%s: test environment: %s", e.seed, e.label, fmt.Sprintf(format, args...))
 }
 
 func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client {
+	e.t.Helper()
+	c := e.connect(addr, session, redial)
+	e.closers = append(e.closers, c.Close)
+	return c
+}
+
+// connect opens a session as dial does; the caller closes it.
+func (e *env) connect(addr string, session, redial time.Duration) *zkclient.Client {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
@@ -164,7 +183,6 @@ func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client 
 	if err != nil {
 		e.fatalf("dial zookeeper %s: %v", addr, err)
 	}
-	e.closers = append(e.closers, c.Close)
 	return c
 }
 
@@ -188,197 +206,6 @@ func (e *env) newStore() *persist.Store {
 		e.fatalf("%v", err)
 	}
 	return s
-}
-
-// crashableStore is a store like newStore's on a backend that the test can
-// stop dead, as if its process crashed.
-func (e *env) crashableStore() (*crashable, *persist.Store) {
-	e.t.Helper()
-	b, err := persist.NewFile(e.storeDir)
-	if err != nil {
-		e.fatalf("%v", err)
-	}
-	c := &crashable{Backend: b}
-	c.left.Store(math.MaxInt64)
-	s, err := persist.NewStore(c, persist.StoreOptions{Buckets: storeBuckets, EpochCheckInterval: 100 * time.Millisecond})
-	if err != nil {
-		e.fatalf("%v", err)
-	}
-	return c, s
-}
-
-// crashable is a real backend that does nothing more once a number of
-// requests have gone through (left): every later request fails before
-// reaching the storage, as for a process that died mid-way.
-type crashable struct {
-	persist.Backend
-	left atomic.Int64
-}
-
-var errCrashed = errors.New("the process crashed (model fault)")
-
-func (c *crashable) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if c.left.Add(-1) < 0 {
-		return nil, "", errCrashed
-	}
-	return c.Backend.Get(ctx, key)
-}
-
-func (c *crashable) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
-	if c.left.Add(-1) < 0 {
-		return "", errCrashed
-	}
-	return c.Backend.Put(ctx, key, data, ifMatch)
-}
-
-func (c *crashable) Delete(ctx context.Context, key string) error {
-	if c.left.Add(-1) < 0 {
-		return errCrashed
-	}
-	return c.Backend.Delete(ctx, key)
-}
-
-func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
-	if c.left.Add(-1) < 0 {
-		return nil, errCrashed
-	}
-	return c.Backend.List(ctx, prefix)
-}
-
-// setup starts everything and waits until the primary has initialised
-// every sequence.
-func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *env {
-	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
-	if overTLS {
-		e.ens = testenv.StartTLSEnsemble(t, 1)
-		e.tls = e.ens.ClientTLS(t, "seqkeeper")
-	} else {
-		e.ens = testenv.StartEnsemble(t, 1)
-	}
-	e.zkAddr = e.ens.Addr(0)
-	e.root = fmt.Sprintf("/model-%08x", uint32(seed))
-	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"
-	e.storeDir, e.copyDir = t.TempDir(), t.TempDir()
-	e.store = e.newStore()
-	// The admin session redials at once after ZooKeeper lost its data: it
-	// holds no cache and no ephemeral node, and the test reads through it.
-	e.admin = e.client(e.dial(e.zkAddr, adminSession, time.Second), ceilingWait)
-	e.startPrimary()
-
-	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
-	defer cancel()
-	e.waitFor(ctx, "the sequences root", func() bool {
-		ok, _, _ := e.admin.ZK().Exists(context.Background(), e.seqRoot)
-		return ok
-	})
-	for _, s := range specs {
-		if err := e.admin.Register(ctx, s.name, s.reg); err != nil {
-			e.fatalf("register %s: %v", s.name, err)
-		}
-	}
-	for _, s := range specs {
-		e.waitFor(ctx, "the primary to initialise "+s.name, func() bool {
-			_, err := e.store.Get(ctx, s.name)
-			return err == nil
-		})
-	}
-	for i := range directWorkers + proxiedWorkers {
-		w := &worker{label: fmt.Sprintf("w%d", i)}
-		if i < directWorkers {
-			w.zk = e.dial(e.zkAddr, workerSession, 0)
-		} else {
-			w.label += "p"
-			w.proxy = testenv.NewProxy(t, e.zkAddr)
-			e.closers = append(e.closers, w.proxy.Close)
-			w.zk = e.dial(w.proxy.Addr(), proxiedSession, 0)
-		}
-		w.seq = e.client(w.zk, ceilingWait)
-		e.workers = append(e.workers, w)
-		m.held[w.label] = map[string]*idSet{}
-	}
-	m.held["admin"] = map[string]*idSet{}
-	return e
-}
-
-// close stops the primary and every client and server of the run.
-func (e *env) close() {
-	e.resumeStale()
-	if e.prim != nil {
-		e.stopPrimary(e.prim, "end of run")
-	}
-	for i := len(e.closers) - 1; i >= 0; i-- {
-		e.closers[i]()
-	}
-	e.ens.StopAll()
-}
-
-func (e *env) waitFor(ctx context.Context, what string, cond func() bool) {
-	e.t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			e.fatalf("timed out waiting for %s", what)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// startPrimary starts a new primary with a new session, through its own
-// proxy (so its network can be frozen), and makes it the current one.
-func (e *env) startPrimary() {
-	e.nprim++
-	proxy := testenv.NewProxy(e.t, e.zkAddr)
-	e.closers = append(e.closers, proxy.Close)
-	zc := e.dial(proxy.Addr(), primarySession, 0)
-	holder := fmt.Sprintf("p%d", e.nprim)
-	cfg := config.DefaultPrimary()
-	cfg.MarkerPath = e.marker
-	cfg.Runway = time.Second
-	cfg.MinReserve = 50
-	cfg.MaxReserve = maxReserve
-	cfg.SweepInterval = 200 * time.Millisecond
-	cfg.StoreTimeout = 2 * time.Second
-	// The audit repairs what a store fault cost: read the store whole
-	// often.
-	cfg.AuditInterval = 2 * time.Second
-	// Compact the store's log often, so that compactions interleave with
-	// every other operation and fault.
-	cfg.CompactInterval, cfg.CompactSegments = 300*time.Millisecond, 4
-	crash, store := e.crashableStore()
-	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: store, Holder: holder})
-	if err != nil {
-		e.fatalf("%v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr := &primaryRun{holder: holder, p: p, store: store, crash: crash, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(pr.done)
-		for {
-			err := p.Run(ctx)
-			if ctx.Err() != nil {
-				return
-			}
-			e.m.mu.Lock()
-			e.m.call("primary-run", err)
-			e.m.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		}
-	}()
-	e.prim = pr
-}
-
-// stopPrimary cancels a primary's leadership and waits for Run to return.
-func (e *env) stopPrimary(pr *primaryRun, why string) {
-	pr.cancel()
-	select {
-	case <-pr.done:
-	case <-time.After(30 * time.Second):
-		e.m.note(fmt.Sprintf("primary still running 30s after it was stopped (%s)", why))
-	}
 }
 
 // pickWorker returns a worker that is not frozen.

@@ -85,7 +85,8 @@ import (
 //	SEQKEEPER_MODEL_DURATION  how long to run (Go duration); default 45s
 //	SEQKEEPER_MODEL_OPS       stop after this many operations (replay a prefix)
 //	SEQKEEPER_MODEL_SHRINK    0 disables re-running a failing seed with fewer operations
-//	SEQKEEPER_MODEL_SKIP      operations not to run, comma-separated: names from opTable,
+//	SEQKEEPER_MODEL_SKIP      operations not to run, comma-separated: names from opTable
+//	                          (or rootFaults, for TestModelSeveralRoots),
 //	                          push-invalid:<kind> (beyond, outside, overlap, window), or
 //	                          seq:<name> (a sequence of specsFor); to look past a known
 //	                          bug while it is being fixed
@@ -188,6 +189,9 @@ func loadSettings(t *testing.T) settings {
 		for _, o := range opTable {
 			known = known || o.name == k
 		}
+		for _, f := range rootFaults { // TestModelSeveralRoots's
+			known = known || f.name == k
+		}
 		if !known || k == opTable[0].name {
 			t.Fatalf("SEQKEEPER_MODEL_SKIP: %q is not an operation that can be skipped (see opTable and invalidKinds)", k)
 		}
@@ -206,20 +210,33 @@ type outcome struct {
 	faults   []string
 	elapsed  time.Duration
 	summary  string
+	// label names the root of a run of several roots in the report
+	// (empty for TestModel), and replay, when set, replaces TestModel's
+	// replay line.
+	label  string
+	replay string
 }
 
 // report is the failure message: the seed, how to replay, what failed and
 // the operations before it.
 func (o outcome) report(seed uint64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %#x: %d failure(s), the first at op #%d after %s\n", seed, len(o.failures), o.failOp, o.elapsed.Round(time.Second))
-	fmt.Fprintf(&b, "replay: SEQKEEPER_MODEL_SEED=%d SEQKEEPER_MODEL_OPS=%d go test -count=1 -run 'TestModel$' -v ./internal/model\n", seed, o.failOp)
+	tag := fmt.Sprintf("seed %#x", seed)
+	if o.label != "" {
+		tag += " " + o.label
+	}
+	fmt.Fprintf(&b, "%s: %d failure(s), the first at op #%d after %s\n", tag, len(o.failures), o.failOp, o.elapsed.Round(time.Second))
+	if o.replay != "" {
+		fmt.Fprintf(&b, "replay: %s\n", o.replay)
+	} else {
+		fmt.Fprintf(&b, "replay: SEQKEEPER_MODEL_SEED=%d SEQKEEPER_MODEL_OPS=%d go test -count=1 -run 'TestModel$' -v ./internal/model\n", seed, o.failOp)
+	}
 	for i, f := range o.failures {
 		if i == 10 {
 			fmt.Fprintf(&b, "  ... %d more\n", len(o.failures)-10)
 			break
 		}
-		fmt.Fprintf(&b, "  [seed %#x] %s\n", seed, f)
+		fmt.Fprintf(&b, "  [%s] %s\n", tag, f)
 	}
 	fmt.Fprintf(&b, "faults injected (op: fault):\n")
 	for _, f := range lastN(o.faults, 60) {

@@ -81,7 +81,7 @@ var storeFaultKinds = []string{
 // epoch: ZooKeeper then knows on its own what the object held (the
 // promise does not cover ZooKeeper and the store both losing data).
 func (e *env) opStoreFault(r *rand.Rand) (string, bool) {
-	if !e.zkHealthy() {
+	if e.noStoreFaults.Load() || !e.zkHealthy() {
 		return "", false
 	}
 	kind := storeFaultKinds[r.IntN(len(storeFaultKinds))]
@@ -127,10 +127,11 @@ func (e *env) opStoreFault(r *rand.Rand) (string, bool) {
 	if during {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		defer cancel()
-		epoch, _, err := e.prim.store.Epoch(ctx)
+		prim := e.primary()
+		epoch, _, err := prim.store.Epoch(ctx)
 		if err == nil {
 			wg.Go(func() {
-				res, err := e.prim.store.Compact(ctx, epoch)
+				res, err := prim.store.Compact(ctx, epoch)
 				compaction = fmt.Sprintf("; the compaction it struck folded %d segments, deleted %d (%v)", res.Segments, res.Deleted, err)
 			})
 			time.Sleep(time.Duration(r.IntN(20)) * time.Millisecond)

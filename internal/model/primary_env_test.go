@@ -1,0 +1,251 @@
+package model
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// crashableStore is a store like newStore's on a backend that the test can
+// stop dead, as if its process crashed.
+func (e *env) crashableStore() (*crashable, *persist.Store) {
+	e.t.Helper()
+	b, err := persist.NewFile(e.storeDir)
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	c := &crashable{Backend: b}
+	c.left.Store(math.MaxInt64)
+	s, err := persist.NewStore(c, persist.StoreOptions{Buckets: storeBuckets, EpochCheckInterval: 100 * time.Millisecond})
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	return c, s
+}
+
+// crashable is a real backend that does nothing more once a number of
+// requests have gone through (left): every later request fails before
+// reaching the storage, as for a process that died mid-way.
+type crashable struct {
+	persist.Backend
+	left atomic.Int64
+}
+
+var errCrashed = errors.New("the process crashed (model fault)")
+
+func (c *crashable) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if c.left.Add(-1) < 0 {
+		return nil, "", errCrashed
+	}
+	return c.Backend.Get(ctx, key)
+}
+
+func (c *crashable) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
+	if c.left.Add(-1) < 0 {
+		return "", errCrashed
+	}
+	return c.Backend.Put(ctx, key, data, ifMatch)
+}
+
+func (c *crashable) Delete(ctx context.Context, key string) error {
+	if c.left.Add(-1) < 0 {
+		return errCrashed
+	}
+	return c.Backend.Delete(ctx, key)
+}
+
+func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
+	if c.left.Add(-1) < 0 {
+		return nil, errCrashed
+	}
+	return c.Backend.List(ctx, prefix)
+}
+
+// setup starts everything and waits until the primary has initialised
+// every sequence.
+func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *env {
+	var ens *testenv.Ensemble
+	var clientTLS *tls.Config
+	if overTLS {
+		ens = testenv.StartTLSEnsemble(t, 1)
+		clientTLS = ens.ClientTLS(t, "seqkeeper")
+	} else {
+		ens = testenv.StartEnsemble(t, 1)
+	}
+	e := prepare(t, seed, m, specs, ens, clientTLS, fmt.Sprintf("/model-%08x", uint32(seed)))
+	e.startPrimary()
+	e.populate()
+	return e
+}
+
+// prepare returns the env of one root on a running ensemble: its paths
+// under root, its store (in a directory of its own) and its admin session.
+// No primary runs yet: the caller starts one (startPrimary, or a process
+// of several roots) and then calls populate.
+func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.Ensemble, clientTLS *tls.Config, root string) *env {
+	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
+	e.ens, e.tls = ens, clientTLS
+	e.zkAddr = e.ens.Addr(0)
+	e.root = root
+	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"
+	e.storeDir, e.copyDir = t.TempDir(), t.TempDir()
+	e.store = e.newStore()
+	// The admin session redials at once after ZooKeeper lost its data: it
+	// holds no cache and no ephemeral node, and the test reads through it.
+	e.admin = e.client(e.dial(e.zkAddr, adminSession, time.Second), ceilingWait)
+	return e
+}
+
+// populate registers the run's sequences, waits until the primary has
+// initialised every one, and starts the workers.
+func (e *env) populate() {
+	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+	defer cancel()
+	e.waitFor(ctx, "the sequences root", func() bool {
+		ok, _, _ := e.admin.ZK().Exists(context.Background(), e.seqRoot)
+		return ok
+	})
+	for _, s := range e.specs {
+		if err := e.admin.Register(ctx, s.name, s.reg); err != nil {
+			e.fatalf("register %s: %v", s.name, err)
+		}
+	}
+	for _, s := range e.specs {
+		e.waitFor(ctx, "the primary to initialise "+s.name, func() bool {
+			_, err := e.store.Get(ctx, s.name)
+			return err == nil
+		})
+	}
+	for i := range directWorkers + proxiedWorkers {
+		w := &worker{label: fmt.Sprintf("w%d", i)}
+		if i < directWorkers {
+			w.zk = e.dial(e.zkAddr, workerSession, 0)
+		} else {
+			w.label += "p"
+			w.proxy = testenv.NewProxy(e.t, e.zkAddr)
+			e.closers = append(e.closers, w.proxy.Close)
+			w.zk = e.dial(w.proxy.Addr(), proxiedSession, 0)
+		}
+		w.seq = e.client(w.zk, ceilingWait)
+		e.workers = append(e.workers, w)
+		e.m.held[w.label] = map[string]*idSet{}
+	}
+	e.m.held["admin"] = map[string]*idSet{}
+}
+
+// close stops the primary and every client and server of the run.
+func (e *env) close() {
+	e.closeClients()
+	e.ens.StopAll()
+}
+
+// closeClients stops the primary and every client of the root, not the
+// ensemble.
+func (e *env) closeClients() {
+	e.resumeStale()
+	if pr := e.primary(); pr != nil {
+		e.stopPrimary(pr, "end of run")
+	}
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+func (e *env) waitFor(ctx context.Context, what string, cond func() bool) {
+	e.t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			e.fatalf("timed out waiting for %s", what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// primary returns the current primary (nil before the first).
+func (e *env) primary() *primaryRun {
+	e.primMu.Lock()
+	defer e.primMu.Unlock()
+	return e.prim
+}
+
+func (e *env) setPrimary(pr *primaryRun) {
+	e.primMu.Lock()
+	e.prim = pr
+	e.primMu.Unlock()
+}
+
+// startPrimary starts a new primary with a new session, through its own
+// proxy (so its network can be frozen), and makes it the current one.
+func (e *env) startPrimary() {
+	e.nprim++
+	proxy := testenv.NewProxy(e.t, e.zkAddr)
+	e.closers = append(e.closers, proxy.Close)
+	zc := e.dial(proxy.Addr(), primarySession, 0)
+	e.setPrimary(e.runPrimary(fmt.Sprintf("p%d", e.nprim), zc, proxy))
+}
+
+// runPrimary starts a primary of the root as holder on the session zc
+// (reached through proxy), supervised as 'seqkeeper serve' does: when Run
+// fails it runs again after a pause, until the test stops it.
+func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Proxy) *primaryRun {
+	cfg := config.DefaultPrimary()
+	cfg.MarkerPath = e.marker
+	cfg.Runway = time.Second
+	cfg.MinReserve = 50
+	cfg.MaxReserve = maxReserve
+	cfg.SweepInterval = 200 * time.Millisecond
+	cfg.StoreTimeout = 2 * time.Second
+	// The audit repairs what a store fault cost: read the store whole
+	// often.
+	cfg.AuditInterval = 2 * time.Second
+	// Compact the store's log often, so that compactions interleave with
+	// every other operation and fault.
+	cfg.CompactInterval, cfg.CompactSegments = 300*time.Millisecond, 4
+	crash, store := e.crashableStore()
+	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: store, Holder: holder})
+	if err != nil {
+		e.fatalf("%v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pr := &primaryRun{holder: holder, p: p, store: store, crash: crash, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(pr.done)
+		for {
+			err := p.Run(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			e.m.mu.Lock()
+			e.m.call("primary-run", err)
+			e.m.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return pr
+}
+
+// stopPrimary cancels a primary's leadership and waits for Run to return.
+func (e *env) stopPrimary(pr *primaryRun, why string) {
+	pr.cancel()
+	select {
+	case <-pr.done:
+	case <-time.After(30 * time.Second):
+		e.m.note(fmt.Sprintf("primary still running 30s after it was stopped (%s)", why))
+	}
+}
