@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // opDelayedTake freezes a proxied worker's network and starts a take on
@@ -237,7 +239,12 @@ func (e *env) opWipe(r *rand.Rand) (string, bool) {
 
 // checkLatent fails the run if ZooKeeper holds a validated state whose
 // next is not above every ID handed out: it would hand those out again.
-// It is checked only when nothing else takes (between operations).
+// It is checked only when nothing else takes (between operations). A
+// state used up to its end hands nothing out, whatever its next: a widen
+// ZooKeeper lost leaves one so (its revalidation clamps next to the old
+// end + 1, below IDs that went out above it), and the one way to hand
+// out more, widening it again, starts above the store's ceiling
+// (seqzk.Widening.Floor), which this check sees after the widen.
 func (e *env) checkLatent(when string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -247,7 +254,7 @@ func (e *env) checkLatent(when string) {
 	}
 	for _, s := range e.specs {
 		st, _, err := e.admin.Describe(ctx, s.name)
-		if err != nil || st.Registered || st.Legacy || st.ZKEpoch != epoch {
+		if err != nil || st.Registered || st.Legacy || st.ZKEpoch != epoch || usedUp(st) {
 			continue
 		}
 		e.m.mu.Lock()
@@ -271,4 +278,10 @@ func (e *env) checkLatent(when string) {
 // itself.
 func (e *env) adminWorker() *worker {
 	return &worker{label: "admin", zk: e.admin.ZK(), seq: e.admin}
+}
+
+// usedUp reports whether st can hand out no ID: next is past its end and
+// nothing was pushed back.
+func usedUp(st state.State) bool {
+	return st.End < state.MaxID && st.Next > st.End && len(st.Recycled) == 0
 }
