@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,9 +77,9 @@ func rootsOnce(b *testing.B, roots int) {
 	for _, r := range rs {
 		waitUntil(b, time.Minute, "initialise", func() bool { return r.p.Stats().Initialised >= int64(len(r.names)) })
 	}
-	cpuBefore := processCPU()
+	cpuBefore := cpuTime()
 	time.Sleep(*runFor)
-	idleCPU := processCPU() - cpuBefore
+	idleCPU := cpuTime() - cpuBefore
 	heap, gor := heapAfterGC(), runtime.NumGoroutine()
 
 	cs := make([]*sequence.Client, clients)
@@ -113,13 +112,4 @@ func rootsOnce(b *testing.B, roots int) {
 	b.ReportMetric((float64(heap)-float64(heapBefore))/float64(roots), "heap-B/root")
 	b.ReportMetric(float64(gor-goBefore)/float64(roots), "goroutines/root")
 	b.ReportMetric(float64(idleCPU.Milliseconds())/runFor.Seconds(), "idle-cpu-ms/s")
-}
-
-// processCPU is the user and system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -165,7 +165,7 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 	}
 	defer release(slot.sem)
 	for attempt := 0; ; attempt++ {
-		st, fresh, err := s.cachedBucket(ctx, l, b)
+		st, fresh, err := s.bucketToWrite(ctx, l, b)
 		if err != nil {
 			return err
 		}
@@ -214,10 +214,10 @@ func (s *Store) putBucket(ctx context.Context, l *layout, b int, epoch int64, re
 	}
 }
 
-// cachedBucket is bucket b as the slot's cache holds it, or as read when
+// bucketToWrite is bucket b as the slot's cache holds it, or as read when
 // the cache holds nothing (fresh) and is then cached. The caller holds
 // the slot.
-func (s *Store) cachedBucket(ctx context.Context, l *layout, b int) (st *bucketState, fresh bool, err error) {
+func (s *Store) bucketToWrite(ctx context.Context, l *layout, b int) (st *bucketState, fresh bool, err error) {
 	slot := &l.slots[b]
 	if slot.cached != nil {
 		if st, err := slot.cached.state(l, b); err == nil {

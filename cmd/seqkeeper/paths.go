@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 
 	"github.com/rs/zerolog"
 
@@ -26,10 +25,5 @@ func settlePathsFrom(ctx context.Context, cfg *config.Config, seqs *seqzk.Client
 // refuseUnknownElection is host.RefuseUnknownElection, as serve's usage
 // error (exit 2).
 func refuseUnknownElection(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) error {
-	err := host.RefuseUnknownElection(ctx, cfg, seqs)
-	var ce *host.ConfigError
-	if errors.As(err, &ce) {
-		return &usageError{ce.Err}
-	}
-	return err
+	return usageIfConfig(host.RefuseUnknownElection(ctx, cfg, seqs))
 }

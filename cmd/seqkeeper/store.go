@@ -43,9 +43,18 @@ func storeCeiling(ctx context.Context, cfg *config.Config, name string) (int64, 
 // store.
 func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.Store, error) {
 	s, err := host.OpenStore(ctx, cfg, create, buildVersion())
+	if err != nil {
+		return nil, usageIfConfig(err)
+	}
+	return s, nil
+}
+
+// usageIfConfig makes a host.ConfigError (an error the configuration
+// causes) a usage error (exit 2), and returns any other error as it is.
+func usageIfConfig(err error) error {
 	var ce *host.ConfigError
 	if errors.As(err, &ce) {
-		return nil, &usageError{ce.Err}
+		return &usageError{ce.Err}
 	}
-	return s, err
+	return err
 }
