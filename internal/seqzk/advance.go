@@ -193,9 +193,7 @@ func (c *Client) Widen(ctx context.Context, name string, w Widening) (state.Stat
 			// IDs below Floor may have gone out in a lost history: skip
 			// them, and refuse pushes of them without a recorded key
 			// (state.State.PushFloor), as a revalidation does.
-			st.Next = clampNext(w.Floor, st.End)
-			st.Ceiling = max(st.Ceiling, st.Next-1)
-			st.PushFloor = max(st.PushFloor, st.Next)
+			skipTo(st, w.Floor)
 		}
 		return true, nil
 	})

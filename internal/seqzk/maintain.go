@@ -175,8 +175,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 				next = st.Start
 				st = state.State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
 			}
-			st.Next = clampNext(max(next, floor), st.End)
-			st.Ceiling = max(st.Ceiling, st.Next-1)
+			st.Next = next
+			skipTo(&st, floor)
 			st.Recycled = nil
 			st.ZKEpoch = epoch
 			st.Marker = newMarker()
@@ -384,4 +384,15 @@ func (c *Client) locked(ctx context.Context, name string, step func(nd *node, at
 			return err
 		}
 	}
+}
+
+// skipTo moves st's next up to floor (within its space) when it is below
+// it, with the ceiling at least next-1 and no push below the new next
+// without a recorded key (state.State.PushFloor): the IDs skipped may have
+// gone out in a lost history. A revalidation and a widen past a lost one
+// both skip so.
+func skipTo(st *state.State, floor int64) {
+	st.Next = clampNext(max(st.Next, floor), st.End)
+	st.Ceiling = max(st.Ceiling, st.Next-1)
+	st.PushFloor = max(st.PushFloor, st.Next)
 }
