@@ -279,6 +279,7 @@ func newMarker() string {
 	return state.MarkerPrefix + hex.EncodeToString(b[:])
 }
 
+// clampNext keeps next within the space: at most end+1, or MaxID when end
 // is MaxID (the space is then used up).
 func clampNext(next, end int64) int64 {
 	if end == state.MaxID {
