@@ -181,7 +181,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 func (p *Primary) topUpWindows(ctx context.Context, name string, st state.State) (int64, error) {
 	var demand float64
 	if t := p.seqs[name]; t != nil {
-		demand = float64(t.rate)
+		demand = p.rateOf(t)
 	}
 	carved, err := p.seq.TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
 	if carved > 0 {

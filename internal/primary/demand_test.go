@@ -2,6 +2,7 @@ package primary_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +143,66 @@ func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
 	}
 	if target := float64(2 * reserve); target < 0.75*want || target > 1.3*want {
 		t.Errorf("raise target %.0f: want about a runway of demand, %.0f", target, want)
+	}
+}
+
+// A primary that takes over a busy sequence reads its demand over the time
+// it has watched, not as if there had been none before its term: half a
+// runway into the term, the raise target is most of a runway of the
+// demand. Its rate was a mean started at zero, which after half a runway
+// read 39 % of the demand, and a takeover that found reserves used up
+// left takes waiting at the ceiling whenever a raise was slow
+// (TestRollingUpgrade's roll forward under load).
+func TestReserveAfterTakeoverFitsTheDemand(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	const runway = 8 * time.Second
+	tune := func(c *config.Primary) { c.Runway = runway }
+	run := r.start("p1", tune)
+	c := r.client(10 * time.Second)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "steady", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	const n, every = 40, 20 * time.Millisecond // 2,000 IDs/s
+	takeAll(t, c, "steady", n)                 // initialised
+	var taken atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		start := time.Now()
+		for i := 1; ctx.Err() == nil; i++ {
+			rs, err := c.Take(ctx, "steady", n)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("take: %v", err)
+				}
+				return
+			}
+			for _, r := range rs {
+				taken.Add(r.End - r.Start + 1)
+			}
+			time.Sleep(time.Until(start.Add(time.Duration(i) * every)))
+		}
+	}()
+	time.Sleep(runway / 2)
+	run.stop()
+	<-run.done
+	run.done <- nil
+	run2 := r.start("p2", tune)
+	waitFor(t, "p2 leading", func() bool { return run2.p.Status().Leading })
+	from, fromTaken := time.Now(), taken.Load()
+	time.Sleep(runway / 2)
+	reserve := run2.p.ReserveOf("steady")
+	rate := float64(taken.Load()-fromTaken) / time.Since(from).Seconds()
+	stop()
+	<-done
+	want := rate * runway.Seconds()
+	t.Logf("half a runway into the new term: %.0f IDs/s taken, raise target %d (twice the reserve), a runway of demand %.0f", rate, 2*reserve, want)
+	if target := float64(2 * reserve); target < 0.7*want {
+		t.Errorf("raise target %.0f half a runway after a takeover: want most of a runway of demand (%.0f)", target, want)
 	}
 }

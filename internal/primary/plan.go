@@ -29,7 +29,7 @@ import (
 // the whole target (with MinReserve as it is).
 func (p *Primary) reserve(t *tracked) int64 {
 	st := t.state
-	runway := float64(t.rate) * p.cfg.Runway.Seconds()
+	runway := p.rateOf(t) * p.cfg.Runway.Seconds()
 	burst := float64(t.burst)
 	if !st.Legacy && !st.Registered && st.Next > t.lastNext {
 		burst = max(burst, float64(st.Next-t.lastNext))
@@ -47,6 +47,29 @@ func (p *Primary) reserve(t *tracked) int64 {
 // rateWindow is the shortest interval over which a consumption rate is
 // measured.
 const rateWindow = time.Second
+
+// rateOf is t's demand in IDs per second. The rate observe keeps is a mean
+// that starts at nil when this primary first sees the sequence: right for
+// one it saw registered (born), whose demand before was nil. One it took
+// over has an unknown past, and that mean would count every second before
+// the term as a second without takes: a new primary sized reserves from a
+// fifth of the demand 15 s into its term and half of it after 40 s, so
+// after a takeover that found reserves used up (a failover that took long,
+// a refused rollback) a raise delayed a few seconds by a loaded disk left
+// takes waiting at the ceiling (TestRollingUpgrade's roll forward). So its
+// rate is the mean over the time this term watched, every second weighted
+// as observe weighs it (the bias correction of an exponential mean started
+// at zero), counting at least a quarter runway: a burst in a term's first
+// second sizes the reserve as if spread over 15 s (at the default runway),
+// no more than the twice-the-burst headroom it already gets.
+func (p *Primary) rateOf(t *tracked) float64 {
+	if t.born {
+		return float64(t.rate)
+	}
+	runway := p.cfg.Runway.Seconds()
+	watched := max((time.Since(clockBase) - p.since).Seconds(), runway/4)
+	return float64(t.rate) / -math.Expm1(-watched/runway)
+}
 
 // observe updates what the primary knows of a sequence from an event.
 func (p *Primary) observe(ev watcher.Event) *tracked {
@@ -67,6 +90,9 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		return t
 	}
 	now := max(time.Since(clockBase), 1) // 0 means no sample
+	if st.Registered {
+		t.born = true
+	}
 	switch {
 	case st.Registered || t.lastAt == 0:
 		t.lastNext, t.lastAt = st.Next, now

@@ -97,6 +97,9 @@ type Primary struct {
 	// left alone, reported unhealthy, until a new term reads them again.
 	broken error
 	seqs   map[string]*tracked
+	// since is when this term began (since clockBase): what the rate of a
+	// sequence it took over is read over (rateOf).
+	since time.Duration
 	// held are the sequences whose routine raise waits to share a store
 	// write, with when it began to wait (batch.go).
 	held map[string]time.Time
@@ -151,6 +154,10 @@ type tracked struct {
 	// holds of a sequence the primary does not follow; records.go).
 	hasRec     bool
 	recDeleted bool
+	// born: this primary saw the sequence registered, so its demand
+	// before then is known to be nil; otherwise its past is unknown and
+	// its rate is read over what this primary has watched (rateOf).
+	born       bool
 	recCeiling int64
 	recCzxid   int64
 	corrupt    error
@@ -312,6 +319,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	// Nothing followed yet: every record is in p.records, until the
 	// watcher reports its sequence (adopt).
 	p.records, p.recordsBuilt, p.seqs, p.names, p.namesStale = records, len(records), make(map[string]*tracked), nil, false
+	p.since = time.Since(clockBase)
 	p.storeErrs = make(map[string]error)
 	p.view.Unlock()
 	p.legacyMoved = make(map[string]struct{})

@@ -153,15 +153,15 @@ func (p *Primary) sortedNames() []string {
 func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	st := t.state
 	s := SequenceStatus{Name: name, Legacy: st.Legacy, Next: st.Next, Ceiling: st.Ceiling,
-		StoredCeiling: p.storedCeiling(name), Rate: float64(t.rate), Healthy: true}
+		StoredCeiling: p.storedCeiling(name), Rate: p.rateOf(t), Healthy: true}
 	left := st.Ceiling - st.Next + 1
 	if st.Legacy {
 		left = s.StoredCeiling - st.Next
 		s.LegacyMargin = min(t.legacyMargin, left)
 	}
 	s.RunwaySeconds = 86400
-	if t.rate > 0 {
-		s.RunwaySeconds = min(86400, float64(left)/float64(t.rate))
+	if s.Rate > 0 {
+		s.RunwaySeconds = min(86400, float64(left)/s.Rate)
 	}
 	switch {
 	case t.corrupt != nil:
