@@ -86,12 +86,19 @@ type pageRequest struct {
 // openConsole opens origin's /ui/ in a new tab.
 func openConsole(t *testing.T, browser context.Context, origin string) *consolePage {
 	t.Helper()
+	return openConsoleAt(t, browser, origin, "/ui")
+}
+
+// openConsoleAt opens origin's console at path (/ui, or /ui/#root=NAME)
+// in a new tab.
+func openConsoleAt(t *testing.T, browser context.Context, origin, path string) *consolePage {
+	t.Helper()
 	p := &consolePage{t: t, origin: origin}
 	ctx, cancel := chromedp.NewContext(browser, chromedp.WithListener(p.listen))
 	t.Cleanup(cancel)
 	p.ctx = ctx
-	if err := chromedp.Do(ctx, chromedp.Navigate(origin+"/ui")); err != nil {
-		t.Fatalf("open %s/ui: %v", origin, err)
+	if err := chromedp.Do(ctx, chromedp.Navigate(origin+path)); err != nil {
+		t.Fatalf("open %s%s: %v", origin, path, err)
 	}
 	// A marker that a reload would lose: the page must update in place.
 	p.eval(`window.__stillHere = 'yes'`)
@@ -276,6 +283,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	began := time.Now()
 	p := openConsole(t, browser, "http://"+leader.addr)
 	p.waitFor("the orders row", cell("orders", "name"), equals("orders"))
+	if picker := p.eval(`String(document.getElementById('root-pick').hidden)`); picker != "true" {
+		t.Errorf("a replica of one root shows the root picker (hidden = %s)", picker)
+	}
 	p.waitFor("the role", text("#role"), equals("PRIMARY"))
 	p.waitFor("the primary", text("#primary"), equals(leader.id))
 	p.waitFor("this replica", text("#replica"), equals(leader.id))
@@ -309,8 +319,11 @@ func TestConsoleInABrowser(t *testing.T) {
 		if r.auth != "" {
 			t.Errorf("%s carried an Authorization header without a token configured", r.url)
 		}
+		if strings.Contains(r.url, "/v1/roots/") {
+			t.Errorf("the page of a replica of one root asked %s", r.url)
+		}
 		// Never the primary's whole list of sequences.
-		if strings.Contains(r.url, "/v1/status") && !strings.Contains(r.url, "sequences=unhealthy") {
+		if strings.Contains(r.url, "/v1/status") && !strings.Contains(r.url, "sequences=unhealthy") && !strings.Contains(r.url, "sequences=none") {
 			t.Errorf("the page asked for %s: the whole reserve, megabytes at 100,000 sequences", r.url)
 		}
 	}

@@ -391,8 +391,8 @@ func (m *multiRoot) httpWorker(ctx context.Context, name string, failures chan<-
 	}
 }
 
-// A config file of several roots: the operator commands refuse it (they
-// work on one root), serve refuses a store given beside it, and a root
+// A config file of several roots: the operator commands refuse it without
+// --root-name (they work on one root), serve refuses a store given beside it, and a root
 // whose store belongs to another root stops serve at its start, exit 2
 // each time, naming what is wrong.
 func TestSeveralRootsRefusals(t *testing.T) {
@@ -423,7 +423,7 @@ func TestSeveralRootsRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"operator command", []string{"--config", config, "leader"}, "the config file lists several roots (r0, r1); this command works on one"},
+		{"operator command", []string{"--config", config, "leader"}, "the config file lists several roots (r0, r1); this command works on one: pick one with --root-name (one of: r0, r1)"},
 		{"store beside roots", []string{"--config", config, "--store", "file:///elsewhere", "serve", "--http", "127.0.0.1:0"}, "roots: set together with root or store"},
 		{"another root's store", []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--id", "x"}, "root r1 (" + z.Path("r1") + "): store: "},
 	} {

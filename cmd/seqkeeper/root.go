@@ -66,6 +66,7 @@ const annotationNoConfig = "seqkeeper/no-config"
 type globals struct {
 	configPath string
 	output     string
+	rootName   string // --root-name: one root of the config file's roots: list
 	settings   config.Flags
 
 	stdin     io.Reader
@@ -209,7 +210,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 			if cmd.Annotations[annotationNoConfig] != "" || needsNoConfig(cmd) {
 				return nil
 			}
-			return g.load()
+			return g.load(cmd)
 		},
 	}
 	// Shell completion (bash, zsh, fish, powershell) and --version need no
@@ -222,6 +223,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.configPath, "config", "", "YAML config file with the same settings as the flags (env "+config.EnvConfigFile+")")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: text, json or yaml (env "+envOutput+"; default text)")
+	pf.StringVar(&g.rootName, "root-name", "", "the root of the config file's roots: list to work on, by its name (env "+envRootName+")")
 	g.settings.Add(pf, globalSettings...)
 
 	root.AddCommand(
@@ -275,17 +277,27 @@ func needsNoConfig(cmd *cobra.Command) bool {
 }
 
 // load resolves the configuration (defaults < file < env < flags),
-// validates it and the output format, and stores it in g.cfg.
-func (g *globals) load() error {
+// validates it and the output format, narrows it to the root cmd works
+// on (selectRoot: --root-name) and stores it in g.cfg.
+func (g *globals) load(cmd *cobra.Command) error {
 	path := g.configPath
 	if path == "" {
 		path, _ = g.lookupEnv(config.EnvConfigFile)
+	}
+	from := g.resolveRootName()
+	if from != "" {
+		if err := g.checkRootName(cmd, from); err != nil {
+			return err
+		}
 	}
 	cfg, err := config.Resolve(path, g.lookupEnv, &g.settings)
 	if err != nil {
 		return &usageError{err}
 	}
 	if err := g.resolveOutput(); err != nil {
+		return err
+	}
+	if cfg, err = g.selectRoot(cmd, cfg, from); err != nil {
 		return err
 	}
 	g.cfg = cfg
@@ -396,9 +408,6 @@ const cliLogLevel = zerolog.ErrorLevel
 // the election and marker paths settled (settlePaths). The caller closes
 // the session.
 func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client, error) {
-	if err := g.oneRoot(); err != nil {
-		return nil, nil, err
-	}
 	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
 	if err != nil {
 		return nil, nil, err
@@ -419,9 +428,6 @@ func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client,
 // why completes "<command> needs the store ...: " when no store is
 // configured; nothing is read or written before both are open.
 func (g *globals) connectWithStore(ctx context.Context, command, why string, create bool) (*persist.Store, *zkclient.Client, *seqzk.Client, error) {
-	if err := g.oneRoot(); err != nil {
-		return nil, nil, nil, err
-	}
 	if g.cfg.Store == "" {
 		return nil, nil, nil, usagef("%s needs the store (--store, SEQKEEPER_STORE or 'store:' in the config file): %s", command, why)
 	}
@@ -434,16 +440,6 @@ func (g *globals) connectWithStore(ctx context.Context, command, why string, cre
 		return nil, nil, nil, err
 	}
 	return store, zc, seqs, nil
-}
-
-// oneRoot refuses a configuration of several roots (the config file's
-// roots: list) for the operator commands, which work on one root.
-func (g *globals) oneRoot() error {
-	if len(g.cfg.Roots) == 0 {
-		return nil
-	}
-	return usagef("the config file lists several roots (%s); this command works on one: run it without that file, with the root's settings (--zk, --root, --store, and --election-path/--marker-path if its entry sets them)",
-		strings.Join(g.cfg.RootNames(), ", "))
 }
 
 // jsonOutput reports whether structured output (-o json or -o yaml) was

@@ -43,8 +43,9 @@ push buffered IDs back, hand leadership over at once, exit 0.
 ZooKeeper must run in quorum mode (standaloneEnabled=false, even with one
 server): serve refuses a standalone server (exit 2), on which a rollback of
 ZooKeeper's data goes unseen, unless --allow-standalone-zookeeper is given.`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context()) },
+		Args:        usageArgs(cobra.NoArgs),
+		Annotations: map[string]string{annotationAllRoots: "true"},
+		RunE:        func(cmd *cobra.Command, _ []string) error { return g.serve(cmd.Context()) },
 	}
 	g.bindSettings(cmd, serveSettings...)
 	return cmd

@@ -1,6 +1,9 @@
 // seqkeeper status console. Plain JavaScript, no dependencies: every
 // request goes to this replica's own /v1 API (the page's origin), with the
-// bearer token from sessionStorage when the API asks for one.
+// bearer token from sessionStorage when the API asks for one. A replica of
+// several roots (GET /v1/status lists them in roots) is shown one root at
+// a time, picked in the header and kept in the URL's hash (#root=NAME):
+// the root's routes are /v1/roots/{root}/...
 'use strict';
 
 (function () {
@@ -30,6 +33,9 @@
     lastHistory: 0,
     history: null,
     seen: new Map(), // name -> [[ms, next], ...] for standby rate estimates
+    roots: null, // null: not asked yet; []: one root (/v1/...); else the roots' names
+    root: '', // the root shown, with several
+    gen: 0, // counts root switches: an answer for another root is dropped
   };
 
   class AuthError extends Error {}
@@ -63,7 +69,9 @@
     try { body = parse(text); } catch (e) { /* not JSON */ }
     if (!resp.ok) {
       const msg = body && body.error ? body.error.message : resp.status + ' ' + resp.statusText;
-      throw new Error(path.split('?')[0] + ': ' + msg);
+      const err = new Error(path.split('?')[0] + ': ' + msg);
+      err.code = body && body.error ? body.error.code : '';
+      throw err;
     }
     return body;
   }
@@ -402,17 +410,69 @@
       : 'rates and runway estimated here (~); the primary\'s console has its view';
   }
 
+  // base is where the shown root's routes start: /v1 on a replica of one
+  // root, /v1/roots/{root} on one of several.
+  function base() {
+    return view.roots && view.roots.length ? '/v1/roots/' + encodeURIComponent(view.root) : '/v1';
+  }
+
   function statusPath(names) {
     const q = new URLSearchParams({ sequences: 'unhealthy' });
     for (const n of names) q.append('name', n);
-    return '/v1/status?' + q.toString();
+    return base() + '/status?' + q.toString();
   }
 
   function listPath() {
     const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
     if (view.prefix) q.set('prefix', view.prefix);
     if (view.pages[view.page]) q.set('cursor', view.pages[view.page]);
-    return '/v1/sequences?' + q.toString();
+    return base() + '/sequences?' + q.toString();
+  }
+
+  // ---- roots ----
+
+  // discover asks the replica whether it serves several roots (the
+  // process's status, without any reserve) and shows the picker if so.
+  async function discover() {
+    const st = await api('/v1/status?sequences=none');
+    const names = ((st && st.roots) || []).map((r) => r.name);
+    view.roots = names;
+    const pick = $('root');
+    pick.replaceChildren(...names.map((n) => el('option', { value: n, text: n })));
+    $('root-pick').hidden = names.length === 0;
+    if (!names.length) {
+      view.root = '';
+      if (location.hash.startsWith('#root=')) history.replaceState(null, '', location.pathname + location.search);
+      return;
+    }
+    const want = rootInHash();
+    showRoot(names.includes(want) ? want : names.includes(view.root) ? view.root : names[0]);
+  }
+
+  function rootInHash() {
+    const m = /^#root=(.*)$/.exec(location.hash);
+    if (!m) return '';
+    try { return decodeURIComponent(m[1]); } catch (e) { return ''; }
+  }
+
+  // showRoot switches the page to root name: what it shows of another root
+  // goes at once, and an answer still on its way for it is dropped.
+  function showRoot(name) {
+    $('root').value = name;
+    const hash = '#root=' + encodeURIComponent(name);
+    if (location.hash !== hash) history.replaceState(null, '', hash);
+    if (name === view.root) return;
+    view.root = name;
+    view.gen++;
+    view.pages = [''];
+    view.page = 0;
+    view.seen.clear();
+    view.history = null;
+    view.lastHistory = 0;
+    $('sequences').replaceChildren();
+    $('chart-rate').replaceChildren();
+    $('chart-runway').replaceChildren();
+    document.title = 'seqkeeper console · ' + name;
   }
 
   // ---- the loop ----
@@ -452,17 +512,33 @@
     }
     view.inflight = true;
     view.again = false;
-    const wantHistory = Date.now() - view.lastHistory >= HISTORY_MS;
     try {
+      if (view.roots === null) {
+        try {
+          await discover();
+        } catch (e) {
+          if (e instanceof AuthError) {
+            lock(e.message);
+            return;
+          }
+          throw e;
+        }
+      }
+      const gen = view.gen;
+      const wantHistory = Date.now() - view.lastHistory >= HISTORY_MS;
       const [page, history] = await Promise.allSettled([
         api(listPath()),
-        wantHistory ? api('/v1/history') : Promise.resolve(null),
+        wantHistory ? api(base() + '/history') : Promise.resolve(null),
       ]);
       // Then the status, with the primary's reserve of the unhealthy
       // sequences and of this page's: never the whole list, which is
       // megabytes at 100,000 sequences.
       const names = page.status === 'fulfilled' && page.value ? (page.value.sequences || []).map((s) => s.name) : [];
       const [status] = await Promise.allSettled([api(statusPath(names))]);
+      if (gen !== view.gen) {
+        view.again = true; // another root was picked meanwhile
+        return;
+      }
       const results = [status, page, history];
       const auth = results.find((r) => r.status === 'rejected' && r.reason instanceof AuthError);
       if (auth) {
@@ -470,6 +546,8 @@
         return;
       }
       const failed = results.filter((r) => r.status === 'rejected');
+      // A replica restarted with other roots: ask again which it serves.
+      if (failed.some((r) => r.reason.code === 'unknown_root' || r.reason.code === 'root_required')) view.roots = null;
       const errors = [...new Set(failed.map((r) => r.reason.message || String(r.reason)))];
       let reserve = null;
       if (status.status === 'fulfilled' && status.value) {
@@ -546,6 +624,19 @@
     });
     $('next').addEventListener('click', () => {
       if (view.pages[view.page + 1]) { view.page++; clearTimeout(view.timer); refresh(); }
+    });
+    $('root').addEventListener('change', () => {
+      showRoot($('root').value);
+      clearTimeout(view.timer);
+      refresh();
+    });
+    window.addEventListener('hashchange', () => {
+      const want = rootInHash();
+      if (view.roots && view.roots.includes(want) && want !== view.root) {
+        showRoot(want);
+        clearTimeout(view.timer);
+        refresh();
+      }
     });
     window.addEventListener('resize', renderHistory);
     refresh();
