@@ -7,7 +7,10 @@
 #   every Secret, the Prometheus Operator objects), the objects checked
 #   with kubeconform as below; its values.schema.json rejecting a misspelt
 #   key and a wrong type, and its own checks rejecting a missing store or
-#   ZooKeeper and roots that share a setting;
+#   ZooKeeper and roots that share a setting; and, rendered with Helm's Go
+#   packages (internal/tools/chartcheck, a module of its own), the config
+#   file it writes for several roots loaded by seqkeeper's config package
+#   with the Deployment's environment;
 # - that deploy/kubernetes/{seqkeeper,servicemonitor,prometheusrule}.yaml
 #   are what scripts/render-manifests.sh renders from the chart now;
 # - the Kubernetes manifests in deploy/kubernetes (and examples/), with kubeconform in
@@ -54,7 +57,7 @@ export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" H
 schemas_ready() {
 	local k
 	for k in deployment-apps-v1 statefulset-apps-v1 service-v1 secret-v1 serviceaccount-v1 \
-		poddisruptionbudget-policy-v1 servicemonitor-monitoring-v1 prometheusrule-monitoring-v1; do
+		poddisruptionbudget-policy-v1 configmap-v1 servicemonitor-monitoring-v1 prometheusrule-monitoring-v1; do
 		[[ -s "$SCHEMAS/$k.json" ]] || return 1
 	done
 }
@@ -122,8 +125,9 @@ chart_rejects same-name $'roots: [{name: a, root: /a}, {name: a, root: /b}]\n'"$
 chart_rejects same-root $'roots: [{name: a, root: /a}, {name: b, root: /a}]\n'"$required" 'have the same root "/a"'
 chart_rejects same-store $'roots: [{name: a, root: /a}, {name: b, root: /b}]\n'"$required" 'have the same store "file:///tmp/ids"'
 chart_rejects nested-root $'roots: [{name: a, root: /a}, {name: b, root: /a/b, store: "file:///tmp/b"}]\n'"$required" 'root "/a/b" lies inside root "/a"'
+chart_rejects root-env $'roots: [{name: a, root: /a}, {name: b, root: /b, store: "file:///tmp/b"}]\nextraEnv: [{name: SEQKEEPER_ROOT, value: /c}]\n'"$required" 'extraEnv sets SEQKEEPER_ROOT'
 chart_rejects memory-limit $'resources: {limits: {memory: 1e9}}\n'"$required" 'cannot derive GOMEMLIMIT from resources.limits.memory'
-log "self-check: the chart rejects a misspelt key, a misspelt nested key, a wrong type, no store, no ZooKeeper, roots sharing a name, root or store or nested, and a memory limit it cannot derive GOMEMLIMIT from"
+log "self-check: the chart rejects a misspelt key, a misspelt nested key, a wrong type, no store, no ZooKeeper, roots sharing a name, root or store or nested, SEQKEEPER_ROOT in extraEnv beside several roots, and a memory limit it cannot derive GOMEMLIMIT from"
 lint() { # ARGS...: helm lint --strict, its output shown only on failure
 	"$helm" lint --strict "$CHART" "$@" >"$work/lint.out" 2>&1 || { cat "$work/lint.out" >&2 && return 1; }
 }
@@ -136,7 +140,13 @@ for values in "$CHART"/ci/*-values.yaml; do
 	kubeconform "$work/chart-$name.yaml" || die "the chart rendered with $values is not valid (above)"
 done
 grep -q '^kind: PrometheusRule$' "$work/chart-full-values.yaml" || die "ci/full-values.yaml rendered no PrometheusRule"
-[[ "$(grep -c '^kind: Deployment$' "$work/chart-full-values.yaml")" -gt 1 ]] || die "ci/full-values.yaml rendered fewer than two roots"
+# Several roots: one Deployment for all of them, reading the ConfigMap's
+# roots: list.
+grep -q '^kind: ConfigMap$' "$work/chart-full-values.yaml" || die "ci/full-values.yaml rendered no ConfigMap: fewer than two roots?"
+[[ "$(grep -c '^kind: Deployment$' "$work/chart-full-values.yaml")" -eq 1 ]] || die "ci/full-values.yaml rendered more than one Deployment"
+# What seqkeeper makes of the chart's objects: its config package loads
+# the ConfigMap's file with the Deployment's environment, roots as given.
+(cd internal/tools/chartcheck && go test -count=1 ./... >&2) || die "internal/tools/chartcheck: seqkeeper does not read the chart's objects as rendered (above)"
 
 # The plain manifests are the chart rendered with deploy/kubernetes/values:
 # a fresh render must equal what is committed.
@@ -154,7 +164,7 @@ for f in "${rendered[@]}"; do cp "$work/fresh/$f" "$work/stale/$f"; done
 sed -i 's/^  replicas: 3$/  replicas: 4/' "$work/stale/seqkeeper.yaml"
 stale "$work/stale" 2>/dev/null || die "self-check: a changed copy of seqkeeper.yaml was not told from a fresh render"
 ! stale "$K8S_DIR" || die "deploy/kubernetes differs from the chart's render (above): run bash scripts/render-manifests.sh and commit the result"
-log "chart: helm lint --strict and kubeconform with the default, minimal and full values; deploy/kubernetes is its fresh render"
+log "chart: helm lint --strict and kubeconform with the default, minimal and full values; several roots' config file loads; deploy/kubernetes is its fresh render"
 
 # The alerts: one set of expressions in the PrometheusRule and the docs,
 # naming only metrics that exist (the Go sources define every name).

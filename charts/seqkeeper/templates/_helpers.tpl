@@ -16,16 +16,13 @@ named seqkeeper, as the plain manifests name everything). */}}
 {{- end -}}
 {{- end -}}
 
-{{/* Selector labels of (dict "ctx" $ "root" ROOT); ROOT is nil for what
-the roots share. The root label appears only with several roots, so that
-one root keeps the plain manifests' selector. */}}
+{{/* Selector labels of (dict "ctx" $): one set for the release, whatever
+the number of roots (one Deployment serves them all), and the plain
+manifests' selector. */}}
 {{- define "seqkeeper.selectorLabels" -}}
 app.kubernetes.io/name: {{ .ctx.Chart.Name }}
 {{- if .ctx.Values.helmLabels }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
-{{- end }}
-{{- if and .root (gt (len .ctx.Values.roots) 1) }}
-seqkeeper.io/root: {{ .root.name }}
 {{- end }}
 {{- end -}}
 
@@ -52,10 +49,11 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 {{- .Values.auth.existingSecret | default (include "seqkeeper.fullname" .) -}}
 {{- end -}}
 
-{{/* The roots as JSON, each with its resource name and store resolved,
-after the checks: ZooKeeper servers given, a store for every root, no name,
-root, store, election or marker path shared, no root inside another, no
-client CA without TLS. */}}
+{{/* The roots as JSON, each with its store resolved, after the checks:
+ZooKeeper servers given, a store for every root, no name, root, store,
+election or marker path shared, no root inside another, no client CA
+without TLS, and with several roots no extraEnv setting what the config
+file's roots: list holds. */}}
 {{- define "seqkeeper.roots" -}}
 {{- if not .Values.zookeeper.servers -}}
 {{- fail "zookeeper.servers is required: the ensemble's host:port list, e.g. --set 'zookeeper.servers={zk-0.zk:2181,zk-1.zk:2181,zk-2.zk:2181}'" -}}
@@ -63,8 +61,13 @@ client CA without TLS. */}}
 {{- if and .Values.httpTLS.clientCA.existingSecret (not .Values.httpTLS.existingSecret) -}}
 {{- fail "httpTLS.clientCA needs httpTLS.existingSecret: client certificates need TLS (a server certificate and key)" -}}
 {{- end -}}
-{{- $full := include "seqkeeper.fullname" . -}}
-{{- $several := gt (len .Values.roots) 1 -}}
+{{- if gt (len .Values.roots) 1 -}}
+{{- range .Values.extraEnv -}}
+{{- if has .name (list "SEQKEEPER_ROOT" "SEQKEEPER_STORE" "SEQKEEPER_ELECTION_PATH" "SEQKEEPER_MARKER_PATH") -}}
+{{- fail (printf "extraEnv sets %s, which serve refuses or ignores beside several roots: give each root its root, store, electionPath and markerPath in roots" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $seen := dict -}}
 {{- $out := list -}}
 {{- range $i, $r := .Values.roots -}}
@@ -88,13 +91,33 @@ client CA without TLS. */}}
 {{- fail (printf "root %q lies inside root %q: keep roots siblings, never one inside another" $r.root $o.root) -}}
 {{- end -}}
 {{- end -}}
-{{- $name := $several | ternary (printf "%s-%s" $full $r.name) $full -}}
-{{- if gt (len $name) 63 -}}
-{{- fail (printf "the name %q of root %q is over 63 characters: shorten roots[%d].name or fullnameOverride" $name $r.name $i) -}}
-{{- end -}}
-{{- $out = append $out (merge (dict "fullname" $name) $each) -}}
+{{- $out = append $out $each -}}
 {{- end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* Several roots: the config file `serve --config` reads, with the
+roots: list (docs/cli.md, "Several roots in one process"), its keys those
+of seqkeeper's config file. Its directory and path in the container. */}}
+{{- define "seqkeeper.configDir" -}}/etc/seqkeeper-config{{- end -}}
+{{- define "seqkeeper.configFile" -}}{{ include "seqkeeper.configDir" . }}/roots.yaml{{- end -}}
+{{- define "seqkeeper.rootsConfig" -}}
+# The roots this release's `seqkeeper serve` replicas host, each with its
+# own election, primary, cluster marker and store (docs/cli.md, "Several
+# roots in one process"). Every other setting is a SEQKEEPER_* variable of
+# the Deployment, shared by all roots. Rendered from the chart's roots.
+roots:
+{{- range include "seqkeeper.roots" . | fromJsonArray }}
+  - name: {{ quote .name }}
+    root: {{ quote .root }}
+    store: {{ quote .store }}
+    {{- with .electionPath }}
+    election_path: {{ quote . }}
+    {{- end }}
+    {{- with .markerPath }}
+    marker_path: {{ quote . }}
+    {{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* GOMEMLIMIT: goMemLimit, else 90% of resources.limits.memory in MiB,

@@ -1,8 +1,13 @@
 {{/*
 The container's environment and the Secrets it mounts, of (dict "ctx" $
-"root" ROOT). Settings are SEQKEEPER_* variables (docs/cli.md) rather than
-a ConfigMap, so that changing one rolls the replicas like any other change
-to the pod template. Secrets reach the process as files, never as
+"root" ROOT); ROOT is nil with several roots. Settings are SEQKEEPER_*
+variables (docs/cli.md), so that changing one rolls the replicas like any
+other change to the pod template. The one exception is the roots: list of
+several roots, which only a config file holds: it is the ConfigMap
+(configmap.yaml), passed with serve --config, whose checksum is an
+annotation of the pod template so that a change rolls the replicas too;
+SEQKEEPER_ROOT and SEQKEEPER_STORE are then left out (serve refuses them
+beside a roots: list). Secrets reach the process as files, never as
 variables, except the S3 keys the AWS SDK reads from the environment.
 */}}
 
@@ -53,14 +58,16 @@ variables, except the S3 keys the AWS SDK reads from the environment.
 - name: SEQKEEPER_ZK_DIGEST
   valueFrom: {secretKeyRef: {name: {{ . }}, key: {{ $v.zookeeper.digest.key }}}}
 {{- end }}
-- {name: SEQKEEPER_ROOT, value: {{ quote $r.root }}}
-{{- with $r.electionPath }}
+{{- with $r }}
+- {name: SEQKEEPER_ROOT, value: {{ quote .root }}}
+{{- with .electionPath }}
 - {name: SEQKEEPER_ELECTION_PATH, value: {{ quote . }}}
 {{- end }}
-{{- with $r.markerPath }}
+{{- with .markerPath }}
 - {name: SEQKEEPER_MARKER_PATH, value: {{ quote . }}}
 {{- end }}
-- {name: SEQKEEPER_STORE, value: {{ quote $r.store }}}
+- {name: SEQKEEPER_STORE, value: {{ quote .store }}}
+{{- end }}
 - {name: SEQKEEPER_CREATE_BUCKET, value: "{{ $v.createBucket }}"}{{ if not $v.createBucket }} # the bucket is made beforehand, with versioning{{ end }}
 - {name: SEQKEEPER_SHUTDOWN_DELAY, value: {{ quote $v.shutdownDelay }}}
 - {name: SEQKEEPER_LOG_FORMAT, value: {{ $v.logFormat }}}
