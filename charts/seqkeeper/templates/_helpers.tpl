@@ -96,7 +96,7 @@ file's roots: list holds. */}}
 {{- toJson $out -}}
 {{- end -}}
 
-{{/* Several roots: the config file `serve --config` reads, with the
+{{/* Several roots: the config file SEQKEEPER_CONFIG names, with the
 roots: list (docs/cli.md, "Several roots in one process"), its keys those
 of seqkeeper's config file. Its directory and path in the container. */}}
 {{- define "seqkeeper.configDir" -}}/etc/seqkeeper-config{{- end -}}

@@ -4,7 +4,7 @@ The container's environment and the Secrets it mounts, of (dict "ctx" $
 variables (docs/cli.md), so that changing one rolls the replicas like any
 other change to the pod template. The one exception is the roots: list of
 several roots, which only a config file holds: it is the ConfigMap
-(configmap.yaml), passed with serve --config, whose checksum is an
+(configmap.yaml), named by SEQKEEPER_CONFIG, whose checksum is an
 annotation of the pod template so that a change rolls the replicas too;
 SEQKEEPER_ROOT and SEQKEEPER_STORE are then left out (serve refuses them
 beside a roots: list). Secrets reach the process as files, never as
@@ -67,6 +67,11 @@ variables, except the S3 keys the AWS SDK reads from the environment.
 - {name: SEQKEEPER_MARKER_PATH, value: {{ quote . }}}
 {{- end }}
 - {name: SEQKEEPER_STORE, value: {{ quote .store }}}
+{{- else }}
+# The roots: list (the ConfigMap). In the environment rather than a
+# --config argument, so that an operator command run in the pod
+# (kubectl exec) reads it too, and asks which root: --root-name.
+- {name: SEQKEEPER_CONFIG, value: {{ include "seqkeeper.configFile" .ctx | quote }}}
 {{- end }}
 - {name: SEQKEEPER_CREATE_BUCKET, value: "{{ $v.createBucket }}"}{{ if not $v.createBucket }} # the bucket is made beforehand, with versioning{{ end }}
 - {name: SEQKEEPER_SHUTDOWN_DELAY, value: {{ quote $v.shutdownDelay }}}

@@ -16,6 +16,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/seqkeeper/seqkeeper/config"
 )
 
 // chartDir is charts/seqkeeper, from this package's directory.
@@ -176,19 +178,15 @@ func podEnv(t *testing.T, c corev1.Container) map[string]string {
 	return env
 }
 
-// configFile finds the file `serve --config PATH` reads in the container:
-// PATH a file of a mounted ConfigMap volume. It returns the file's
-// contents, written to a temporary file, and its path there.
-func configFile(t *testing.T, d *appsv1.Deployment, c corev1.Container, cm *corev1.ConfigMap) (string, string) {
+// configFile finds the file the container's SEQKEEPER_CONFIG names (env,
+// podEnv's), which serve and every operator command run in the pod read:
+// a file of a mounted ConfigMap volume. It returns the file's contents,
+// written to a temporary file, and its path there.
+func configFile(t *testing.T, d *appsv1.Deployment, c corev1.Container, cm *corev1.ConfigMap, env map[string]string) (string, string) {
 	t.Helper()
-	var file string
-	for i, a := range c.Args {
-		if a == "--config" && i+1 < len(c.Args) {
-			file = c.Args[i+1]
-		}
-	}
-	if len(c.Args) == 0 || c.Args[0] != "serve" || file == "" {
-		t.Fatalf("args %q: want serve --config FILE", c.Args)
+	file := env[config.EnvConfigFile]
+	if file == "" || len(c.Args) != 1 || c.Args[0] != "serve" {
+		t.Fatalf("args %q, %s %q: want serve, with %s naming the config file", c.Args, config.EnvConfigFile, file, config.EnvConfigFile)
 	}
 	for _, m := range c.VolumeMounts {
 		if m.MountPath != path.Dir(file) {
@@ -222,7 +220,7 @@ func configFile(t *testing.T, d *appsv1.Deployment, c corev1.Container, cm *core
 		}
 		t.Fatalf("no volume %s for the mount at %s", m.Name, m.MountPath)
 	}
-	t.Fatalf("no volume is mounted at %s, the directory of --config %s", path.Dir(file), file)
+	t.Fatalf("no volume is mounted at %s, the directory of %s=%s", path.Dir(file), config.EnvConfigFile, file)
 	return "", ""
 }
 

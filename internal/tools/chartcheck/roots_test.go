@@ -67,7 +67,7 @@ func severalRootsValues(roots []root) map[string]any {
 
 // TestSeveralRootsAreOneDeploymentReadingTheirConfigFile renders the chart
 // with three roots and loads what its pods would load: the ConfigMap's
-// file at the path serve --config is given, with the Deployment's
+// file at the path SEQKEEPER_CONFIG names, with the Deployment's
 // environment, through seqkeeper's own config package. The roots must come
 // out as given (the election and marker paths derived from root where not
 // given), on one Deployment, Service and PodDisruptionBudget.
@@ -88,8 +88,8 @@ func TestSeveralRootsAreOneDeploymentReadingTheirConfigFile(t *testing.T) {
 	r.only(t, "Deployment", &d)
 	r.only(t, "ConfigMap", &cm)
 	c := container(t, &d)
-	_, file := configFile(t, &d, c, &cm)
 	env := podEnv(t, c)
+	_, file := configFile(t, &d, c, &cm, env)
 
 	cfg, err := config.Resolve(file, lookup(env), nil)
 	if err != nil {
@@ -164,7 +164,7 @@ func TestChangedRootsRollThePods(t *testing.T) {
 	}
 }
 
-// One root renders as it always did: no ConfigMap, no --config, the root
+// One root renders as it always did: no ConfigMap, no config file, the root
 // and store in SEQKEEPER_ROOT and SEQKEEPER_STORE, which seqkeeper reads.
 func TestOneRootKeepsItsEnvironment(t *testing.T) {
 	r := mustRender(t, map[string]any{"store": defaultStore, "zookeeper": map[string]any{"servers": zkServers}})
@@ -205,7 +205,7 @@ func TestSeveralRootsRefusalsAndNotes(t *testing.T) {
 		t.Errorf("two roots on the top-level store: %v; want it refused", err)
 	}
 	notes := mustRender(t, severalRootsValues(threeRoots)).notes
-	for _, want := range []string{"/v1/roots/orders/sequences/orders/ids", "exec deploy/seqkeeper -- /seqkeeper --root /seqkeeper/orders/sequences create", "Service seqkeeper,"} {
+	for _, want := range []string{"/v1/roots/orders/sequences/orders/ids", "exec deploy/seqkeeper -- /seqkeeper --root-name orders create", "Service seqkeeper,"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("the notes do not say %q:\n%s", want, notes)
 		}
