@@ -121,6 +121,15 @@ func (c *Config) validateRoots() []error {
 	if c.Root != DefaultRoot || c.Store != "" {
 		bad("set together with root or store (%s): with a roots: list every root and its store go in the list; remove root and store from the top level, the environment (SEQKEEPER_ROOT, SEQKEEPER_STORE) and the flags", c.Root)
 	}
+	for _, k := range []struct {
+		key, val string
+		derived  bool
+	}{{"election_path", c.ElectionPath, c.derived.election}, {"marker_path", c.MarkerPath, c.derived.marker}} {
+		if !k.derived {
+			bad("set together with %s (%s), which every root would ignore: each root has its own, derived from its root or set in its entry; move %s into the entries that need it and remove it from the top level, the environment (%s) and the flags",
+				k.key, k.val, k.key, EnvName(k.key))
+		}
+	}
 	names, roots, stores := map[string]int{}, map[string]int{}, map[string]int{}
 	type owned struct{ path, what string }
 	var all []owned

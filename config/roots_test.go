@@ -76,6 +76,7 @@ func TestRootsListErrors(t *testing.T) {
 		{"root under another", top + "roots:\n  - {root: /a, store: file:///a}\n  - {root: /a/b, store: file:///b}\n", "entry 1 (a) root /a and entry 2 (b) root /a/b contain one another"},
 		{"same election", top + "roots:\n  - {root: /a, store: file:///a, election_path: /e}\n  - {root: /b, store: file:///b, election_path: /e}\n", "entry 1 (a) election_path and entry 2 (b) election_path are both /e"},
 		{"same marker", top + "roots:\n  - {root: /a, store: file:///a, marker_path: /m}\n  - {root: /b, store: file:///b, marker_path: /m}\n", "marker_path are both /m"},
+		{"election_path beside roots", top + "election_path: /e\nroots:\n  - {root: /a, store: file:///a}\n", "roots: set together with election_path (/e), which every root would ignore"},
 		{"election under a root", top + "roots:\n  - {root: /a, store: file:///a, election_path: /b/e}\n  - {root: /b, store: file:///b}\n", "contain one another"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,6 +101,17 @@ func TestRootsListRefusesRootFromTheEnvironment(t *testing.T) {
 	}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "roots: set together with root or store") {
 		t.Fatalf("Validate = %v; want the conflict with store named", err)
+	}
+	c = DefaultConfig()
+	if err := c.Parse("roots.yaml", []byte("zk: [z1:2181]\nroots:\n  - {root: /a, store: file:///a}\n")); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{"SEQKEEPER_MARKER_PATH": "/m"}
+	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "roots: set together with marker_path (/m), which every root would ignore") || !strings.Contains(err.Error(), "SEQKEEPER_MARKER_PATH") {
+		t.Fatalf("Validate = %v; want the conflict with marker_path named, and its variable", err)
 	}
 }
 
