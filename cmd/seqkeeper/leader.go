@@ -60,7 +60,7 @@ over within a session timeout.`,
 			defer zc.Close()
 			out, err := readLeader(cmd.Context(), zc, g.cfg.ElectionPath)
 			if errors.Is(err, errNoLeader) {
-				return fmt.Errorf("%w: is 'seqkeeper serve' running against the same --zk and --root? (no candidates under %s)", errNoLeader, g.cfg.ElectionPath)
+				return fmt.Errorf("%w: is 'seqkeeper serve' running against the same --zk and %s? (no candidates under %s)", errNoLeader, g.rootHint(), g.cfg.ElectionPath)
 			}
 			if err != nil {
 				return err

@@ -100,3 +100,12 @@ func (g *globals) selectRoot(cmd *cobra.Command, cfg *config.Config, from string
 	}
 	return one, nil
 }
+
+// rootHint names how this command was told its root, for messages that
+// ask whether serve runs on the same one.
+func (g *globals) rootHint() string {
+	if g.rootName != "" {
+		return "root (--root-name " + g.rootName + ")"
+	}
+	return "--root"
+}
