@@ -60,6 +60,7 @@ const (
 	DefaultZKConnectTimeout    = 30 * time.Second
 	DefaultCLIZKConnectTimeout = 5 * time.Second
 	DefaultCeilingWait         = seqzk.DefaultCeilingWait
+	DefaultCrashProbe          = 250 * time.Millisecond
 	DefaultRunway              = 60 * time.Second
 	DefaultMinReserve          = 1000
 	DefaultMaxReserve          = 1 << 40
@@ -183,6 +184,12 @@ type Config struct {
 	// /readyz answering 503, so that load balancers and Kubernetes remove
 	// the endpoint before connections are refused. 0: shut down at once.
 	ShutdownDelay time.Duration
+	// CrashProbe is how often the replica next in line for leadership
+	// connects to the leader's advertised address, to learn that its
+	// process is gone (the port refuses connections) and take over without
+	// waiting for its session to expire (election.Config.CrashProbe). 0:
+	// off; a crash then hands over after one session timeout.
+	CrashProbe time.Duration
 	// MetricsTopSequences is how many sequences get series of their own on
 	// /metrics (the N with the shortest runway, the N that served the most
 	// IDs); 0, the default, exports aggregates only, so that the series
@@ -234,6 +241,7 @@ func DefaultConfig() *Config {
 		HTTP:             DefaultHTTP,
 		LogFormat:        DefaultLogFormat,
 		CeilingWait:      DefaultCeilingWait,
+		CrashProbe:       DefaultCrashProbe,
 		Primary:          DefaultPrimary(),
 		ID:               defaultID(),
 		CreateBucket:     true,

@@ -118,6 +118,9 @@ func (c *Config) Validate() error {
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
 		bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)
 	}
+	if c.CrashProbe < 0 || c.CrashProbe > c.ZKSessionTimeout {
+		bad("crash_probe", "%s must be between 0 (off) and zk_session_timeout (%s)", c.CrashProbe, c.ZKSessionTimeout)
+	}
 	if c.Advertise != "" {
 		if msg := hostPortProblem(c.Advertise, false); msg != "" {
 			bad("advertise", "%q: %s", c.Advertise, msg)

@@ -259,10 +259,7 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 		pred := e.path + "/" + queue[i-1].name
 		// A data watch, not an exists watch: on a node that is already gone
 		// go-zookeeper would keep an exists watch registered for ever.
-		predGone, err := call(ctx, e, func(s zkclient.Session) (<-chan zkclient.Event, error) {
-			_, _, ch, err := s.GetW(ctx, pred)
-			return ch, err
-		})
+		p, err := e.readPredecessor(ctx, pred)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // gone already: look again
 		}
@@ -277,21 +274,39 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 			continue
 		}
 		e.logc(zerolog.DebugLevel, c).Str("predecessor", pred).Int("position", i).Msg("election: waiting for predecessor")
-	wait:
-		for {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-predGone:
-				// Deleted, or the session ended (EventNotWatching): either
-				// way the queue must be read again; the predecessor's
-				// departure does not make us the lowest.
-				e.wakeups.Add(1)
-				break wait
-			case <-changes:
-				if e.client.SessionID() != c.session {
-					return ErrSessionLost
-				}
+		if err := e.await(ctx, c, p, i == 1, changes); err != nil {
+			return err
+		}
+	}
+}
+
+// await waits until predecessor p's node is gone (or its watch ends), or
+// ctx is done, or c's session is replaced. next: p is the lowest candidate,
+// whose process is probed (crash.go) and whose node is deleted once the
+// process is gone.
+func (e *Election) await(ctx context.Context, c *candidate, p predecessor, next bool, changes <-chan struct{}) error {
+	var dead <-chan struct{}
+	if next {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		dead = e.probe(pctx, p.address)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.gone:
+			// Deleted, or the session ended (EventNotWatching): either
+			// way the queue must be read again; the predecessor's
+			// departure does not make us the lowest.
+			e.wakeups.Add(1)
+			return nil
+		case <-dead:
+			dead = nil
+			e.deleteCrashed(ctx, c, p) // its watch then fires
+		case <-changes:
+			if e.client.SessionID() != c.session {
+				return ErrSessionLost
 			}
 		}
 	}

@@ -66,7 +66,13 @@
 //     name a replica that has already stopped acting.
 //   - Handover on a crash takes about one session timeout: the server must
 //     expire the crashed replica's session first. Resign and graceful
-//     shutdown (cancelling Run) hand over at once.
+//     shutdown (cancelling Run) hand over at once, and so does a crash
+//     that leaves the leader's host answering, with Config.CrashProbe:
+//     the next in line deletes the node of a leader whose published
+//     address refuses connections (crash.go). That guess can be wrong (a
+//     firewall's reset): the live leader then ends its term when it sees
+//     its node deleted, possibly just after the successor started, as a
+//     paused leader does (above).
 //   - Closing the Client while Run is running ends leadership as soon as the
 //     own node's deletion is seen, but the successor is told by the server at
 //     the same moment; cancel Run and wait for it before closing the Client.

@@ -101,6 +101,14 @@ type Config struct {
 	// step-downs on a slow network. Default DefaultLossFraction; must lie in
 	// (0, MaxLossFraction].
 	LossFraction float64
+	// CrashProbe is how often the candidate next in line connects to the
+	// address its predecessor published (Identity.Address) to learn that
+	// the predecessor's process is gone: once the address, after
+	// accepting a connection, refuses two in a row, the candidate deletes
+	// the predecessor's node instead of waiting one session timeout for
+	// the server to expire it (crash.go says when that guess can be
+	// wrong, and why it stays safe). 0: off.
+	CrashProbe time.Duration
 	// Logger receives every transition. Default: disabled.
 	Logger zerolog.Logger
 }
@@ -116,6 +124,9 @@ type Stats struct {
 	// Losses counts terms ended by a lost node, session or contact, or a
 	// closed client.
 	Losses int64 `json:"losses"`
+	// CrashDeletions counts the nodes of crashed predecessors this
+	// replica deleted (Config.CrashProbe).
+	CrashDeletions int64 `json:"crash_deletions"`
 }
 
 // Election is one replica's candidacy. Its methods are safe for concurrent
@@ -136,6 +147,8 @@ type Election struct {
 	term *termState // set while a term is being served, until its node is released
 
 	candidacies, terms, resignations, losses atomic.Int64
+	crashDeletions                           atomic.Int64
+	crashProbe                               time.Duration
 
 	// Seams for in-package tests: the GUID of each new candidacy, a call
 	// just before the create request is sent, and a count of wake-ups by the
@@ -143,6 +156,7 @@ type Election struct {
 	newGUID      func() string
 	beforeCreate func()
 	wakeups      atomic.Int64
+	probes       atomic.Int64 // connects made by probe
 }
 
 // termState lets Resign reach the term being served.
@@ -181,14 +195,15 @@ func New(cfg Config) (*Election, error) {
 		return nil, fmt.Errorf("election: encode identity: %w", err)
 	}
 	return &Election{
-		client:    cfg.Client,
-		path:      cfg.Path,
-		epochPath: cfg.Path + "-epoch",
-		data:      data,
-		id:        cfg.Identity.ID,
-		lossAfter: time.Duration(float64(timeout) * cfg.LossFraction),
-		log:       cfg.Logger.With().Str("component", "election").Str("id", cfg.Identity.ID).Logger(),
-		newGUID:   uuid.NewString,
+		client:     cfg.Client,
+		path:       cfg.Path,
+		epochPath:  cfg.Path + "-epoch",
+		data:       data,
+		id:         cfg.Identity.ID,
+		lossAfter:  time.Duration(float64(timeout) * cfg.LossFraction),
+		log:        cfg.Logger.With().Str("component", "election").Str("id", cfg.Identity.ID).Logger(),
+		newGUID:    uuid.NewString,
+		crashProbe: max(cfg.CrashProbe, 0),
 	}, nil
 }
 
@@ -199,10 +214,11 @@ func (e *Election) IsLeader() bool { return e.leading.Load() }
 // Stats returns the transition counters.
 func (e *Election) Stats() Stats {
 	return Stats{
-		Candidacies:  e.candidacies.Load(),
-		Terms:        e.terms.Load(),
-		Resignations: e.resignations.Load(),
-		Losses:       e.losses.Load(),
+		Candidacies:    e.candidacies.Load(),
+		Terms:          e.terms.Load(),
+		Resignations:   e.resignations.Load(),
+		Losses:         e.losses.Load(),
+		CrashDeletions: e.crashDeletions.Load(),
 	}
 }
 

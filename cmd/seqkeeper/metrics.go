@@ -86,7 +86,7 @@ var runwayBuckets = []float64{1, 5, 10, 30, 60, 120, 300, 900, 3600, 86400}
 
 var (
 	descLeader       = prometheus.NewDesc("seqkeeper_leader", "1 while this replica is the primary.", nil, nil)
-	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event.", []string{"event"}, nil)
+	descTerms        = prometheus.NewDesc("seqkeeper_leadership_changes_total", "Terms this replica started or ended, by event; event=\"crashed_leader_deleted\" counts the crashed leaders whose candidate node it deleted (crash_probe).", []string{"event"}, nil)
 	descZKDown       = prometheus.NewDesc("seqkeeper_zookeeper_disconnected_seconds", "How long this replica has been without a ZooKeeper session; 0 while it has one.", nil, nil)
 	descRaises       = prometheus.NewDesc("seqkeeper_primary_raises_total", "Ceilings raised in ZooKeeper after the store accepted them.", nil, nil)
 	descStorePuts    = prometheus.NewDesc("seqkeeper_store_writes_total", "Store writes by the primary, by result.", []string{"result"}, nil)
@@ -130,6 +130,7 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descTerms, es.Terms, "elected")
 	counter(descTerms, es.Resignations, "resigned")
 	counter(descTerms, es.Losses, "lost")
+	counter(descTerms, es.CrashDeletions, "crashed_leader_deleted")
 	gauge(descZKDown, c.zk.DisconnectedFor().Seconds())
 	ps := r.Primary().Stats()
 	counter(descRaises, ps.Raises)

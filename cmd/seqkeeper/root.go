@@ -41,7 +41,7 @@ var serveSettings = []string{
 	"http", "http_token", "http_token_file", "http_admin_token", "http_admin_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
 	"create_bucket", "http_tls_cert_file", "http_tls_key_file", "http_tls_client_ca_file", "shutdown_delay",
-	"metrics_top_sequences",
+	"metrics_top_sequences", "crash_probe",
 }
 
 // Output formats of -o.

@@ -113,7 +113,7 @@ func (g *globals) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
 	}
-	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig}
+	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig, ErrorLog: httpErrorLog(log)}
 	go func() {
 		var err error
 		if tlsConfig != nil {

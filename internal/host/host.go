@@ -124,7 +124,7 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	if hc.ObserveStore != nil {
 		r.store.ObserveRequests(hc.ObserveStore)
 	}
-	r.election, err = election.New(election.Config{Client: hc.ZK, Path: cfg.ElectionPath, Identity: hc.Identity, Logger: log})
+	r.election, err = election.New(election.Config{Client: hc.ZK, Path: cfg.ElectionPath, Identity: hc.Identity, CrashProbe: cfg.CrashProbe, Logger: log})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
