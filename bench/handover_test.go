@@ -25,16 +25,24 @@ import (
 )
 
 var (
-	handoverRounds  = flag.Int("bench.handovers", 3, "BenchmarkCrashHandover: rounds, each a seqkeeper handover and a Curator one")
+	handoverRounds  = flag.Int("bench.handovers", 3, "BenchmarkCrashHandover: rounds, each two seqkeeper handovers (crash_probe on, off) and a Curator one")
 	handoverSession = flag.Duration("bench.session", 10*time.Second, "BenchmarkCrashHandover: the ZooKeeper session timeout of both")
 	handoverS3      = flag.Bool("bench.s3", true, "BenchmarkCrashHandover: the replicas' store is MinIO (false: a file store)")
 )
+
+// handoverProbes are the crash_probe settings each round runs seqkeeper
+// with: serve's default, and off (the survivor waits for the server to
+// expire the killed leader's session, as before crash_probe).
+var handoverProbes = []string{"250ms", "0"}
 
 // BenchmarkCrashHandover is issue 29's handover row: the primary of two
 // `seqkeeper serve` replicas is killed (SIGKILL), and the time until the
 // other one leads is measured, beside the same crash of one of two Curator
 // LeaderLatch candidates (bench/curator/latch.sh), on the same ZooKeeper
-// with the same session timeout, alternated round by round.
+// with the same session timeout, alternated round by round. seqkeeper runs
+// twice a round: at serve's default crash_probe (the survivor sees the
+// killed leader's port refuse and deletes its node) and with crash_probe
+// off (it waits for the server to expire the session, as Curator does).
 //
 // For seqkeeper it reports two moments after the kill: when the survivor's
 // election says it leads (GET /v1/status "leading") and when its primary
@@ -53,21 +61,28 @@ func BenchmarkCrashHandover(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(client.Close)
-	var seq, elected, cur, seqExp, curExp []float64
+	var seq, elected, seqExp, off, cur, curExp []float64
 	for round := range *handoverRounds {
-		x, e, p, timeline := seqkeeperHandover(b, z, client)
+		x, e, p, timeline := seqkeeperHandover(b, z, client, handoverProbes[0])
 		seqExp, elected, seq = append(seqExp, x.Seconds()), append(elected, e.Seconds()), append(seq, p.Seconds())
+		_, _, po, _ := seqkeeperHandover(b, z, client, handoverProbes[1])
+		off = append(off, po.Seconds())
 		cx, c := curatorHandover(b, z, client, round)
 		curExp, cur = append(curExp, cx.Seconds()), append(cur, c.Seconds())
-		b.Logf("round %d: seqkeeper: leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; Curator LeaderLatch: node deleted %.3f s, leader %.3f s; ratio %.3f\n%s",
-			round+1, x.Seconds(), e.Seconds(), p.Seconds(), cx.Seconds(), c.Seconds(), p.Seconds()/c.Seconds(), timeline)
+		// On stderr as well: go test cuts a benchmark's log short.
+		line := fmt.Sprintf("round %d: seqkeeper (crash_probe %s): leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; seqkeeper (crash_probe %s): primary running %.3f s; Curator LeaderLatch: node deleted %.3f s, leader %.3f s; ratios %.3f and %.3f",
+			round+1, handoverProbes[0], x.Seconds(), e.Seconds(), p.Seconds(), handoverProbes[1], po.Seconds(), cx.Seconds(), c.Seconds(), p.Seconds()/c.Seconds(), po.Seconds()/c.Seconds())
+		fmt.Fprintln(os.Stderr, line)
+		b.Logf("%s\n%s", line, timeline)
 	}
 	b.ReportMetric(median(seq), "seqkeeper-s")
 	b.ReportMetric(median(elected), "seqkeeper-elected-s")
-	b.ReportMetric(median(seqExp), "seqkeeper-expired-s")
+	b.ReportMetric(median(seqExp), "seqkeeper-node-gone-s")
+	b.ReportMetric(median(off), "seqkeeper-probe-off-s")
 	b.ReportMetric(median(cur), "curator-s")
 	b.ReportMetric(median(curExp), "curator-expired-s")
 	b.ReportMetric(median(seq)/median(cur), "seqkeeper/curator")
+	b.ReportMetric(median(off)/median(cur), "probe-off/curator")
 }
 
 func median(xs []float64) float64 {
@@ -79,10 +94,11 @@ func median(xs []float64) float64 {
 // seqkeeperHandover starts two replicas, kills the primary, and returns
 // how long after the kill the survivor's election, then its primary, said
 // it leads, with the survivor's log lines of that interval.
-func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client) (expired, elected, running time.Duration, timeline string) {
+func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, crashProbe string) (expired, elected, running time.Duration, timeline string) {
 	b.Helper()
 	sub := &testenv.ZK{Servers: z.Servers, Root: z.Path(fmt.Sprintf("handover-%d", time.Now().UnixNano()))}
 	env := map[string]string{
+		"SEQKEEPER_CRASH_PROBE":        crashProbe,
 		"SEQKEEPER_ZK_SESSION_TIMEOUT": handoverSession.String(),
 		"SEQKEEPER_RUNWAY":             "60s",
 		"SEQKEEPER_SWEEP_INTERVAL":     "10s",
@@ -136,7 +152,8 @@ func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client) (expire
 
 // watchLeaderNode returns a channel closed when the lowest candidate node
 // under dir (the leader's, in seqkeeper's election and in LeaderLatch alike)
-// is deleted: when the server expired the killed leader's session.
+// is deleted: when the server expired the killed leader's session, or
+// (seqkeeper with crash_probe) when the survivor deleted it.
 func watchLeaderNode(b *testing.B, zc *zkclient.Client, dir string) <-chan struct{} {
 	b.Helper()
 	ctx := context.Background()
