@@ -135,6 +135,9 @@ type ElectionView struct {
 	Terms        int64 `json:"terms"`
 	Resignations int64 `json:"resignations"`
 	Losses       int64 `json:"losses"`
+	// CrashDeletions: nodes of crashed leaders this replica deleted
+	// (crash_probe).
+	CrashDeletions int64 `json:"crash_deletions"`
 }
 
 // ReplicaViewOf is the view of id.
@@ -144,7 +147,7 @@ func ReplicaViewOf(id election.Identity) ReplicaView {
 
 // ElectionViewOf is the view of st.
 func ElectionViewOf(st election.Stats) ElectionView {
-	return ElectionView{Candidacies: st.Candidacies, Terms: st.Terms, Resignations: st.Resignations, Losses: st.Losses}
+	return ElectionView{Candidacies: st.Candidacies, Terms: st.Terms, Resignations: st.Resignations, Losses: st.Losses, CrashDeletions: st.CrashDeletions}
 }
 
 // ReserveViewOf is the view of st.

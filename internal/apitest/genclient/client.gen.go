@@ -536,10 +536,13 @@ type DetailKind string
 
 // Election defines model for Election.
 type Election struct {
-	Candidacies  int64 `json:"candidacies"`
-	Losses       int64 `json:"losses"`
-	Resignations int64 `json:"resignations"`
-	Terms        int64 `json:"terms"`
+	Candidacies int64 `json:"candidacies"`
+
+	// CrashDeletions Candidate nodes of crashed leaders this replica deleted (crash_probe): it saw the leader's address refuse connections and took over without waiting for the leader's session to expire.
+	CrashDeletions int64 `json:"crash_deletions"`
+	Losses         int64 `json:"losses"`
+	Resignations   int64 `json:"resignations"`
+	Terms          int64 `json:"terms"`
 }
 
 // Error defines model for Error.
