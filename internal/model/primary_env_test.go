@@ -230,6 +230,12 @@ func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Prox
 			e.m.mu.Lock()
 			e.m.call("primary-run", err)
 			e.m.mu.Unlock()
+			if pr.deposed.Load() {
+				// Its term is over: its lead callback returns, and its
+				// election rejoins behind the primary that deposed it.
+				pr.ended, pr.endedAt = err, time.Now()
+				return
+			}
 			select {
 			case <-ctx.Done():
 				return
