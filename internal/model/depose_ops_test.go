@@ -41,6 +41,17 @@ func deposeOverlap(r *rand.Rand) time.Duration {
 	return time.Duration(r.IntN(2000)) * time.Millisecond
 }
 
+// deposedLag is how long, at most, each of a deposed primary's store
+// requests waits before it goes: none half the time, else up to 300 ms (a
+// slow network or store), so that its writes decided before its
+// successor's seal more often reach the store after it.
+func deposedLag(r *rand.Rand) time.Duration {
+	if r.IntN(2) == 0 {
+		return 0
+	}
+	return time.Duration(1+r.IntN(300)) * time.Millisecond
+}
+
 // leading returns a channel that receives the time at which every one of
 // prims leads (its Run has advanced the store's leader epoch, sealed the
 // store and started: Status.Leading), and is closed without a value if
@@ -83,8 +94,8 @@ func termEnd(pr *primaryRun, led time.Time) string {
 // candidate node). The successor starts on its own session and takes the
 // store (advances the leader epoch and seals every bucket) while the old
 // primary works on, on a live session and an open network, so that its
-// ZooKeeper writes go through and only its store writes are fenced. The
-// test drives traffic meanwhile (both primaries raise, initialise, bury),
+// ZooKeeper writes go through and only its store writes are fenced (half
+// the time they are slow: deposedLag). The test drives traffic meanwhile (both primaries raise, initialise, bury),
 // and, once the successor leads, for a random overlap more, sometimes
 // after a ZooKeeper restart (both revalidate); then the old primary's
 // term ends, as when it sees its node gone. A deposed primary whose Run
@@ -95,11 +106,13 @@ func (e *env) opDeposePrimary(r *rand.Rand) (string, bool) {
 	wasLeading := old.p.Status().Leading
 	overlap := deposeOverlap(r)
 	restart := r.IntN(5) == 0 && !e.skip["zk-restart"]
+	lag := deposedLag(r)
+	old.crash.lag.Store(int64(lag))
 	old.deposed.Store(true)
 	e.startPrimary()
 	nw := e.prim
 	e.m.mu.Lock()
-	e.m.logOp(fmt.Sprintf("#%-5d depose-primary: %s starts beside %s (leading: %v); then an overlap of %s", e.m.op, nw.holder, old.holder, wasLeading, overlap))
+	e.m.logOp(fmt.Sprintf("#%-5d depose-primary: %s starts beside %s (leading: %v, store lag %s); then an overlap of %s", e.m.op, nw.holder, old.holder, wasLeading, lag, overlap))
 	e.m.mu.Unlock()
 
 	ledCh := leading([]*primaryRun{nw}, faultTimeout)
@@ -128,8 +141,8 @@ func (e *env) opDeposePrimary(r *rand.Rand) (string, bool) {
 	end := time.Now().Add(overlap)
 	n = e.traffic(r, func() bool { return time.Now().After(end) })
 	e.stopPrimary(old, "deposed")
-	what := fmt.Sprintf("depose-primary %s -> %s (%s%s; overlap %s with %d operations%s; %s was leading: %v, %s)",
-		old.holder, nw.holder, nw.holder, took, overlap, n, extra, old.holder, wasLeading, termEnd(old, led))
+	what := fmt.Sprintf("depose-primary %s -> %s (%s%s; overlap %s with %d operations%s; %s was leading: %v, store lag %s, %s)",
+		old.holder, nw.holder, nw.holder, took, overlap, n, extra, old.holder, wasLeading, lag, termEnd(old, led))
 	e.fault(what)
 	return what, true
 }
@@ -176,7 +189,9 @@ func (e *env) traffic(r *rand.Rand, stop func() bool) int {
 // on, and its term ends.
 func (rr *rootsRun) deposeProcess(r *rand.Rand) (string, bool) {
 	old := rr.proc
+	lag := deposedLag(r)
 	for _, pr := range old.prims {
+		pr.crash.lag.Store(int64(lag))
 		pr.deposed.Store(true)
 	}
 	rr.startProcess()
@@ -208,6 +223,6 @@ func (rr *rootsRun) deposeProcess(r *rand.Rand) (string, bool) {
 	for i, pr := range old.prims {
 		ends = append(ends, rr.names[i]+": "+termEnd(pr, t))
 	}
-	return rr.record(fmt.Sprintf("depose-primary %s -> %s (overlaps %s; %d of %d still ran when stopped; %s)",
-		old.holder, rr.proc.holder, strings.Join(overlaps, ", "), ran.Load(), len(old.prims), strings.Join(ends, "; "))), true
+	return rr.record(fmt.Sprintf("depose-primary %s -> %s (store lag %s; overlaps %s; %d of %d still ran when stopped; %s)",
+		old.holder, rr.proc.holder, lag, strings.Join(overlaps, ", "), ran.Load(), len(old.prims), strings.Join(ends, "; "))), true
 }
