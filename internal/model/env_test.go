@@ -85,6 +85,13 @@ type primaryRun struct {
 	proxy  *testenv.Proxy
 	cancel context.CancelFunc
 	done   chan struct{}
+	// deposed is set when a successor starts beside it (opDeposePrimary):
+	// once Run returns it is not run again. ended and endedAt are then
+	// what Run returned of itself, and when (zero: it ran until stopped);
+	// read them after done.
+	deposed atomic.Bool
+	ended   error
+	endedAt time.Time
 }
 
 // zkCopy is a saved ZooKeeper data directory.

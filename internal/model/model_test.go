@@ -55,8 +55,11 @@ import (
 //     it is one more sequence of the run from then on, under every fault.
 //
 // The faults: primary handovers (graceful, killed session, expired session
-// with the deposed primary's delayed writes), ZooKeeper restarts (SIGTERM or
-// SIGKILL), full wipes of its data, snapshots and restores from any earlier
+// with the deposed primary's delayed writes, and deposed while alive: a
+// successor takes the store while the old primary works on, its session
+// live and its ZooKeeper writes going through, for an overlap of up to
+// seconds under traffic, fenced by the store alone), ZooKeeper restarts
+// (SIGTERM or SIGKILL), full wipes of its data, snapshots and restores from any earlier
 // snapshot (so 0, 1 or more restarts lie between copy and restore), delayed
 // takes from a worker whose network is frozen while other faults happen,
 // deletes and re-creates, store objects deleted (the store lost data), a
@@ -77,7 +80,8 @@ import (
 // the election package (primaries are started and stopped by the test) and
 // S3 (the file store has the same semantics) are not exercised. Several
 // replicas contending for leadership are not modelled: a deposed primary is
-// stopped by the test, as its election would.
+// stopped by the test, as its election would (depose-primary lets it run
+// beside its successor first).
 //
 // Environment:
 //

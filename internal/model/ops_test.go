@@ -53,6 +53,7 @@ var opTable = []opSpec{
 	{"kill-primary", 1, (*env).opKillPrimary},
 	{"compaction-crash", 2, (*env).opCompactionCrash},
 	{"expire-primary", 1, (*env).opExpirePrimary},
+	{"depose-primary", 1, (*env).opDeposePrimary},
 	{"zk-restart", 2, (*env).opRestart},
 	{"zk-snapshot", 2, (*env).opSnapshot},
 	{"zk-restore", 2, (*env).opRestore},

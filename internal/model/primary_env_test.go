@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,38 +37,56 @@ func (e *env) crashableStore() (*crashable, *persist.Store) {
 
 // crashable is a real backend that does nothing more once a number of
 // requests have gone through (left): every later request fails before
-// reaching the storage, as for a process that died mid-way.
+// reaching the storage, as for a process that died mid-way. Its requests
+// can also be slowed (lag: each waits up to that long before it goes), as
+// a deposed primary's may be (opDeposePrimary).
 type crashable struct {
 	persist.Backend
 	left atomic.Int64
+	lag  atomic.Int64 // nanoseconds
 }
 
 var errCrashed = errors.New("the process crashed (model fault)")
 
-func (c *crashable) Get(ctx context.Context, key string) ([]byte, string, error) {
+// pass holds a request for its lag and reports whether it may go.
+func (c *crashable) pass(ctx context.Context) error {
+	if lag := c.lag.Load(); lag > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.Int64N(lag))):
+		}
+	}
 	if c.left.Add(-1) < 0 {
-		return nil, "", errCrashed
+		return errCrashed
+	}
+	return nil
+}
+
+func (c *crashable) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if err := c.pass(ctx); err != nil {
+		return nil, "", err
 	}
 	return c.Backend.Get(ctx, key)
 }
 
 func (c *crashable) Put(ctx context.Context, key string, data []byte, ifMatch string) (string, error) {
-	if c.left.Add(-1) < 0 {
-		return "", errCrashed
+	if err := c.pass(ctx); err != nil {
+		return "", err
 	}
 	return c.Backend.Put(ctx, key, data, ifMatch)
 }
 
 func (c *crashable) Delete(ctx context.Context, key string) error {
-	if c.left.Add(-1) < 0 {
-		return errCrashed
+	if err := c.pass(ctx); err != nil {
+		return err
 	}
 	return c.Backend.Delete(ctx, key)
 }
 
 func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
-	if c.left.Add(-1) < 0 {
-		return nil, errCrashed
+	if err := c.pass(ctx); err != nil {
+		return nil, err
 	}
 	return c.Backend.List(ctx, prefix)
 }
@@ -230,6 +249,12 @@ func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Prox
 			e.m.mu.Lock()
 			e.m.call("primary-run", err)
 			e.m.mu.Unlock()
+			if pr.deposed.Load() {
+				// Its term is over: its lead callback returns, and its
+				// election rejoins behind the primary that deposed it.
+				pr.ended, pr.endedAt = err, time.Now()
+				return
+			}
 			select {
 			case <-ctx.Done():
 				return

@@ -69,6 +69,7 @@ var rootFaults = []rootFault{
 	{"kill-primary", 1, (*rootsRun).killProcess},
 	{"compaction-crash", 2, (*rootsRun).compactionCrash},
 	{"expire-primary", 1, (*rootsRun).expireProcess},
+	{"depose-primary", 1, (*rootsRun).deposeProcess},
 	{"process-stall", 2, (*rootsRun).stallProcess},
 	{"zk-restart", 2, (*rootsRun).restartZK},
 	{"zk-snapshot", 2, (*rootsRun).snapshotZK},

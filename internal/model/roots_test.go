@@ -40,7 +40,10 @@ const severalRoots = 4
 //     kill-primary (its session closes abruptly), compaction-crash (one
 //     root's store dies in the middle of a compaction, then the process),
 //     expire-primary (the process's network freezes until its session
-//     expires) and process-stall (a freeze shorter than the session).
+//     expires), depose-primary (a new process takes over while the old one
+//     lives on, its session and network up, each root's old primary for
+//     an overlap of its own) and process-stall (a freeze shorter than the
+//     session).
 //   - Ensemble faults (zk-restart, zk-snapshot, zk-restore, zk-wipe) need
 //     every root's bookkeeping to hold still: the fault driver holds off
 //     every root driver (hold: a driver holds it for reading during each
@@ -89,7 +92,7 @@ func TestModelSeveralRoots(t *testing.T) {
 // the fault driver injects them for every root (see rootFaults), or, for
 // move, nobody does.
 var processWide = []string{
-	"handover", "kill-primary", "compaction-crash", "expire-primary",
+	"handover", "kill-primary", "compaction-crash", "expire-primary", "depose-primary",
 	"zk-restart", "zk-snapshot", "zk-restore", "zk-wipe", "move",
 }
 
