@@ -359,7 +359,7 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 			defer t.Stop()
 			expire = t.C
 		}
-		err := e.deleteNode(c.node, limit)
+		err := e.deleteNode(context.Background(), c.node, zkclient.AnyVersion, limit)
 		if err == nil || errors.Is(err, zkclient.ErrNoNode) {
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; candidate node deleted")
 			return
@@ -378,10 +378,11 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 	}
 }
 
-// deleteNode deletes p, waiting at most limit for a session and the reply.
-func (e *Election) deleteNode(p string, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
+// deleteNode deletes p at version (zkclient.AnyVersion: any), waiting at
+// most limit for a session and the reply, or until ctx is done.
+func (e *Election) deleteNode(ctx context.Context, p string, version int32, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	_, err := call(ctx, e, func(s zkclient.Session) (struct{}, error) { return struct{}{}, s.Delete(ctx, p, zkclient.AnyVersion) })
+	_, err := call(ctx, e, func(s zkclient.Session) (struct{}, error) { return struct{}{}, s.Delete(ctx, p, version) })
 	return err
 }

@@ -113,7 +113,7 @@ func (e *Election) probe(ctx context.Context, addr string) <-chan struct{} {
 // deleteCrashed deletes the node of a predecessor whose process is gone, at
 // the version read, so that a node created since is never touched.
 func (e *Election) deleteCrashed(ctx context.Context, c *candidate, p predecessor) {
-	err := e.deleteAt(ctx, p.node, p.version)
+	err := e.deleteNode(ctx, p.node, p.version, e.client.SessionTimeout())
 	ev := e.logc(zerolog.WarnLevel, c).Str("predecessor", p.node).Str("address", p.address).AnErr("cause", ErrCrashed)
 	switch {
 	case err == nil:
@@ -124,12 +124,4 @@ func (e *Election) deleteCrashed(ctx context.Context, c *candidate, p predecesso
 	default:
 		ev.Err(err).Msg("election: could not delete a crashed predecessor's node; waiting for its session to expire")
 	}
-}
-
-// deleteAt deletes p at version, within one session timeout.
-func (e *Election) deleteAt(ctx context.Context, p string, version int32) error {
-	ctx, cancel := context.WithTimeout(ctx, e.client.SessionTimeout())
-	defer cancel()
-	_, err := call(ctx, e, func(s zkclient.Session) (struct{}, error) { return struct{}{}, s.Delete(ctx, p, version) })
-	return err
 }
