@@ -286,10 +286,12 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 // process is gone.
 func (e *Election) await(ctx context.Context, c *candidate, p predecessor, next bool, changes <-chan struct{}) error {
 	var dead <-chan struct{}
+	var silent <-chan stillBeat
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if next {
-		pctx, cancel := context.WithCancel(ctx)
-		defer cancel()
 		dead = e.probe(pctx, p.address)
+		silent = e.watchBeat(pctx, c, p)
 	}
 	for {
 		select {
@@ -304,6 +306,11 @@ func (e *Election) await(ctx context.Context, c *candidate, p predecessor, next 
 		case <-dead:
 			dead = nil
 			e.deleteCrashed(ctx, c, p) // its watch then fires
+		case b := <-silent:
+			silent = nil
+			if !e.deleteSilent(ctx, c, p, b) { // else its watch fires
+				silent = e.watchBeat(pctx, c, p)
+			}
 		case <-changes:
 			if e.client.SessionID() != c.session {
 				return ErrSessionLost

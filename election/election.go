@@ -135,6 +135,7 @@ type Election struct {
 	client    *zkclient.Client
 	path      string
 	epochPath string
+	beatPath  string
 	data      []byte
 	id        string // Identity.ID
 	lossAfter time.Duration
@@ -198,6 +199,7 @@ func New(cfg Config) (*Election, error) {
 		client:     cfg.Client,
 		path:       cfg.Path,
 		epochPath:  cfg.Path + "-epoch",
+		beatPath:   cfg.Path + "/" + beatName,
 		data:       data,
 		id:         cfg.Identity.ID,
 		lossAfter:  time.Duration(float64(timeout) * cfg.LossFraction),

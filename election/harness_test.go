@@ -33,6 +33,7 @@ type cluster struct {
 	redialAfter time.Duration
 	proxied     bool // each replica connects through its own proxy to servers[0]
 	frac        float64
+	crashProbe  time.Duration
 
 	active atomic.Int32 // lead callbacks whose context is live
 
@@ -76,6 +77,9 @@ type clusterOpts struct {
 	redialAfter  time.Duration
 	proxied      bool
 	lossFraction float64
+	// crashProbe is every replica's Config.CrashProbe: 0 (off) unless a
+	// test is about it.
+	crashProbe time.Duration
 }
 
 func newCluster(t testing.TB, o clusterOpts) *cluster {
@@ -98,7 +102,7 @@ func cmpOr(d, def time.Duration) time.Duration {
 func startCluster(t testing.TB, o clusterOpts, path string) *cluster {
 	c := &cluster{
 		t: t, servers: o.servers, path: path, timeout: cmpOr(o.timeout, 10*time.Second), redialAfter: o.redialAfter,
-		proxied: o.proxied, frac: o.lossFraction, changed: make(chan struct{}),
+		proxied: o.proxied, frac: o.lossFraction, crashProbe: o.crashProbe, changed: make(chan struct{}),
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -192,6 +196,9 @@ func (c *cluster) newReplica(name string, cfg Config) *replica {
 	cfg.Logger = log
 	if cfg.LossFraction == 0 {
 		cfg.LossFraction = c.frac
+	}
+	if cfg.CrashProbe == 0 {
+		cfg.CrashProbe = c.crashProbe
 	}
 	if r.e, err = New(cfg); err != nil {
 		c.t.Fatal(err)

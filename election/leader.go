@@ -208,33 +208,32 @@ type beat struct {
 	err  error
 }
 
-// heartbeat proves, every lossAfter/4, that the session is alive on the
-// quorum: go-zookeeper's own pings are answered by whichever server the
-// client is connected to, even one cut off from the quorum, and their
-// replies are not visible to us. A sync goes through the quorum leader,
-// which checks the session; the exists after it is then current.
+// heartbeat proves, every lossAfter/4 and once at once, that the session
+// is alive on the quorum: go-zookeeper's own pings are answered by
+// whichever server the client is connected to, even one cut off from the
+// quorum, and their replies are not visible to us. The beat (beat.go) is
+// a transaction, which goes through the quorum leader, checks the
+// session, and fails if our node is gone; the candidate next in line
+// watches it.
 func (e *Election) heartbeat(ctx context.Context, c *candidate, out chan<- beat) {
 	tick := time.NewTicker(e.lossAfter / 4)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 		if !e.client.HasSession() {
 			continue // nothing to learn; see call on queued requests
 		}
-		s := e.client.Session()
 		b := beat{sent: time.Now()}
-		if err := s.Sync(ctx, e.path); err != nil {
-			e.logc(zerolog.DebugLevel, c).Err(err).Msg("election: heartbeat sync failed")
+		err := e.beat(ctx, e.client.Session(), c)
+		if err != nil && !errors.Is(err, ErrNodeLost) {
+			e.logc(zerolog.DebugLevel, c).Err(err).Msg("election: heartbeat failed")
 			continue // the guard's deadline decides
-		}
-		ok, st, err := s.Exists(ctx, c.node)
-		if err != nil {
-			e.logc(zerolog.DebugLevel, c).Err(err).Msg("election: heartbeat exists failed")
-			continue
 		}
 		if took := time.Since(b.sent); took > e.lossAfter/4 {
 			e.logc(zerolog.DebugLevel, c).Int64("took_ms", took.Milliseconds()).Msg("election: slow heartbeat")
@@ -242,8 +241,8 @@ func (e *Election) heartbeat(ctx context.Context, c *candidate, out chan<- beat)
 		switch {
 		case e.client.SessionID() != c.session:
 			b.err = ErrSessionLost
-		case !ok || st.EphemeralOwner != c.session:
-			b.err = ErrNodeLost
+		case err != nil:
+			b.err = err
 		}
 		select {
 		case out <- b:
