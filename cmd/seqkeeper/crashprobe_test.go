@@ -72,3 +72,76 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// A primary whose host vanishes (here its process frozen with SIGSTOP: its
+// port still accepts, so crash_probe learns nothing) stops beating; the
+// replica next in line sees the beat stand still past the primary's own
+// limit and deletes its node, long before the server could expire its
+// session. Thawed, the old primary finds its node gone and does not lead.
+func TestServeTakesOverFromAFrozenPrimaryBeforeItsSessionExpires(t *testing.T) {
+	t.Parallel()
+	// lossAfter 10 s: the beat must stand still 12.5 s; the server keeps
+	// the frozen session for 20 s after its last beat.
+	const session = 20 * time.Second
+	c := testenv.StartCluster(t, testenv.ZooKeeper(t), testenv.ClusterOptions{Replicas: 2, Env: map[string]string{
+		"SEQKEEPER_ZK_SESSION_TIMEOUT": session.String(),
+	}})
+	ctx := context.Background()
+	leader := func(within time.Duration, what string) int {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if i := c.Leader(ctx); i >= 0 {
+				return i
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no replica leads within %s %s", within, what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	first := leader(session, "at the start")
+	survivor := 1 - first
+	time.Sleep(time.Second)
+	frozen := time.Now()
+	c.Freeze(first)
+	deadline := time.Now().Add(2 * session)
+	for {
+		st, err := c.Status(ctx, survivor)
+		if err == nil && st.Leading {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r%d does not lead %s after r%d froze", survivor, 2*session, first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	took := time.Since(frozen)
+	resp, err := http.Get(c.URL(survivor) + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`(?m)^seqkeeper_leadership_changes_total\{event="crashed_leader_deleted"\} 1$`).Match(body) {
+		t.Errorf("r%d leads %s after r%d froze, but its /metrics does not count one leader deleted (it waited for the session?):\n%s",
+			survivor, took, first, grepLines(string(body), "seqkeeper_leadership_changes_total"))
+	}
+	log, err := os.ReadFile(c.LogPath(survivor))
+	if err != nil || !strings.Contains(string(log), "deleted the candidate node of a predecessor whose heartbeat stopped") {
+		t.Errorf("r%d's log does not say it deleted the silent primary's node (%v)", survivor, err)
+	}
+	t.Logf("r%d led %s after r%d froze (session timeout %s)", survivor, took.Round(time.Millisecond), first, session)
+
+	c.Thaw(first)
+	time.Sleep(2 * time.Second)
+	for i := range 2 {
+		st, err := c.Status(ctx, i)
+		if err != nil {
+			t.Fatalf("r%d status after the thaw: %v", i, err)
+		}
+		if st.Leading != (i == survivor) {
+			t.Errorf("after the thaw r%d leading = %v; want only r%d", i, st.Leading, survivor)
+		}
+	}
+}

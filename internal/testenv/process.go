@@ -92,6 +92,7 @@ func (p *process) stop(sig syscall.Signal) error {
 		grace = 10 * time.Second
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT) // a frozen one handles sig only once it runs
 	select {
 	case <-done:
 	case <-time.After(grace):
@@ -113,6 +114,15 @@ func exitText(err error) string {
 }
 
 func (p *process) kill() { _ = p.stop(syscall.SIGKILL) }
+
+// signal sends sig to the process's group, if it runs.
+func (p *process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
 
 // running reports whether the process is alive.
 func (p *process) running() bool {

@@ -229,6 +229,15 @@ func (c *Cluster) Start(i int) error { return c.procs[i].start() }
 // ZooKeeper session lives until it expires) and waits until it exited.
 func (c *Cluster) Kill(i int) { c.procs[i].kill() }
 
+// Freeze sends replica i SIGSTOP: a host that vanished, as the others see
+// it (its port accepts connections through the kernel's backlog, nothing
+// answers, its session is not touched). Thaw undoes it; a frozen replica
+// still stops at the test's end.
+func (c *Cluster) Freeze(i int) { c.procs[i].signal(syscall.SIGSTOP) }
+
+// Thaw sends replica i SIGCONT.
+func (c *Cluster) Thaw(i int) { c.procs[i].signal(syscall.SIGCONT) }
+
 // Stop sends replica i SIGTERM (a graceful stop: it drains, pushes its
 // buffered IDs back and hands leadership over) and waits until it exited.
 // It returns an error unless the replica exited with status 0 (nil also
