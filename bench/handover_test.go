@@ -44,6 +44,11 @@ var handoverProbes = []string{"250ms", "0"}
 // killed leader's port refuse and deletes its node) and with crash_probe
 // off (it waits for the server to expire the session, as Curator does).
 //
+// Then each round freezes a leader of each (SIGSTOP), as a host that
+// vanishes looks to the others: its port accepts through the kernel's
+// backlog and nothing answers, so crash_probe learns nothing, and
+// seqkeeper's survivor goes by the leader's heartbeat (election/beat.go).
+//
 // For seqkeeper it reports two moments after the kill: when the survivor's
 // election says it leads (GET /v1/status "leading") and when its primary
 // runs (its reserve view "leading": the store taken, ZooKeeper checked),
@@ -61,19 +66,25 @@ func BenchmarkCrashHandover(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(client.Close)
-	var seq, elected, seqExp, off, cur, curExp []float64
+	var seq, elected, seqExp, off, cur, curExp, frozen, curFrozen []float64
 	for round := range *handoverRounds {
-		x, e, p, timeline := seqkeeperHandover(b, z, client, handoverProbes[0])
+		x, e, p, timeline := seqkeeperHandover(b, z, client, handoverProbes[0], false)
 		seqExp, elected, seq = append(seqExp, x.Seconds()), append(elected, e.Seconds()), append(seq, p.Seconds())
-		_, _, po, _ := seqkeeperHandover(b, z, client, handoverProbes[1])
+		_, _, po, _ := seqkeeperHandover(b, z, client, handoverProbes[1], false)
 		off = append(off, po.Seconds())
-		cx, c := curatorHandover(b, z, client, round)
+		cx, c := curatorHandover(b, z, client, round, false)
 		curExp, cur = append(curExp, cx.Seconds()), append(cur, c.Seconds())
+		fx, _, f, ftimeline := seqkeeperHandover(b, z, client, handoverProbes[0], true)
+		frozen = append(frozen, f.Seconds())
+		_, cf := curatorHandover(b, z, client, round, true)
+		curFrozen = append(curFrozen, cf.Seconds())
 		// On stderr as well: go test cuts a benchmark's log short.
-		line := fmt.Sprintf("round %d: seqkeeper (crash_probe %s): leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; seqkeeper (crash_probe %s): primary running %.3f s; Curator LeaderLatch: node deleted %.3f s, leader %.3f s; ratios %.3f and %.3f",
-			round+1, handoverProbes[0], x.Seconds(), e.Seconds(), p.Seconds(), handoverProbes[1], po.Seconds(), cx.Seconds(), c.Seconds(), p.Seconds()/c.Seconds(), po.Seconds()/c.Seconds())
+		line := fmt.Sprintf("round %d: killed: seqkeeper (crash_probe %s): leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; seqkeeper (crash_probe %s): primary running %.3f s; Curator LeaderLatch: node deleted %.3f s, leader %.3f s; ratios %.3f and %.3f. "+
+			"frozen: seqkeeper: node deleted %.3f s, primary running %.3f s; Curator: leader %.3f s; ratio %.3f",
+			round+1, handoverProbes[0], x.Seconds(), e.Seconds(), p.Seconds(), handoverProbes[1], po.Seconds(), cx.Seconds(), c.Seconds(), p.Seconds()/c.Seconds(), po.Seconds()/c.Seconds(),
+			fx.Seconds(), f.Seconds(), cf.Seconds(), f.Seconds()/cf.Seconds())
 		fmt.Fprintln(os.Stderr, line)
-		b.Logf("%s\n%s", line, timeline)
+		b.Logf("%s\nkilled:\n%s\nfrozen:\n%s", line, timeline, ftimeline)
 	}
 	b.ReportMetric(median(seq), "seqkeeper-s")
 	b.ReportMetric(median(elected), "seqkeeper-elected-s")
@@ -83,6 +94,9 @@ func BenchmarkCrashHandover(b *testing.B) {
 	b.ReportMetric(median(curExp), "curator-expired-s")
 	b.ReportMetric(median(seq)/median(cur), "seqkeeper/curator")
 	b.ReportMetric(median(off)/median(cur), "probe-off/curator")
+	b.ReportMetric(median(frozen), "frozen-seqkeeper-s")
+	b.ReportMetric(median(curFrozen), "frozen-curator-s")
+	b.ReportMetric(median(frozen)/median(curFrozen), "frozen-seqkeeper/curator")
 }
 
 func median(xs []float64) float64 {
@@ -91,10 +105,11 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// seqkeeperHandover starts two replicas, kills the primary, and returns
+// seqkeeperHandover starts two replicas, kills the primary (or, with
+// freeze, sends it SIGSTOP), and returns
 // how long after the kill the survivor's election, then its primary, said
 // it leads, with the survivor's log lines of that interval.
-func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, crashProbe string) (expired, elected, running time.Duration, timeline string) {
+func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, crashProbe string, freeze bool) (expired, elected, running time.Duration, timeline string) {
 	b.Helper()
 	sub := &testenv.ZK{Servers: z.Servers, Root: z.Path(fmt.Sprintf("handover-%d", time.Now().UnixNano()))}
 	env := map[string]string{
@@ -125,7 +140,11 @@ func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, crashPr
 	time.Sleep(4 * time.Second)
 	gone := watchLeaderNode(b, zc, c.ElectionPath)
 	killed := time.Now()
-	c.Kill(leader)
+	if freeze {
+		c.Freeze(leader)
+	} else {
+		c.Kill(leader)
+	}
 	for elected == 0 || running == 0 {
 		select {
 		case <-gone:
@@ -162,9 +181,12 @@ func watchLeaderNode(b *testing.B, zc *zkclient.Client, dir string) <-chan struc
 		b.Fatalf("candidates under %s: %v %v", dir, kids, err)
 	}
 	seqOf := func(name string) string { return name[strings.LastIndex(name, "-")+1:] }
-	lowest := kids[0]
+	lowest := ""
 	for _, k := range kids {
-		if seqOf(k) < seqOf(lowest) {
+		if !strings.HasPrefix(k, "_c_") {
+			continue // seqkeeper's leader-beat
+		}
+		if lowest == "" || seqOf(k) < seqOf(lowest) {
 			lowest = k
 		}
 	}
@@ -241,8 +263,9 @@ func logSince(b *testing.B, path string, offset int64, from time.Time, window ti
 }
 
 // curatorHandover starts two LeaderLatch candidates, kills the leader
-// (SIGKILL), and returns how long after the kill the other one led.
-func curatorHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, round int) (expired, led time.Duration) {
+// (SIGKILL; with freeze, SIGSTOP), and returns how long after the kill the
+// other one led.
+func curatorHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, round int, freeze bool) (expired, led time.Duration) {
 	b.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "curator", "latch.sh")
@@ -297,7 +320,11 @@ func curatorHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, round int
 	time.Sleep(time.Second) // its candidate node is in place
 	gone := watchLeaderNode(b, zc, path)
 	killed := time.Now()
-	_ = syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL)
+	sig := syscall.SIGKILL
+	if freeze {
+		sig = syscall.SIGSTOP
+	}
+	_ = syscall.Kill(-first.cmd.Process.Pid, sig)
 	deleted := make(chan time.Duration, 1)
 	go func() { <-gone; deleted <- time.Since(killed) }()
 	led = await(second, "leader", 3*(*handoverSession)).Sub(killed)
