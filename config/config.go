@@ -185,10 +185,12 @@ type Config struct {
 	// the endpoint before connections are refused. 0: shut down at once.
 	ShutdownDelay time.Duration
 	// CrashProbe is how often the replica next in line for leadership
-	// connects to the leader's advertised address, to learn that its
-	// process is gone (the port refuses connections) and take over without
-	// waiting for its session to expire (election.Config.CrashProbe). 0:
-	// off; a crash then hands over after one session timeout.
+	// connects to the leader's advertised address and reads its
+	// heartbeat, to learn that its process is gone (the port refuses
+	// connections) or has stopped (the heartbeat stood still past its loss
+	// limit) and take over without waiting for its session to expire
+	// (election.Config.CrashProbe). 0: off; a crash then hands over after
+	// one session timeout.
 	CrashProbe time.Duration
 	// MetricsTopSequences is how many sequences get series of their own on
 	// /metrics (the N with the shortest runway, the N that served the most

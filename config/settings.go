@@ -154,7 +154,7 @@ var settings = []setting{
 		func(c *Config) *string { return &c.HTTPTLSClientCAFile }),
 	durationSetting("shutdown_delay", "on SIGTERM, keep serving this long with /readyz at 503 so load balancers drop the endpoint first (5s suits Kubernetes)",
 		func(c *Config) *time.Duration { return &c.ShutdownDelay }),
-	durationSetting("crash_probe", "how often the replica next in line connects to the leader's advertised address to learn its process is gone and take over at once (0: off; a crash then hands over after the session timeout)",
+	durationSetting("crash_probe", "how often the replica next in line connects to the leader's advertised address, and reads its heartbeat, to learn its process is gone or stopped and take over without waiting for its session (0: off; a crash then hands over after the session timeout)",
 		func(c *Config) *time.Duration { return &c.CrashProbe }),
 	intSetting("metrics_top_sequences", "sequences with series of their own on /metrics (shortest runway, most IDs served); 0: aggregates only",
 		func(c *Config) *int64 { return &c.MetricsTopSequences }),

@@ -35,7 +35,8 @@ import (
 // operator deletes the node, and until it does the store's epoch fencing
 // stops its writes, as for a leader paused past its session
 // (docs/guarantees.md). An address that never accepted a connection (a
-// misconfigured advertise address) is never taken for dead.
+// misconfigured advertise address) is never taken for dead. A host that
+// gives no answer at all is the heartbeat's case (beat.go).
 
 // crashRefusals is how many refused connects in a row, after one that was
 // accepted, declare the predecessor's process gone: one refusal can be a

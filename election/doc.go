@@ -19,7 +19,8 @@
 //     session silently; the session id tells);
 //   - the client has had no acknowledged request for LossFraction of the
 //     session timeout. The leader measures this itself, with a heartbeat that
-//     goes through the ZooKeeper quorum (sync, then exists on its own node),
+//     goes through the ZooKeeper quorum (a transaction that checks its own
+//     node and writes Path/leader-beat, which the next in line watches),
 //     because the connection state alone is too late: go-zookeeper notices a
 //     silent network only after two thirds of the session timeout, and a
 //     follower cut off from the quorum keeps answering pings and reads. The
@@ -72,7 +73,10 @@
 //     address refuses connections (crash.go). That guess can be wrong (a
 //     firewall's reset): the live leader then ends its term when it sees
 //     its node deleted, possibly just after the successor started, as a
-//     paused leader does (above).
+//     paused leader does (above). A host that vanishes, or a leader cut
+//     off from ZooKeeper, hands over after the leader's lossAfter and a
+//     quarter more: its heartbeat stands still, so it has stopped on its
+//     own, and the next in line deletes its node (beat.go).
 //   - Closing the Client while Run is running ends leadership as soon as the
 //     own node's deletion is seen, but the successor is told by the server at
 //     the same moment; cancel Run and wait for it before closing the Client.

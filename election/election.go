@@ -107,7 +107,10 @@ type Config struct {
 	// accepting a connection, refuses two in a row, the candidate deletes
 	// the predecessor's node instead of waiting one session timeout for
 	// the server to expire it (crash.go says when that guess can be
-	// wrong, and why it stays safe). 0: off.
+	// wrong, and why it stays safe). As often it reads the leader's
+	// heartbeat, and deletes the node of a predecessor whose heartbeat
+	// stood still past that predecessor's lossAfter and a quarter more
+	// (beat.go). 0: off.
 	CrashProbe time.Duration
 	// Logger receives every transition. Default: disabled.
 	Logger zerolog.Logger
@@ -124,8 +127,8 @@ type Stats struct {
 	// Losses counts terms ended by a lost node, session or contact, or a
 	// closed client.
 	Losses int64 `json:"losses"`
-	// CrashDeletions counts the nodes of crashed predecessors this
-	// replica deleted (Config.CrashProbe).
+	// CrashDeletions counts the nodes of crashed or silent predecessors
+	// this replica deleted (Config.CrashProbe).
 	CrashDeletions int64 `json:"crash_deletions"`
 }
 

@@ -135,8 +135,8 @@ type ElectionView struct {
 	Terms        int64 `json:"terms"`
 	Resignations int64 `json:"resignations"`
 	Losses       int64 `json:"losses"`
-	// CrashDeletions: nodes of crashed leaders this replica deleted
-	// (crash_probe).
+	// CrashDeletions: nodes of crashed or silent leaders this replica
+	// deleted (crash_probe).
 	CrashDeletions int64 `json:"crash_deletions"`
 }
 

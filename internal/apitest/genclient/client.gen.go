@@ -538,7 +538,7 @@ type DetailKind string
 type Election struct {
 	Candidacies int64 `json:"candidacies"`
 
-	// CrashDeletions Candidate nodes of crashed leaders this replica deleted (crash_probe): it saw the leader's address refuse connections and took over without waiting for the leader's session to expire.
+	// CrashDeletions Candidate nodes of crashed or silent leaders this replica deleted (crash_probe): it saw the leader's address refuse connections, or the leader's heartbeat stand still past the leader's own loss limit, and took over without waiting for the leader's session to expire.
 	CrashDeletions int64 `json:"crash_deletions"`
 	Losses         int64 `json:"losses"`
 	Resignations   int64 `json:"resignations"`
