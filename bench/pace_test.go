@@ -39,7 +39,18 @@ var (
 //     landed waits for it (waits/take).
 //
 // raises/zk-write is the goal's ratio: raises/s over the mean of the two
-// baseline runs. store-puts/raise is what S3 bills for it (the store's
+// baseline runs.
+//
+// The takers' floor (take-floor/s), measured beside each baseline, is
+// what the takers' own requests allow with no primary at all:
+// -bench.inflight goroutines, each on a session of its own (as the
+// takers), each reading its own znode and then writing it with its marker
+// checked, which is what a take that finds its copy emptied does (the
+// read of the state the primary raised, then the take). Every take here
+// calls for a raise, so raises/s cannot pass it: take-floor/zk-write is
+// the ceiling of the goal's ratio for this load on this server, and
+// raises/take-floor how much of it the raises themselves (the primary's
+// writes, its watch's notifications, its reads) cost. store-puts/raise is what S3 bills for it (the store's
 // own PUT count), and raise latency is not here (BenchmarkRaises has it).
 //
 //	go test -run '^$' -bench 'Pace' ./bench/ -bench.dur=5s -bench.inflight=32
@@ -56,6 +67,19 @@ func BenchmarkPace(b *testing.B) {
 	w := newWriters(b, zc, e.root+"-zkwrites", n, 1, true, payload)
 	baseline := func() float64 {
 		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
+		return float64(len(lat)) / elapsed.Seconds()
+	}
+	tf := newWriters(b, zc, e.root+"-takefloor", n, 1, true, payload)
+	for range n {
+		tf.via = append(tf.via, e.session())
+	}
+	floor := func() float64 {
+		lat, elapsed := forTime(b, n, func(g int) error {
+			if _, _, err := tf.client(g).Get(ctx, tf.paths[g][0]); err != nil {
+				return err
+			}
+			return tf.write(ctx, g)
+		})
 		return float64(len(lat)) / elapsed.Seconds()
 	}
 
@@ -88,7 +112,7 @@ func BenchmarkPace(b *testing.B) {
 		cs[i] = sessions[i%len(sessions)]
 	}
 
-	before := baseline()
+	before, floorBefore := baseline(), floor()
 	var takerReqs0 int64
 	for _, c := range sessions {
 		takerReqs0 += c.Stats().Requests
@@ -113,6 +137,7 @@ func BenchmarkPace(b *testing.B) {
 	primaryOps.on.Store(false)
 	// forTime resets the benchmark's timer and stops it: started again,
 	// the time it keeps is the last baseline's, and one run is enough.
+	floorAfter := floor()
 	b.StartTimer()
 	after := baseline()
 
@@ -127,6 +152,10 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(raises/secs, "raises/s")
 	b.ReportMetric(writes, "zk-writes/s")
 	b.ReportMetric(raises/secs/writes, "raises/zk-write")
+	takeFloor := (floorBefore + floorAfter) / 2
+	b.ReportMetric(takeFloor, "take-floor/s")
+	b.ReportMetric(takeFloor/writes, "take-floor/zk-write")
+	b.ReportMetric(raises/secs/takeFloor, "raises/take-floor")
 	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
@@ -141,7 +170,7 @@ func BenchmarkPace(b *testing.B) {
 	}
 	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
 	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
-	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, raises/secs, secs, ids.Load())
+	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, floorBefore, floorAfter, raises/secs, secs, ids.Load())
 }
 
 // register registers names through admin, many at once.

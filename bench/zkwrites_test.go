@@ -94,6 +94,7 @@ func BenchmarkZooKeeperWrites(b *testing.B) {
 // versions, so no write ever conflicts with another.
 type writers struct {
 	zc       *zkclient.Client
+	via      []*zkclient.Client // when set, goroutine g writes through via[g%len(via)] instead of zc
 	paths    [][]string // [goroutine][set]
 	versions [][]int32
 	marker   string // checked at version 0 before each set when checks is set
@@ -137,7 +138,7 @@ func (w *writers) opsPerWrite() int {
 func (w *writers) write(ctx context.Context, g int) error {
 	paths, versions := w.paths[g], w.versions[g]
 	if len(paths) == 1 && !w.checks {
-		stat, err := w.zc.Set(ctx, paths[0], w.data, versions[0])
+		stat, err := w.client(g).Set(ctx, paths[0], w.data, versions[0])
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (w *writers) write(ctx context.Context, g int) error {
 		}
 		ops = append(ops, zkclient.SetOp(p, w.data, versions[i]))
 	}
-	res, err := w.zc.Multi(ctx, ops...)
+	res, err := w.client(g).Multi(ctx, ops...)
 	if err != nil {
 		return err
 	}
@@ -160,6 +161,14 @@ func (w *writers) write(ctx context.Context, g int) error {
 		versions[i] = res[i*per+per-1].Stat.Version
 	}
 	return nil
+}
+
+// client is goroutine g's client.
+func (w *writers) client(g int) *zkclient.Client {
+	if len(w.via) > 0 {
+		return w.via[g%len(w.via)]
+	}
+	return w.zc
 }
 
 // fsyncTotals are the server's counts of transaction log fsyncs.

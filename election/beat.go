@@ -79,7 +79,12 @@ func (e *Election) beat(ctx context.Context, s zkclient.Session, c *candidate) e
 	case zkclient.FailedOp(err) == 0 && (errors.Is(err, zkclient.ErrNoNode) || errors.Is(err, zkclient.ErrBadVersion)):
 		return ErrNodeLost
 	case zkclient.FailedOp(err) == 1:
-		e.logc(zerolog.DebugLevel, c).Err(err).Str("beat", e.beatPath).Msg("election: heartbeat not written; the others wait for the session if this leader stops")
+		level := zerolog.DebugLevel
+		if !c.beatWarned {
+			level, c.beatWarned = zerolog.WarnLevel, true
+		}
+		e.logc(level, c).Err(err).Str("beat", e.beatPath).
+			Msg("election: cannot write the heartbeat znode (its ACL?); leadership holds, but if this leader stops the others wait for its session to expire")
 		return nil
 	}
 	return err
@@ -111,6 +116,7 @@ func (e *Election) watchBeat(ctx context.Context, c *candidate, p predecessor) <
 		}
 		var (
 			version int32
+			mzxid   int64     // with version: a beat deleted and made again moves mzxid
 			since   time.Time // when a read first saw version; zero: no beat of p seen
 		)
 		for {
@@ -131,8 +137,8 @@ func (e *Election) watchBeat(ctx context.Context, c *candidate, p predecessor) <
 				since = time.Time{}
 				continue
 			}
-			if since.IsZero() || r.st.Version != version {
-				version, since = r.st.Version, time.Now()
+			if since.IsZero() || r.st.Version != version || r.st.Mzxid != mzxid {
+				version, mzxid, since = r.st.Version, r.st.Mzxid, time.Now()
 				continue
 			}
 			limit := time.Duration(b.LossAfterMS) * time.Millisecond

@@ -35,6 +35,9 @@ type candidate struct {
 	// join gave up waiting.
 	created  bool
 	inflight <-chan createResult
+	// beatWarned is set once the leader's heartbeat warned that it could
+	// not write the beat (heartbeat's goroutine alone reads and sets it).
+	beatWarned bool
 }
 
 type createResult struct {
