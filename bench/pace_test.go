@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	paceInflight = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
-	paceSessions = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
+	paceInflight  = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+	paceStoreRate = flag.Float64("bench.storerate", 0, "BenchmarkPace: the primary's store_write_rate (0: its default)")
+	paceSessions  = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
 )
 
 // BenchmarkPace is issue 29's first row: how many raises a second one
@@ -73,6 +74,14 @@ func BenchmarkPace(b *testing.B) {
 	for range n {
 		tf.via = append(tf.via, e.session())
 	}
+	// The same writes from as many sessions as the takers have: the
+	// higher of the two baselines is the server's ceiling.
+	ws := newWriters(b, zc, e.root+"-zkwrites-sessions", n, 1, true, payload)
+	ws.via = tf.via
+	baselineSessions := func() float64 {
+		lat, elapsed := forTime(b, n, func(g int) error { return ws.write(ctx, g) })
+		return float64(len(lat)) / elapsed.Seconds()
+	}
 	floor := func() float64 {
 		lat, elapsed := forTime(b, n, func(g int) error {
 			if _, _, err := tf.client(g).Get(ctx, tf.paths[g][0]); err != nil {
@@ -94,6 +103,9 @@ func BenchmarkPace(b *testing.B) {
 	e.observeZK = primaryOps.observe
 	p := startPrimary(b, e, store, func(c *config.Primary) {
 		c.MinReserve, c.MaxReserve, c.Runway = reserve, reserve, time.Nanosecond
+		if *paceStoreRate > 0 {
+			c.StoreWriteRate = *paceStoreRate
+		}
 	})
 	e.observeZK = nil
 	waitUntil(b, 2*time.Minute, "initialise", func() bool { return p.Stats().Initialised >= int64(len(names)) })
@@ -112,7 +124,7 @@ func BenchmarkPace(b *testing.B) {
 		cs[i] = sessions[i%len(sessions)]
 	}
 
-	before, floorBefore := baseline(), floor()
+	before, sessionsBefore, floorBefore := baseline(), baselineSessions(), floor()
 	var takerReqs0 int64
 	for _, c := range sessions {
 		takerReqs0 += c.Stats().Requests
@@ -137,7 +149,7 @@ func BenchmarkPace(b *testing.B) {
 	primaryOps.on.Store(false)
 	// forTime resets the benchmark's timer and stops it: started again,
 	// the time it keeps is the last baseline's, and one run is enough.
-	floorAfter := floor()
+	floorAfter, sessionsAfter := floor(), baselineSessions()
 	b.StartTimer()
 	after := baseline()
 
@@ -152,9 +164,12 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(raises/secs, "raises/s")
 	b.ReportMetric(writes, "zk-writes/s")
 	b.ReportMetric(raises/secs/writes, "raises/zk-write")
+	writesSessions := (sessionsBefore + sessionsAfter) / 2
+	b.ReportMetric(writesSessions, "zk-writes-sessions/s")
+	b.ReportMetric(raises/secs/max(writes, writesSessions), "raises/zk-write-max")
 	takeFloor := (floorBefore + floorAfter) / 2
 	b.ReportMetric(takeFloor, "take-floor/s")
-	b.ReportMetric(takeFloor/writes, "take-floor/zk-write")
+	b.ReportMetric(takeFloor/max(writes, writesSessions), "take-floor/zk-write-max")
 	b.ReportMetric(raises/secs/takeFloor, "raises/take-floor")
 	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
@@ -170,7 +185,7 @@ func BenchmarkPace(b *testing.B) {
 	}
 	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
 	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
-	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, floorBefore, floorAfter, raises/secs, secs, ids.Load())
+	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raises/secs, secs, ids.Load())
 }
 
 // register registers names through admin, many at once.
