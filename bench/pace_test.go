@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 var (
@@ -51,7 +54,10 @@ var (
 // calls for a raise, so raises/s cannot pass it: take-floor/zk-write is
 // the ceiling of the goal's ratio for this load on this server, and
 // raises/take-floor how much of it the raises themselves (the primary's
-// writes, its watch's notifications, its reads) cost. store-puts/raise is what S3 bills for it (the store's
+// writes, its watch's notifications, its reads) cost. The raise floor
+// (raise-floor/s) adds to the takers' floor the raises' own writes and
+// nothing else (raiseFloorOf): what any primary that writes its raises to
+// ZooKeeper leaves at best. store-puts/raise is what S3 bills for it (the store's
 // own PUT count), and raise latency is not here (BenchmarkRaises has it).
 //
 //	go test -run '^$' -bench 'Pace' ./bench/ -bench.dur=5s -bench.inflight=32
@@ -124,7 +130,8 @@ func BenchmarkPace(b *testing.B) {
 		cs[i] = sessions[i%len(sessions)]
 	}
 
-	before, sessionsBefore, floorBefore := baseline(), baselineSessions(), floor()
+	raiseFloor := raiseFloorOf(b, zc, newWriters(b, zc, e.root+"-raisefloor", n, perTaker, true, payload), tf.via, payload)
+	before, sessionsBefore, floorBefore, raiseFloorBefore := baseline(), baselineSessions(), floor(), raiseFloor()
 	var takerReqs0 int64
 	for _, c := range sessions {
 		takerReqs0 += c.Stats().Requests
@@ -149,7 +156,7 @@ func BenchmarkPace(b *testing.B) {
 	primaryOps.on.Store(false)
 	// forTime resets the benchmark's timer and stops it: started again,
 	// the time it keeps is the last baseline's, and one run is enough.
-	floorAfter, sessionsAfter := floor(), baselineSessions()
+	raiseFloorAfter, floorAfter, sessionsAfter := raiseFloor(), floor(), baselineSessions()
 	b.StartTimer()
 	after := baseline()
 
@@ -171,6 +178,10 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(takeFloor, "take-floor/s")
 	b.ReportMetric(takeFloor/max(writes, writesSessions), "take-floor/zk-write-max")
 	b.ReportMetric(raises/secs/takeFloor, "raises/take-floor")
+	rf := (raiseFloorBefore + raiseFloorAfter) / 2
+	b.ReportMetric(rf, "raise-floor/s")
+	b.ReportMetric(rf/max(writes, writesSessions), "raise-floor/zk-write-max")
+	b.ReportMetric(raises/secs/rf, "raises/raise-floor")
 	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
@@ -185,7 +196,7 @@ func BenchmarkPace(b *testing.B) {
 	}
 	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
 	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
-	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raises/secs, secs, ids.Load())
+	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; with the raises' writes %.0f then %.0f; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raiseFloorBefore, raiseFloorAfter, raises/secs, secs, ids.Load())
 }
 
 // register registers names through admin, many at once.
@@ -273,4 +284,79 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
 		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
 	})
+}
+
+// raiseFloorOf returns a measurement of the raise floor: goroutines as
+// the takers (w's, one per path set, each through its session of via),
+// each cycling over its own znodes as the takers over their sequences:
+// it reads one, writes it at the version read with the marker checked (a
+// take), and hands it to the raisers. Four raisers on one session (zc, as
+// the primary's) write what they are handed as the primary writes raises
+// (raiseall.go): per znode a marker check and a set, up to 80 znodes per
+// multi(), flights overlapping. No watch, no read, no store: only the
+// requests a raise cannot do without. A taker whose znode's raise has not
+// landed yet reads again.
+func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte) func() float64 {
+	w.via = via
+	ctx := context.Background()
+	return func() float64 {
+		type job struct{ g, k int }
+		jobs := make(chan job, 4096)
+		done := make(chan struct{})
+		var raisers sync.WaitGroup
+		for range 4 {
+			raisers.Go(func() {
+				for {
+					var batch []job
+					select {
+					case j := <-jobs:
+						batch = append(batch, j)
+					case <-done:
+						return
+					}
+				fill:
+					for len(batch) < 80 {
+						select {
+						case j := <-jobs:
+							batch = append(batch, j)
+						default:
+							break fill
+						}
+					}
+					ops := make([]zkclient.Op, 0, 2*len(batch))
+					for _, j := range batch {
+						ops = append(ops, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(w.paths[j.g][j.k], payload, zkclient.AnyVersion))
+					}
+					if _, err := zc.Multi(ctx, ops...); err != nil {
+						b.Errorf("raise floor: %v", err)
+						return
+					}
+				}
+			})
+		}
+		next := make([]int, len(w.paths))
+		lat, elapsed := forTime(b, len(w.paths), func(g int) error {
+			k := next[g]
+			next[g] = (k + 1) % len(w.paths[g])
+			p, c := w.paths[g][k], w.client(g)
+			for {
+				_, st, err := c.Get(ctx, p)
+				if err != nil {
+					return err
+				}
+				_, err = c.Multi(ctx, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(p, payload, st.Version))
+				if zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrBadVersion) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				jobs <- job{g, k}
+				return nil
+			}
+		})
+		close(done)
+		raisers.Wait()
+		return float64(len(lat)) / elapsed.Seconds()
+	}
 }

@@ -95,7 +95,7 @@ func BenchmarkZooKeeperWrites(b *testing.B) {
 type writers struct {
 	zc       *zkclient.Client
 	via      []*zkclient.Client // when set, goroutine g writes through via[g%len(via)] instead of zc
-	paths    [][]string // [goroutine][set]
+	paths    [][]string         // [goroutine][set]
 	versions [][]int32
 	marker   string // checked at version 0 before each set when checks is set
 	checks   bool
