@@ -20,6 +20,7 @@ import (
 
 var (
 	paceInflight  = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+	paceFlights   = flag.Int("bench.raiseflights", 1, "BenchmarkPace: the raise floor's multi()s in flight")
 	paceStoreRate = flag.Float64("bench.storerate", 0, "BenchmarkPace: the primary's store_write_rate (0: its default)")
 	paceSessions  = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
 )
@@ -130,7 +131,8 @@ func BenchmarkPace(b *testing.B) {
 		cs[i] = sessions[i%len(sessions)]
 	}
 
-	raiseFloor := raiseFloorOf(b, zc, newWriters(b, zc, e.root+"-raisefloor", n, perTaker, true, payload), tf.via, payload)
+	var floorRaises, floorMultis atomic.Int64
+	raiseFloor := raiseFloorOf(b, zc, newWriters(b, zc, e.root+"-raisefloor", n, perTaker, true, payload), tf.via, payload, &floorRaises, &floorMultis)
 	before, sessionsBefore, floorBefore, raiseFloorBefore := baseline(), baselineSessions(), floor(), raiseFloor()
 	var takerReqs0 int64
 	for _, c := range sessions {
@@ -182,6 +184,7 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(rf, "raise-floor/s")
 	b.ReportMetric(rf/max(writes, writesSessions), "raise-floor/zk-write-max")
 	b.ReportMetric(raises/secs/rf, "raises/raise-floor")
+	b.ReportMetric(float64(floorRaises.Load())/float64(max(floorMultis.Load(), 1)), "raise-floor-raises/multi")
 	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
@@ -195,6 +198,7 @@ func BenchmarkPace(b *testing.B) {
 		fmt.Fprintf(&perRaise, "%s %.3f; ", op, float64(n)/max(raises, 1))
 	}
 	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
+	b.ReportMetric(raises/float64(max(len(primaryOps.of("multi")), 1)), "primary-raises/multi")
 	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
 	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; with the raises' writes %.0f then %.0f; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raiseFloorBefore, raiseFloorAfter, raises/secs, secs, ids.Load())
 }
@@ -290,13 +294,15 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 // the takers (w's, one per path set, each through its session of via),
 // each cycling over its own znodes as the takers over their sequences:
 // it reads one, writes it at the version read with the marker checked (a
-// take), and hands it to the raisers. Four raisers on one session (zc, as
-// the primary's) write what they are handed as the primary writes raises
-// (raiseall.go): per znode a marker check and a set, up to 80 znodes per
-// multi(), flights overlapping. No watch, no read, no store: only the
-// requests a raise cannot do without. A taker whose znode's raise has not
-// landed yet reads again.
-func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte) func() float64 {
+// take), and hands it to the raisers. The raisers, on one session (zc, as
+// the primary's), write what they are handed as the primary writes
+// raises (raiseall.go): per znode a marker check and a set, up to 80
+// znodes per multi(), -bench.raiseflights of them in flight (1: the
+// batches come out about as large as the primary's; the benchmark reports
+// both). No watch, no read, no store: only the requests a raise cannot do
+// without. A taker whose znode's raise has not landed yet reads again.
+// raises and multis count what the raisers wrote.
+func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte, raises, multis *atomic.Int64) func() float64 {
 	w.via = via
 	ctx := context.Background()
 	return func() float64 {
@@ -304,7 +310,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 		jobs := make(chan job, 4096)
 		done := make(chan struct{})
 		var raisers sync.WaitGroup
-		for range 4 {
+		for range max(*paceFlights, 1) {
 			raisers.Go(func() {
 				for {
 					var batch []job
@@ -331,6 +337,8 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 						b.Errorf("raise floor: %v", err)
 						return
 					}
+					raises.Add(int64(len(batch)))
+					multis.Add(1)
 				}
 			})
 		}

@@ -85,7 +85,9 @@ func TestNextInLineDeletesTheNodeOfAPredecessorWhoseBeatStops(t *testing.T) {
 	// up to two reads) and leads, while the stand-in's session lives on.
 	session := owner.SessionID()
 	b.term(t, 10*time.Second, "b to lead after the stand-in's beat stopped")
-	if took := time.Since(stopped); took < 250*time.Millisecond {
+	// b may have first read the last beat a moment before the test had
+	// the write's reply (stopped); the bound leaves that moment 50 ms.
+	if took := time.Since(stopped); took < 200*time.Millisecond {
 		t.Errorf("b led %s after the beat stopped; the beat must stand still for 250 ms first", took)
 	}
 	if exists(t, owner, node) {
