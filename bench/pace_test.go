@@ -20,6 +20,7 @@ import (
 
 var (
 	paceInflight  = flag.Int("bench.inflight", 32, "BenchmarkPace: the takers (and the ZooKeeper writers of its baseline) in flight")
+	paceLinger    = flag.Duration("bench.raiselinger", 20*time.Millisecond, "BenchmarkPace: how long the raise floor's raisers gather a multi() (up to 80 znodes) before they write it")
 	paceFlights   = flag.Int("bench.raiseflights", 1, "BenchmarkPace: the raise floor's multi()s in flight")
 	paceStoreRate = flag.Float64("bench.storerate", 0, "BenchmarkPace: the primary's store_write_rate (0: its default)")
 	paceSessions  = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
@@ -297,9 +298,10 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 // take), and hands it to the raisers. The raisers, on one session (zc, as
 // the primary's), write what they are handed as the primary writes
 // raises (raiseall.go): per znode a marker check and a set, up to 80
-// znodes per multi(), -bench.raiseflights of them in flight (1: the
-// batches come out about as large as the primary's; the benchmark reports
-// both). No watch, no read, no store: only the requests a raise cannot do
+// znodes per multi(), gathered for up to -bench.raiselinger, with
+// -bench.raiseflights of them in flight (by default the batches come out
+// about as large as the primary's, whose raises wait for a store write;
+// the benchmark reports both). No watch, no read, no store: only the requests a raise cannot do
 // without. A taker whose znode's raise has not landed yet reads again.
 // raises and multis count what the raisers wrote.
 func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte, raises, multis *atomic.Int64) func() float64 {
@@ -320,15 +322,17 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 					case <-done:
 						return
 					}
+					linger := time.NewTimer(*paceLinger)
 				fill:
 					for len(batch) < 80 {
 						select {
 						case j := <-jobs:
 							batch = append(batch, j)
-						default:
+						case <-linger.C:
 							break fill
 						}
 					}
+					linger.Stop()
 					ops := make([]zkclient.Op, 0, 2*len(batch))
 					for _, j := range batch {
 						ops = append(ops, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(w.paths[j.g][j.k], payload, zkclient.AnyVersion))
