@@ -78,6 +78,8 @@ func (e *Election) beat(ctx context.Context, s zkclient.Session, c *candidate) e
 		return nil
 	case zkclient.FailedOp(err) == 0 && (errors.Is(err, zkclient.ErrNoNode) || errors.Is(err, zkclient.ErrBadVersion)):
 		return ErrNodeLost
+	case zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrNodeExists):
+		return nil // made by the leader before us just now: the next beat sets it
 	case zkclient.FailedOp(err) == 1:
 		level := zerolog.DebugLevel
 		if !c.beatWarned {
