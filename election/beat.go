@@ -79,7 +79,7 @@ func (e *Election) beat(ctx context.Context, s zkclient.Session, c *candidate) e
 	case zkclient.FailedOp(err) == 0 && (errors.Is(err, zkclient.ErrNoNode) || errors.Is(err, zkclient.ErrBadVersion)):
 		return ErrNodeLost
 	case zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrNodeExists):
-		return nil // made by the leader before us just now: the next beat sets it
+		return nil // made meanwhile (a previous leader's last beat): the next beat sets it
 	case zkclient.FailedOp(err) == 1:
 		level := zerolog.DebugLevel
 		if !c.beatWarned {
