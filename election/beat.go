@@ -117,9 +117,9 @@ func (e *Election) watchBeat(ctx context.Context, c *candidate, p predecessor) <
 			st   *zkclient.Stat
 		}
 		var (
-			version int32
-			mzxid   int64     // with version: a beat deleted and made again moves mzxid
-			since   time.Time // when a read first saw version; zero: no beat of p seen
+			mzxid   int64     // of the beat last read: every write moves it, a beat made again too
+			version int32     // of the beat last read, for the delete's check
+			since   time.Time // when a read first saw mzxid; zero: no beat of p seen
 		)
 		for {
 			select {
@@ -139,8 +139,8 @@ func (e *Election) watchBeat(ctx context.Context, c *candidate, p predecessor) <
 				since = time.Time{}
 				continue
 			}
-			if since.IsZero() || r.st.Version != version || r.st.Mzxid != mzxid {
-				version, mzxid, since = r.st.Version, r.st.Mzxid, time.Now()
+			if since.IsZero() || r.st.Mzxid != mzxid {
+				mzxid, version, since = r.st.Mzxid, r.st.Version, time.Now()
 				continue
 			}
 			limit := time.Duration(b.LossAfterMS) * time.Millisecond
