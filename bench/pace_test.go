@@ -59,8 +59,10 @@ var (
 // writes, its watch's notifications, its reads) cost. The raise floor
 // (raise-floor/s) adds to the takers' floor the raises' own writes and
 // nothing else (raiseFloorOf): what any primary that writes its raises to
-// ZooKeeper leaves at best. store-puts/raise is what S3 bills for it (the store's
-// own PUT count), and raise latency is not here (BenchmarkRaises has it).
+// ZooKeeper leaves at best.
+//
+// store-puts/raise is what S3 bills for the raises (the store's own PUT
+// count), and raise latency is not here (BenchmarkRaises has it).
 //
 //	go test -run '^$' -bench 'Pace' ./bench/ -bench.dur=5s -bench.inflight=32
 func BenchmarkPace(b *testing.B) {
@@ -74,10 +76,7 @@ func BenchmarkPace(b *testing.B) {
 	zc := e.session()
 	payload := state.State{Start: 1, Next: 123456789, Ceiling: 123556789, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef"}.Encode()
 	w := newWriters(b, zc, e.root+"-zkwrites", n, 1, true, payload)
-	baseline := func() float64 {
-		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
-		return float64(len(lat)) / elapsed.Seconds()
-	}
+	baseline := func() float64 { return perSecond(b, n, func(g int) error { return w.write(ctx, g) }) }
 	tf := newWriters(b, zc, e.root+"-takefloor", n, 1, true, payload)
 	for range n {
 		tf.via = append(tf.via, e.session())
@@ -86,18 +85,14 @@ func BenchmarkPace(b *testing.B) {
 	// higher of the two baselines is the server's ceiling.
 	ws := newWriters(b, zc, e.root+"-zkwrites-sessions", n, 1, true, payload)
 	ws.via = tf.via
-	baselineSessions := func() float64 {
-		lat, elapsed := forTime(b, n, func(g int) error { return ws.write(ctx, g) })
-		return float64(len(lat)) / elapsed.Seconds()
-	}
+	baselineSessions := func() float64 { return perSecond(b, n, func(g int) error { return ws.write(ctx, g) }) }
 	floor := func() float64 {
-		lat, elapsed := forTime(b, n, func(g int) error {
+		return perSecond(b, n, func(g int) error {
 			if _, _, err := tf.client(g).Get(ctx, tf.paths[g][0]); err != nil {
 				return err
 			}
 			return tf.write(ctx, g)
 		})
-		return float64(len(lat)) / elapsed.Seconds()
 	}
 
 	admin := e.admin()
@@ -273,8 +268,7 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 	}})
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			lat, elapsed := forTime(b, n, tc.op)
-			b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
+			b.ReportMetric(perSecond(b, n, tc.op), "ops/s")
 		})
 	}
 	// Last: a persistent watch on every znode, then writes (each a
@@ -286,8 +280,7 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		lat, elapsed := forTime(b, n, func(g int) error { return w.write(ctx, g) })
-		b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "ops/s")
+		b.ReportMetric(perSecond(b, n, func(g int) error { return w.write(ctx, g) }), "ops/s")
 	})
 }
 
@@ -301,9 +294,9 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 // znodes per multi(), gathered for up to -bench.raiselinger, with
 // -bench.raiseflights of them in flight (by default the batches come out
 // about as large as the primary's, whose raises wait for a store write;
-// the benchmark reports both). No watch, no read, no store: only the requests a raise cannot do
-// without. A taker whose znode's raise has not landed yet reads again.
-// raises and multis count what the raisers wrote.
+// the benchmark reports both). No watch, no read, no store: only the
+// requests a raise cannot do without. A taker whose znode's raise has not
+// landed yet reads again. raises and multis count what the raisers wrote.
 func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte, raises, multis *atomic.Int64) func() float64 {
 	w.via = via
 	ctx := context.Background()
@@ -347,7 +340,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 			})
 		}
 		next := make([]int, len(w.paths))
-		lat, elapsed := forTime(b, len(w.paths), func(g int) error {
+		rate := perSecond(b, len(w.paths), func(g int) error {
 			k := next[g]
 			next[g] = (k + 1) % len(w.paths[g])
 			p, c := w.paths[g][k], w.client(g)
@@ -369,6 +362,13 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 		})
 		close(done)
 		raisers.Wait()
-		return float64(len(lat)) / elapsed.Seconds()
+		return rate
 	}
+}
+
+// perSecond runs op on g goroutines for -bench.dur (forTime) and returns
+// how many it completed a second.
+func perSecond(b *testing.B, g int, op func(i int) error) float64 {
+	lat, elapsed := forTime(b, g, op)
+	return float64(len(lat)) / elapsed.Seconds()
 }
