@@ -105,6 +105,7 @@ type Cluster struct {
 	replicas []*Node
 	started  int     // replicas started or starting, for their names
 	all      []*Node // every container created, removed by close
+	resolver *Node   // answers name lookups for waitResolvable
 }
 
 // NewCluster starts the containers opts asks for and returns when all are
@@ -151,7 +152,12 @@ func NewCluster(ctx context.Context, t testing.TB, opts Options) *Cluster {
 	// peers' names to resolve anyway.
 	servers := make([]*Node, opts.ZooKeepers)
 	var wg sync.WaitGroup
-	errs := make(chan error, opts.ZooKeepers+1)
+	errs := make(chan error, opts.ZooKeepers+2)
+	wg.Go(func() {
+		n, err := c.startResolver(ctx)
+		c.resolver = n
+		errs <- err
+	})
 	for i := range servers {
 		wg.Go(func() {
 			n, err := c.startZooKeeper(ctx, i+1)
@@ -172,6 +178,16 @@ func NewCluster(ctx context.Context, t testing.TB, opts Options) *Cluster {
 		t.Fatalf("integration: %v", err)
 	}
 	c.ZooKeepers = servers
+	dialled := servers
+	if c.MinIO != nil {
+		dialled = append(dialled[:len(dialled):len(dialled)], c.MinIO)
+	}
+	for _, n := range dialled {
+		n.dialled = true
+		if err := c.waitResolvable(ctx, n); err != nil {
+			t.Fatalf("integration: %v", err)
+		}
+	}
 	if len(servers) > 0 {
 		qctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 		defer cancel()

@@ -74,7 +74,7 @@ func (c *Cluster) start(ctx context.Context, name, image string, ports []string,
 		}),
 	}, opts...)
 	ctr, err := testcontainers.Run(ctx, image, opts...)
-	n := &Node{Name: name, Container: ctr, cluster: c, ports: ports}
+	n := &Node{Name: name, Container: ctr, cluster: c, ports: ports, ip: ip}
 	if ctr != nil {
 		c.mu.Lock()
 		c.all = append(c.all, n)

@@ -26,6 +26,7 @@ type Node struct {
 
 	cluster *Cluster
 	ports   []string
+	dialled bool // other containers dial it by name: see waitResolvable
 
 	mu    sync.Mutex
 	addrs map[string]string // container port -> host address, while running
@@ -103,7 +104,19 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.Container.Start(ctx); err != nil {
 		return fmt.Errorf("start %s: %w%s", n.Name, err, n.logTail(ctx, 30))
 	}
-	return n.refreshAddrs(ctx)
+	if err := n.refreshAddrs(ctx); err != nil {
+		return err
+	}
+	return n.waitResolvable(ctx)
+}
+
+// waitResolvable waits, for a node that others dial by name, until the
+// network's DNS knows it again (see Cluster.waitResolvable).
+func (n *Node) waitResolvable(ctx context.Context) error {
+	if !n.dialled {
+		return nil
+	}
+	return n.cluster.waitResolvable(ctx, n)
 }
 
 // Pause freezes every process of the container (SIGSTOP-like, through the
@@ -164,7 +177,10 @@ func (n *Node) Reconnect(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconnect %s to %s: %w", n.Name, n.cluster.Network, err)
 	}
-	return n.refreshAddrs(ctx)
+	if err := n.refreshAddrs(ctx); err != nil {
+		return err
+	}
+	return n.waitResolvable(ctx)
 }
 
 // Logs returns everything the container wrote to stdout and stderr, over
