@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Backend is the persistence seam: a conditional object store with a
@@ -99,6 +102,10 @@ type OpenOptions struct {
 	// are not accepted in the URL, which ends up in process lists and logs.
 	AccessKey string
 	SecretKey string
+	// CreateWait and Logger: see S3Config. With Create, a store endpoint
+	// that does not answer yet is waited for up to CreateWait.
+	CreateWait time.Duration
+	Logger     *zerolog.Logger
 }
 
 // Open returns the backend a store URL names: s3://bucket/prefix?endpoint=
@@ -116,6 +123,7 @@ func Open(ctx context.Context, rawURL string, opts OpenOptions) (Backend, error)
 			return nil, err
 		}
 		cfg.AccessKey, cfg.SecretKey, cfg.CreateBucket = opts.AccessKey, opts.SecretKey, opts.Create
+		cfg.CreateWait, cfg.Logger = opts.CreateWait, opts.Logger
 		return NewS3(ctx, cfg)
 	case "file":
 		dir, err := ParseFileURL(rawURL)

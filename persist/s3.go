@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -18,6 +19,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/rs/zerolog"
+
+	"github.com/seqkeeper/seqkeeper/internal/backoff"
 )
 
 // S3Config says where an S3Backend keeps its objects and how it reaches
@@ -42,6 +47,16 @@ type S3Config struct {
 	SecretKey string
 	// CreateBucket creates the bucket if it does not exist.
 	CreateBucket bool
+	// CreateWait is how long NewS3, with CreateBucket and an Endpoint,
+	// keeps trying while the endpoint does not answer at all: its name
+	// does not resolve yet or nothing listens on its port, as when MinIO
+	// starts beside the replica or its pod is being replaced. A server
+	// that answers, even with an error, is not waited for, and neither is
+	// AWS itself (no Endpoint), where no answer means a wrong setting.
+	// Zero tries once.
+	CreateWait time.Duration
+	// Logger, if set, is told once when NewS3 starts waiting.
+	Logger *zerolog.Logger
 	// SSEKMSKeyID, when set, makes every PUT ask the server to encrypt the
 	// object with this KMS key (SSE-KMS: ServerSideEncryption aws:kms and
 	// SSEKMSKeyId): on AWS a key ARN, key ID, alias (alias/NAME) or alias
@@ -130,11 +145,51 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 	}
 	b.desc += " (" + where + ")"
 	if cfg.CreateBucket {
-		if err := b.createBucket(ctx, awsCfg.Region); err != nil {
+		if err := b.createBucketWhenReachable(ctx, awsCfg.Region, cfg.CreateWait, cfg.Logger); err != nil {
 			return nil, err
 		}
 	}
 	return b, nil
+}
+
+// reachPolicy spaces createBucketWhenReachable's attempts.
+var reachPolicy = backoff.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
+
+// createBucketWhenReachable is createBucket, tried again for up to wait
+// while the endpoint does not answer (see S3Config.CreateWait).
+func (b *S3Backend) createBucketWhenReachable(ctx context.Context, region string, wait time.Duration, log *zerolog.Logger) error {
+	deadline := time.Now().Add(wait)
+	for attempt := 0; ; attempt++ {
+		err := b.createBucket(ctx, region)
+		if err == nil || b.endpoint == "" || !unreachable(err) {
+			return err
+		}
+		if time.Now().Add(reachPolicy.Delay(attempt)).After(deadline) {
+			if attempt == 0 {
+				return err
+			}
+			return fmt.Errorf("%w (the endpoint did not answer for %v)", err, wait.Round(time.Second))
+		}
+		if attempt == 0 && log != nil {
+			log.Warn().Err(err).Dur("wait", wait).Msg("store: the S3 endpoint does not answer yet; waiting for it")
+		}
+		if err := reachPolicy.Wait(ctx, attempt); err != nil {
+			return fmt.Errorf("%s: waiting for the S3 endpoint to answer: %w", b.desc, err)
+		}
+	}
+}
+
+// unreachable tells an error of a request that reached no server (its
+// name has no address, or the dial found no listener or no route) from
+// one that met a server: an answer, or a TLS handshake that failed.
+func unreachable(err error) bool {
+	var send *smithyhttp.RequestSendError
+	if !errors.As(err, &send) {
+		return false
+	}
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // createBucket creates the bucket unless HeadBucket finds it: an

@@ -142,3 +142,35 @@ func TestStoreURLWithSSEKMS(t *testing.T) {
 		t.Errorf("restore with a key the server does not hold: exit %d, %q", code, errOut)
 	}
 }
+
+// serve started beside a store that does not answer yet (MinIO starting
+// with it, or its pod being replaced) waits for it and says so, as it
+// waits for ZooKeeper, and becomes ready once the store answers, instead
+// of exiting at once.
+func TestServeWaitsForAStoreThatStartsAfterIt(t *testing.T) {
+	m, err := testenv.NewMinIO(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	bucket := m.S3()
+	bucket.Bucket = "late"
+	c := s3CLI(t, bucket, "seqkeeper", "")
+	r := c.serve("r1")
+	eventually(t, "serve to say it waits for the store", func() bool {
+		return strings.Contains(r.stderr.String(), "the S3 endpoint does not answer yet; waiting for it")
+	})
+	select {
+	case code := <-r.exit:
+		t.Fatalf("serve exited (status %d) while the store did not answer yet", code)
+	default:
+	}
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "serve to become ready once the store answers", func() bool { return r.get(t, "/readyz", nil) == 200 })
+	c.ok("create", "late")
+	if ranges, code := r.ids(t, "late", 5); code != 200 || len(ranges) == 0 {
+		t.Fatalf("take 5 IDs: status %d, ranges %v", code, ranges)
+	}
+}

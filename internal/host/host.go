@@ -89,7 +89,8 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	if r.seqs, err = seqzk.NewClient(hc.ZK, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait}); err != nil {
 		return nil, &ConfigError{err}
 	}
-	if r.store, err = OpenStore(ctx, cfg, cfg.CreateBucket, hc.Identity.Version); err != nil {
+	open := persist.OpenOptions{Create: cfg.CreateBucket, CreateWait: StoreStartWait, Logger: &log}
+	if r.store, err = openStore(ctx, cfg, open, hc.Identity.Version); err != nil {
 		return nil, err
 	}
 	// One root per store, election and marker: a second root sharing one
@@ -147,7 +148,17 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 // bad URL is a *ConfigError. release names this build in the store
 // (persist.StoreOptions.Release).
 func OpenStore(ctx context.Context, cfg *config.Config, create bool, release string) (*persist.Store, error) {
-	b, err := persist.Open(ctx, cfg.Store, persist.OpenOptions{Create: create})
+	return openStore(ctx, cfg, persist.OpenOptions{Create: create}, release)
+}
+
+// StoreStartWait is how long serve, creating its bucket at the start,
+// waits for an S3 endpoint that does not answer yet (a MinIO starting
+// beside it, or its pod being replaced), as it waits for ZooKeeper
+// (zk_connect_timeout): see persist.S3Config.CreateWait.
+const StoreStartWait = 30 * time.Second
+
+func openStore(ctx context.Context, cfg *config.Config, opts persist.OpenOptions, release string) (*persist.Store, error) {
+	b, err := persist.Open(ctx, cfg.Store, opts)
 	if err != nil {
 		if errors.Is(err, persist.ErrBadURL) {
 			return nil, &ConfigError{err}
