@@ -164,16 +164,17 @@ func (b *S3Backend) createBucketWhenReachable(ctx context.Context, region string
 		if err == nil || b.endpoint == "" || !unreachable(err) {
 			return err
 		}
-		if time.Now().Add(reachPolicy.Delay(attempt)).After(deadline) {
+		delay := reachPolicy.Delay(attempt)
+		if time.Now().Add(delay).After(deadline) {
 			if attempt == 0 {
 				return err
 			}
 			return fmt.Errorf("%w (the endpoint did not answer for %v)", err, wait.Round(time.Second))
 		}
 		if attempt == 0 && log != nil {
-			log.Warn().Err(err).Dur("wait", wait).Msg("store: the S3 endpoint does not answer yet; waiting for it")
+			log.Warn().Err(err).Dur("wait_ms", wait).Msg("store: the S3 endpoint does not answer yet; waiting for it")
 		}
-		if err := reachPolicy.Wait(ctx, attempt); err != nil {
+		if err := backoff.Sleep(ctx, delay); err != nil {
 			return fmt.Errorf("%s: waiting for the S3 endpoint to answer: %w", b.desc, err)
 		}
 	}
