@@ -17,7 +17,10 @@
 // Ryuk reaper image cannot be pulled either. Published ports are reached at
 // 127.0.0.1 when the Docker daemon shares this network namespace, even in a
 // container (see publishedHost); TESTCONTAINERS_HOST_OVERRIDE overrides
-// that. Containers and networks carry the label org.seqkeeper.integration,
+// that. Docker learns a container's name on the network some time after the
+// container starts, so every cluster also runs a resolver container, and
+// NewCluster, Node.Start and Node.Reconnect return only once it resolves
+// the ZooKeeper servers' and MinIO's names (waitResolvable). Containers and networks carry the label org.seqkeeper.integration,
 // so anything a killed test run leaves behind can be removed with
 //
 //	docker rm -f $(docker ps -aq --filter label=org.seqkeeper.integration)
