@@ -178,12 +178,7 @@ func NewCluster(ctx context.Context, t testing.TB, opts Options) *Cluster {
 		t.Fatalf("integration: %v", err)
 	}
 	c.ZooKeepers = servers
-	dialled := servers
-	if c.MinIO != nil {
-		dialled = append(dialled[:len(dialled):len(dialled)], c.MinIO)
-	}
-	for _, n := range dialled {
-		n.dialled = true
+	for _, n := range c.dialled() {
 		if err := c.waitResolvable(ctx, n); err != nil {
 			t.Fatalf("integration: %v", err)
 		}

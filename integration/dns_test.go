@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,7 +30,8 @@ func (c *Cluster) startResolver(ctx context.Context) (*Node, error) {
 }
 
 // waitResolvable returns once Docker's DNS on the cluster network answers
-// the node's name with the node's address, as seen from the resolver.
+// the name of n, if other containers dial n by name (dialled), with n's
+// address, as seen from the resolver.
 //
 // Docker adds a container's name to the network's DNS records from a
 // goroutine of its own (libnetwork's watchSvcRecord), after the container
@@ -37,11 +39,10 @@ func (c *Cluster) startResolver(ctx context.Context) (*Node, error) {
 // while a new container on the network still gets "no such host" for its
 // name. seqkeeper's replicas wait for ZooKeeper names to resolve, but a
 // replica whose store endpoint does not resolve exits at once, and older
-// releases, which the upgrade tests start, wait for neither. So the nodes
-// that others dial by name (ZooKeeper servers, MinIO) are waited for
-// after every start and reconnect.
+// releases, which the upgrade tests start, wait for neither. So NewCluster,
+// Node.Start and Node.Reconnect wait for the dialled nodes.
 func (c *Cluster) waitResolvable(ctx context.Context, n *Node) error {
-	if c.resolver == nil || n == c.resolver {
+	if !slices.Contains(c.dialled(), n) {
 		return nil
 	}
 	n.mu.Lock()
@@ -50,12 +51,12 @@ func (c *Cluster) waitResolvable(ctx context.Context, n *Node) error {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
 	for {
-		answer, err := c.lookup(ctx, n.Name)
-		if err == nil && len(strings.Fields(answer)) > 0 && strings.Fields(answer)[0] == want {
+		addr, err := c.lookup(ctx, n.Name)
+		if err == nil && addr == want {
 			return nil
 		}
 		if err == nil {
-			err = fmt.Errorf("answered %q", answer)
+			err = fmt.Errorf("answered %s", addr)
 		}
 		select {
 		case <-ctx.Done():
@@ -66,8 +67,18 @@ func (c *Cluster) waitResolvable(ctx context.Context, n *Node) error {
 	}
 }
 
-// lookup runs getent hosts name in the resolver and returns its answer
-// ("address  name"); a name with no record is an error.
+// dialled returns the nodes that other containers dial by name: the
+// ZooKeeper servers and MinIO.
+func (c *Cluster) dialled() []*Node {
+	nodes := slices.Clone(c.ZooKeepers)
+	if c.MinIO != nil {
+		nodes = append(nodes, c.MinIO)
+	}
+	return nodes
+}
+
+// lookup runs getent hosts name in the resolver and returns the address it
+// answers; a name with no record is an error.
 func (c *Cluster) lookup(ctx context.Context, name string) (string, error) {
 	code, rd, err := c.resolver.Container.Exec(ctx, []string{"getent", "hosts", name}, tcexec.Multiplexed())
 	if err != nil {
@@ -77,8 +88,9 @@ func (c *Cluster) lookup(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("getent hosts %s: %w", name, err)
 	}
-	if code != 0 {
+	fields := strings.Fields(string(out)) // "address  name"
+	if code != 0 || len(fields) == 0 {
 		return "", fmt.Errorf("getent hosts %s: exit status %d (no record)", name, code)
 	}
-	return strings.TrimSpace(string(out)), nil
+	return fields[0], nil
 }

@@ -26,7 +26,6 @@ type Node struct {
 
 	cluster *Cluster
 	ports   []string
-	dialled bool // other containers dial it by name: see waitResolvable
 
 	mu    sync.Mutex
 	addrs map[string]string // container port -> host address, while running
@@ -107,15 +106,6 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.refreshAddrs(ctx); err != nil {
 		return err
 	}
-	return n.waitResolvable(ctx)
-}
-
-// waitResolvable waits, for a node that others dial by name, until the
-// network's DNS knows it again (see Cluster.waitResolvable).
-func (n *Node) waitResolvable(ctx context.Context) error {
-	if !n.dialled {
-		return nil
-	}
 	return n.cluster.waitResolvable(ctx, n)
 }
 
@@ -180,7 +170,7 @@ func (n *Node) Reconnect(ctx context.Context) error {
 	if err := n.refreshAddrs(ctx); err != nil {
 		return err
 	}
-	return n.waitResolvable(ctx)
+	return n.cluster.waitResolvable(ctx, n)
 }
 
 // Logs returns everything the container wrote to stdout and stderr, over

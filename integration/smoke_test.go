@@ -139,31 +139,31 @@ func TestSmoke(t *testing.T) {
 		// NewCluster and Reconnect wait for the names others dial
 		// (waitResolvable): right after them a lookup must answer.
 		for _, n := range []*Node{zoo1, zoo2, zoo3, c.MinIO} {
-			answer, err := c.lookup(ctx, n.Name)
-			if err != nil || strings.Fields(answer)[0] != n.ip.String() {
-				t.Fatalf("lookup of %s: %q, %v; want %s", n.Name, answer, err, n.ip)
+			addr, err := c.lookup(ctx, n.Name)
+			if err != nil || addr != n.ip.String() {
+				t.Fatalf("lookup of %s: %q, %v; want %s", n.Name, addr, err, n.ip)
 			}
 		}
-		if answer, err := c.lookup(ctx, "no-such-node"); err == nil {
-			t.Fatalf("lookup of a name no node has: %q, want an error", answer)
+		if addr, err := c.lookup(ctx, "no-such-node"); err == nil {
+			t.Fatalf("lookup of a name no node has: %q, want an error", addr)
 		}
 		if err := zoo3.Disconnect(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			answer, err := c.lookup(ctx, zoo3.Name)
+			addr, err := c.lookup(ctx, zoo3.Name)
 			if err != nil {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s still resolves (%q) 10s after it left the network", zoo3.Name, answer)
+				t.Fatalf("%s still resolves (%q) 10s after it left the network", zoo3.Name, addr)
 			}
 		}
 		if err := zoo3.Reconnect(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if answer, err := c.lookup(ctx, zoo3.Name); err != nil || strings.Fields(answer)[0] != zoo3.ip.String() {
-			t.Fatalf("lookup of %s right after Reconnect: %q, %v; want %s", zoo3.Name, answer, err, zoo3.ip)
+		if addr, err := c.lookup(ctx, zoo3.Name); err != nil || addr != zoo3.ip.String() {
+			t.Fatalf("lookup of %s right after Reconnect: %q, %v; want %s", zoo3.Name, addr, err, zoo3.ip)
 		}
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
