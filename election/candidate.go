@@ -224,9 +224,10 @@ func (e *Election) find(ctx context.Context, guid string) (node string, owner in
 	return "", 0, nil
 }
 
-// waitTurn returns nil once c is the lowest candidate, or why it never will
-// be: its node or session is gone, or ctx is done. Between checks it
-// watches only the nearest lower candidate.
+// waitTurn returns nil once c is the lowest candidate, having marked its
+// node so (markLowest), or why it never will be: its node or session is
+// gone, or ctx is done. Between checks it watches only the nearest lower
+// candidate, and probes it while that candidate is the lowest.
 func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 	changes, stop := e.client.Changes()
 	defer stop()
@@ -257,6 +258,7 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 		case i < 0:
 			return ErrNodeLost
 		case i == 0:
+			e.markLowest(ctx, c)
 			return nil
 		}
 		pred := e.path + "/" + queue[i-1].name
@@ -276,17 +278,20 @@ func (e *Election) waitTurn(ctx context.Context, c *candidate) error {
 			failures++
 			continue
 		}
-		e.logc(zerolog.DebugLevel, c).Str("predecessor", pred).Int("position", i).Msg("election: waiting for predecessor")
-		if err := e.await(ctx, c, p, i == 1, changes); err != nil {
+		// A predecessor marked lowest leads, whatever queue we read
+		// before it became so.
+		next := i == 1 || p.version > 0
+		e.logc(zerolog.DebugLevel, c).Str("predecessor", pred).Int("position", i).Bool("next", next).Msg("election: waiting for predecessor")
+		if err := e.await(ctx, c, p, next, changes); err != nil {
 			return err
 		}
 	}
 }
 
-// await waits until predecessor p's node is gone (or its watch ends), or
-// ctx is done, or c's session is replaced. next: p is the lowest candidate,
-// whose process is probed (crash.go) and whose node is deleted once the
-// process is gone.
+// await waits until predecessor p's node is gone or changed (or its watch
+// ends), or ctx is done, or c's session is replaced. next: p is the lowest
+// candidate, whose process is probed (crash.go) and heartbeat read
+// (beat.go), and whose node is deleted once the process is gone.
 func (e *Election) await(ctx context.Context, c *candidate, p predecessor, next bool, changes <-chan struct{}) error {
 	var dead <-chan struct{}
 	var silent <-chan stillBeat
@@ -301,9 +306,9 @@ func (e *Election) await(ctx context.Context, c *candidate, p predecessor, next 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-p.gone:
-			// Deleted, or the session ended (EventNotWatching): either
-			// way the queue must be read again; the predecessor's
-			// departure does not make us the lowest.
+			// Deleted, marked lowest, or the session ended
+			// (EventNotWatching): the queue must be read again; the
+			// predecessor's departure does not make us the lowest.
 			e.wakeups.Add(1)
 			return nil
 		case <-dead:

@@ -15,7 +15,7 @@ import (
 
 // A crashed leader's candidate node stays until the server expires its
 // session, one session timeout after the process last spoke: every
-// handover after a crash waited that long (issue 29), although most
+// handover after a crash waited that long, although most
 // crashes (a panic, an OOM kill, a container that exits) leave the host
 // answering, and a port nobody listens on any more refuses connections at
 // once. So the candidate next in line (the one whose predecessor is the
@@ -37,6 +37,17 @@ import (
 // (docs/guarantees.md). An address that never accepted a connection (a
 // misconfigured advertise address) is never taken for dead. A host that
 // gives no answer at all is the heartbeat's case (beat.go).
+//
+// A candidate knows it is next in line when it reads the queue, and later
+// through the data watch on its predecessor, its only watch: a candidate
+// that finds itself the lowest writes its node's data again, the same
+// identity (markLowest), so the node's version leaves 0 and its
+// successor's watch fires. A successor that reads its predecessor at a
+// version above 0 is next in line, whatever queue it read before. So each
+// leader's successor probes it, not only the first after a start. A
+// leader whose write fails, or of a version that does not write, leaves a
+// successor that became next in line while it waited to the session
+// timeout.
 
 // crashRefusals is how many refused connects in a row, after one that was
 // accepted, declare the predecessor's process gone: one refusal can be a
@@ -56,7 +67,8 @@ type predecessor struct {
 	gone    <-chan zkclient.Event
 }
 
-// readPredecessor reads pred's identity and sets the watch on its data.
+// readPredecessor reads pred's identity and version, and sets the watch
+// on its data, which fires when pred is deleted or marked lowest.
 func (e *Election) readPredecessor(ctx context.Context, pred string) (predecessor, error) {
 	return call(ctx, e, func(s zkclient.Session) (predecessor, error) {
 		data, st, ch, err := s.GetW(ctx, pred)
@@ -109,6 +121,19 @@ func (e *Election) probe(ctx context.Context, addr string) <-chan struct{} {
 		}
 	}()
 	return dead
+}
+
+// markLowest writes c's identity into its node again, to wake its
+// successor (see above). A failure costs only that wake-up.
+func (e *Election) markLowest(ctx context.Context, c *candidate) {
+	ctx, cancel := context.WithTimeout(ctx, e.lossAfter)
+	defer cancel()
+	_, err := call(ctx, e, func(s zkclient.Session) (*zkclient.Stat, error) {
+		return s.Set(ctx, c.node, e.data, zkclient.AnyVersion)
+	})
+	if err != nil {
+		e.logc(zerolog.InfoLevel, c).Err(err).Msg("election: could not mark the candidate node lowest; if this leader crashes, a successor that became next in line meanwhile waits for its session to expire")
+	}
 }
 
 // deleteCrashed deletes the node of a predecessor whose process is gone, at
