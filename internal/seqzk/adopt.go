@@ -39,8 +39,7 @@ func (c *Client) ReadLegacy(ctx context.Context, name string) (LegacyCounter, er
 	if err := ValidateName(name); err != nil {
 		return LegacyCounter{}, err
 	}
-	data, stat, err := c.zk.Get(ctx, c.Path(name))
-	c.stats.requests.Add(1)
+	data, stat, err := c.get(ctx, c.zk.Session(), c.Path(name))
 	if err != nil {
 		return LegacyCounter{}, c.zkError(name, err)
 	}

@@ -127,7 +127,7 @@ type Client struct {
 	epoch atomic.Int64
 
 	stats struct {
-		requests, conflicts, retries, unvalidated, waits atomic.Int64
+		requests, conflicts, retries, unvalidated, waits, syncs atomic.Int64
 	}
 
 	// layout is the root's ACL layout, for the znodes the client creates.
@@ -202,6 +202,11 @@ type Stats struct {
 	// ceiling, for a sequence not yet initialised or validated, or for one
 	// ZooKeeper lost to be restored.
 	Waits int64
+	// Syncs is the number of times the client synced its session with the
+	// ZooKeeper leader because a read found no znode, before answering
+	// that a sequence does not exist. Reads that find their znode never
+	// sync.
+	Syncs int64
 }
 
 // Stats returns the client's counters so far.
@@ -213,6 +218,7 @@ func (c *Client) Stats() Stats {
 
 		Unvalidated: c.stats.unvalidated.Load(),
 		Waits:       c.stats.waits.Load(),
+		Syncs:       c.stats.syncs.Load(),
 	}
 }
 
@@ -277,8 +283,24 @@ func (c *Client) load(ctx context.Context, name string, n *node, dataWatch bool)
 			// The deletion watch comes first: set before the read, it
 			// covers whatever incarnation the read then sees (checked by
 			// comparing creation zxids below).
-			children, stat, ch, err := s.ChildrenW(ctx, n.path)
-			c.stats.requests.Add(1)
+			var (
+				children []string
+				stat     *zkclient.Stat
+				ch       <-chan zkclient.Event
+			)
+			read := func() (err error) {
+				children, stat, ch, err = s.ChildrenW(ctx, n.path)
+				c.stats.requests.Add(1)
+				return err
+			}
+			// A window's NoNode is never the answer (the take reads
+			// the sequence's list again), so only the sequence's syncs.
+			var err error
+			if n.path == n.seq {
+				err = c.confirmNoNode(ctx, s, n.path, read)
+			} else {
+				err = read()
+			}
 			if err != nil {
 				return nil, c.zkError(name, err)
 			}

@@ -63,8 +63,7 @@ func (c *Client) Delete(ctx context.Context, name string, store Tombstoner) (int
 			return 0, err
 		}
 		s := c.zk.Session()
-		data, stat, err := s.Get(ctx, p)
-		c.stats.requests.Add(1)
+		data, stat, err := c.get(ctx, s, p)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			if stored >= 0 {
 				return stored, nil // deleted by someone else after our tombstone

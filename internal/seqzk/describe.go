@@ -23,8 +23,7 @@ func (c *Client) Describe(ctx context.Context, name string) (state.State, []stri
 		return state.State{}, nil, err
 	}
 	s := c.zk.Session()
-	data, _, err := s.Get(ctx, c.Path(name))
-	c.stats.requests.Add(1)
+	data, _, err := c.get(ctx, s, c.Path(name))
 	if err != nil {
 		return state.State{}, nil, c.zkError(name, err)
 	}
@@ -105,8 +104,13 @@ func (c *Client) Names(ctx context.Context) ([]string, error) {
 
 // children lists the root without its own znode.
 func (c *Client) children(ctx context.Context) ([]string, error) {
-	names, _, err := c.zk.Children(ctx, c.opts.Root)
-	c.stats.requests.Add(1)
+	s := c.zk.Session()
+	var names []string
+	err := c.confirmNoNode(ctx, s, c.opts.Root, func() (err error) {
+		names, _, err = s.Children(ctx, c.opts.Root)
+		c.stats.requests.Add(1)
+		return err
+	})
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
 			ErrUnknownSequence, c.opts.Root)

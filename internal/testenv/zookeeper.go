@@ -400,6 +400,17 @@ func (e *Ensemble) Mode(ctx context.Context, i int) (string, error) {
 	return "", fmt.Errorf("server %s not serving: %q", e.Addr(i), strings.TrimSpace(out))
 }
 
+// Leader returns the index of the server that leads the ensemble, or an
+// error when none of them says it does.
+func (e *Ensemble) Leader(ctx context.Context) (int, error) {
+	for i := range e.servers {
+		if m, err := e.Mode(ctx, i); err == nil && m == "leader" {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("no server of the ensemble %v leads", e.Servers())
+}
+
 // zkJIT is the test servers' JIT and GC flags: tuned to start fast (C1
 // only, serial GC), or with SEQKEEPER_TEST_ZK_JIT=full the JVM's defaults,
 // as a production server runs (slower to warm up; for the benchmarks that
