@@ -12,6 +12,7 @@
 package zkclient
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -210,7 +211,7 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 func (c *Client) connect() error {
 	gen := c.gen.Add(1)
 	var self atomic.Pointer[zk.Conn]
-	w := &watches{m: make(map[watchKey][]chan Event)}
+	w := newWatches()
 	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
 		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
 	}))
@@ -227,6 +228,9 @@ func (c *Client) connect() error {
 			// Watches first, on every connection, current or not: a
 			// replaced connection's watches still end (NotWatching).
 			w.fire(ev)
+			if ev.Type == zk.EventSession && (ev.State == zk.StateDisconnected || ev.State == zk.StateExpired) {
+				w.drop(cmp.Or(ev.Err, zk.ErrConnectionClosed))
+			}
 			if c.gen.Load() == gen {
 				c.onEvent(self.Load(), ev)
 			}
