@@ -25,35 +25,31 @@ import (
 )
 
 var (
-	handoverRounds  = flag.Int("bench.handovers", 3, "BenchmarkCrashHandover: rounds, each two seqkeeper handovers (crash_probe on, off) and a Curator one")
+	handoverRounds  = flag.Int("bench.handovers", 3, "BenchmarkCrashHandover: rounds, each four handovers (seqkeeper and Curator, a leader killed and a leader frozen)")
 	handoverSession = flag.Duration("bench.session", 10*time.Second, "BenchmarkCrashHandover: the ZooKeeper session timeout of both")
 	handoverS3      = flag.Bool("bench.s3", true, "BenchmarkCrashHandover: the replicas' store is MinIO (false: a file store)")
 )
 
-// handoverProbes are the crash_probe settings each round runs seqkeeper
-// with: serve's default, and off (the survivor waits for the server to
-// expire the killed leader's session, as before crash_probe).
-var handoverProbes = []string{"250ms", "0"}
-
-// BenchmarkCrashHandover is issue 29's handover row: the primary of two
-// `seqkeeper serve` replicas is killed (SIGKILL), and the time until the
-// other one leads is measured, beside the same crash of one of two Curator
-// LeaderLatch candidates (bench/curator/latch.sh), on the same ZooKeeper
-// with the same session timeout, alternated round by round. seqkeeper runs
-// twice a round: at serve's default crash_probe (the survivor sees the
-// killed leader's port refuse and deletes its node) and with crash_probe
-// off (it waits for the server to expire the session, as Curator does).
+// BenchmarkCrashHandover times handover after handover of one running set
+// of three `seqkeeper serve` replicas (crash_probe at serve's default),
+// beside one of three Curator LeaderLatch candidates (bench/curator/latch.sh),
+// on the same ZooKeeper with the same session timeout, alternated. Each
+// round kills the leader of each set (SIGKILL: its port refuses, and
+// seqkeeper's next in line sees it, election/crash.go), then freezes the
+// next leader of each (SIGSTOP, a host that vanishes: its port accepts
+// through the kernel's backlog and nothing answers, so seqkeeper's next in
+// line goes by the leader's heartbeat, election/beat.go). After each
+// handover the killed or frozen replica is killed and started again, so it
+// queues up behind the others, as after a crash and a restart: only the
+// first kill finds the set as it started.
 //
-// Then each round freezes a leader of each (SIGSTOP), as a host that
-// vanishes looks to the others: its port accepts through the kernel's
-// backlog and nothing answers, so crash_probe learns nothing, and
-// seqkeeper's survivor goes by the leader's heartbeat (election/beat.go).
-//
-// For seqkeeper it reports two moments after the kill: when the survivor's
-// election says it leads (GET /v1/status "leading") and when its primary
-// runs (its reserve view "leading": the store taken, ZooKeeper checked),
-// and it logs the survivor's log lines from the kill until then, with
-// their offsets: the handover's timeline.
+// For seqkeeper it reports three moments after the fault: when the
+// leader's candidate node went (seen from a session of its own), when the
+// next leader's election says it leads (GET /v1/status "leading"), and
+// when its primary runs (its reserve view "leading": the store taken,
+// ZooKeeper checked), and it logs the next leader's log lines from the
+// fault until then, with their offsets: the handover's timeline. The
+// worst ratio is the slowest seqkeeper handover over Curator's median.
 //
 //	go test -run '^$' -bench 'CrashHandover' ./bench/ -bench.handovers=3
 func BenchmarkCrashHandover(b *testing.B) {
@@ -66,37 +62,36 @@ func BenchmarkCrashHandover(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(client.Close)
-	var seq, elected, seqExp, off, cur, curExp, frozen, curFrozen []float64
+	seq, cur := startSeqkeeperSet(b, z), startCuratorSet(b, z)
+	var gone, elected, killed, frozen, curGone, curKilled, curFrozen []float64
 	for round := range *handoverRounds {
-		x, e, p, timeline := seqkeeperHandover(b, z, client, handoverProbes[0], false)
-		seqExp, elected, seq = append(seqExp, x.Seconds()), append(elected, e.Seconds()), append(seq, p.Seconds())
-		_, _, po, _ := seqkeeperHandover(b, z, client, handoverProbes[1], false)
-		off = append(off, po.Seconds())
-		cx, c := curatorHandover(b, z, client, round, false)
-		curExp, cur = append(curExp, cx.Seconds()), append(cur, c.Seconds())
-		fx, _, f, ftimeline := seqkeeperHandover(b, z, client, handoverProbes[0], true)
-		frozen = append(frozen, f.Seconds())
-		_, cf := curatorHandover(b, z, client, round, true)
-		curFrozen = append(curFrozen, cf.Seconds())
+		k := seq.handover(b, client, false)
+		cx, c := cur.handover(b, client, false)
+		f := seq.handover(b, client, true)
+		_, cf := cur.handover(b, client, true)
+		gone, elected, killed = append(gone, k.gone.Seconds()), append(elected, k.elected.Seconds()), append(killed, k.running.Seconds())
+		curGone, curKilled = append(curGone, cx.Seconds()), append(curKilled, c.Seconds())
+		frozen, curFrozen = append(frozen, f.running.Seconds()), append(curFrozen, cf.Seconds())
 		// On stderr as well: go test cuts a benchmark's log short.
-		line := fmt.Sprintf("round %d: killed: seqkeeper (crash_probe %s): leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; seqkeeper (crash_probe %s): primary running %.3f s; Curator LeaderLatch: node deleted %.3f s, leader %.3f s; ratios %.3f and %.3f. "+
+		line := fmt.Sprintf("round %d: killed: seqkeeper: leader's node deleted %.3f s, elected %.3f s, primary running %.3f s; Curator: node deleted %.3f s, leader %.3f s; ratio %.3f. "+
 			"frozen: seqkeeper: node deleted %.3f s, primary running %.3f s; Curator: leader %.3f s; ratio %.3f",
-			round+1, handoverProbes[0], x.Seconds(), e.Seconds(), p.Seconds(), handoverProbes[1], po.Seconds(), cx.Seconds(), c.Seconds(), p.Seconds()/c.Seconds(), po.Seconds()/c.Seconds(),
-			fx.Seconds(), f.Seconds(), cf.Seconds(), f.Seconds()/cf.Seconds())
+			round+1, k.gone.Seconds(), k.elected.Seconds(), k.running.Seconds(), cx.Seconds(), c.Seconds(), k.running.Seconds()/c.Seconds(),
+			f.gone.Seconds(), f.running.Seconds(), cf.Seconds(), f.running.Seconds()/cf.Seconds())
 		fmt.Fprintln(os.Stderr, line)
-		b.Logf("%s\nkilled:\n%s\nfrozen:\n%s", line, timeline, ftimeline)
+		b.Logf("%s\nkilled:\n%s\nfrozen:\n%s", line, k.timeline, f.timeline)
 	}
-	b.ReportMetric(median(seq), "seqkeeper-s")
+	b.ReportMetric(median(killed), "seqkeeper-s")
+	b.ReportMetric(slices.Max(killed), "seqkeeper-max-s")
 	b.ReportMetric(median(elected), "seqkeeper-elected-s")
-	b.ReportMetric(median(seqExp), "seqkeeper-node-gone-s")
-	b.ReportMetric(median(off), "seqkeeper-probe-off-s")
-	b.ReportMetric(median(cur), "curator-s")
-	b.ReportMetric(median(curExp), "curator-expired-s")
-	b.ReportMetric(median(seq)/median(cur), "seqkeeper/curator")
-	b.ReportMetric(median(off)/median(cur), "probe-off/curator")
+	b.ReportMetric(median(gone), "seqkeeper-node-gone-s")
+	b.ReportMetric(median(curKilled), "curator-s")
+	b.ReportMetric(median(curGone), "curator-expired-s")
+	b.ReportMetric(median(killed)/median(curKilled), "seqkeeper/curator")
+	b.ReportMetric(slices.Max(killed)/median(curKilled), "worst-seqkeeper/curator")
 	b.ReportMetric(median(frozen), "frozen-seqkeeper-s")
 	b.ReportMetric(median(curFrozen), "frozen-curator-s")
 	b.ReportMetric(median(frozen)/median(curFrozen), "frozen-seqkeeper/curator")
+	b.ReportMetric(slices.Max(frozen)/median(curFrozen), "worst-frozen-seqkeeper/curator")
 }
 
 func median(xs []float64) float64 {
@@ -105,68 +100,111 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// seqkeeperHandover starts two replicas, kills the primary (or, with
-// freeze, sends it SIGSTOP), and returns
-// how long after the kill the survivor's election, then its primary, said
-// it leads, with the survivor's log lines of that interval.
-func seqkeeperHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, crashProbe string, freeze bool) (expired, elected, running time.Duration, timeline string) {
+// seqkeeperSet is a running set of seqkeeper replicas and the one that
+// leads.
+type seqkeeperSet struct {
+	c      *testenv.Cluster
+	leader int
+}
+
+// seqkeeperHandover is one handover's moments after the fault, and the
+// next leader's log lines of that interval.
+type seqkeeperHandover struct {
+	gone, elected, running time.Duration
+	timeline               string
+}
+
+func startSeqkeeperSet(b *testing.B, z *testenv.ZK) *seqkeeperSet {
 	b.Helper()
-	sub := &testenv.ZK{Servers: z.Servers, Root: z.Path(fmt.Sprintf("handover-%d", time.Now().UnixNano()))}
 	env := map[string]string{
-		"SEQKEEPER_CRASH_PROBE":        crashProbe,
 		"SEQKEEPER_ZK_SESSION_TIMEOUT": handoverSession.String(),
 		"SEQKEEPER_RUNWAY":             "60s",
 		"SEQKEEPER_SWEEP_INTERVAL":     "10s",
 	}
-	opts := testenv.ClusterOptions{Replicas: 2, Env: env}
+	opts := testenv.ClusterOptions{Replicas: 3, Env: env}
 	if *handoverS3 {
 		s3 := testenv.ObjectStore(b)
 		opts.Store = fmt.Sprintf("s3://%s/handover?endpoint=%s&region=%s", s3.Bucket, url.QueryEscape(s3.Endpoint), s3.Region)
 		env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"] = s3.AccessKey, s3.SecretKey
 		env["SEQKEEPER_CREATE_BUCKET"] = "true"
 	}
-	c := testenv.StartCluster(b, sub, opts)
-	ctx := context.Background()
-	leader := -1
+	s := &seqkeeperSet{c: testenv.StartCluster(b, &testenv.ZK{Servers: z.Servers, Root: z.Path("handover")}, opts)}
 	waitUntil(b, time.Minute, "a primary", func() bool {
-		leader = c.Leader(ctx)
-		return leader >= 0 && primaryRunning(c, leader)
+		s.leader = s.c.Leader(context.Background())
+		return s.leader >= 0 && primaryRunning(s.c, s.leader)
 	})
-	survivor := 1 - leader
-	logStart := fileSize(c.LogPath(survivor))
-	// Nothing asks the leader anything for a while before the kill: its
+	return s
+}
+
+// handover kills the primary (with freeze, sends it SIGSTOP), waits until
+// another replica's primary runs, and starts the old one again (killing
+// it first if frozen).
+func (s *seqkeeperSet) handover(b *testing.B, zc *zkclient.Client, freeze bool) (h seqkeeperHandover) {
+	b.Helper()
+	c, old := s.c, s.leader
+	waitQueued(b, zc, c.ElectionPath, c.Len())
+	// Nothing asks the leader anything for a while before the fault: its
 	// status answer asks ZooKeeper, which touches its session, and the
 	// server expires a session a session timeout after its last touch.
 	time.Sleep(4 * time.Second)
-	gone := watchLeaderNode(b, zc, c.ElectionPath)
-	killed := time.Now()
-	if freeze {
-		c.Freeze(leader)
-	} else {
-		c.Kill(leader)
+	logStart := make([]int64, c.Len())
+	for i := range logStart {
+		logStart[i] = fileSize(c.LogPath(i))
 	}
-	for elected == 0 || running == 0 {
+	gone := watchLeaderNode(b, zc, c.ElectionPath)
+	at := time.Now()
+	if freeze {
+		c.Freeze(old)
+	} else {
+		c.Kill(old)
+	}
+	ctx := context.Background()
+	next := -1
+	for next < 0 || h.running == 0 {
 		select {
 		case <-gone:
-			expired, gone = time.Since(killed), nil
+			h.gone, gone = time.Since(at), nil
 		default:
 		}
-		if time.Since(killed) > 3*(*handoverSession) {
-			b.Fatalf("no handover %s after the kill", time.Since(killed))
+		if time.Since(at) > 3*(*handoverSession) {
+			b.Fatalf("no handover %s after the fault", time.Since(at))
 		}
-		if st, err := c.Status(ctx, survivor); err == nil && st.Leading && elected == 0 {
-			elected = time.Since(killed)
+		for i := 0; i < c.Len() && next < 0; i++ {
+			if i == old {
+				continue
+			}
+			if st, err := c.Status(ctx, i); err == nil && st.Leading {
+				next, h.elected = i, time.Since(at)
+			}
 		}
-		if running == 0 && primaryRunning(c, survivor) {
-			running = time.Since(killed)
+		if next >= 0 && primaryRunning(c, next) {
+			h.running = time.Since(at)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	if gone != nil {
 		<-gone
-		expired = time.Since(killed)
+		h.gone = time.Since(at)
 	}
-	return expired, elected, running, logSince(b, c.LogPath(survivor), logStart, killed, running+time.Second)
+	h.timeline = logSince(b, c.LogPath(next), logStart[next], at, h.running+time.Second)
+	c.Kill(old)
+	if err := c.Start(old); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.WaitReady(old, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	s.leader = next
+	return h
+}
+
+// waitQueued waits until dir holds n candidate nodes.
+func waitQueued(b *testing.B, zc *zkclient.Client, dir string, n int) {
+	b.Helper()
+	waitUntil(b, time.Minute, fmt.Sprintf("%d candidates under %s", n, dir), func() bool {
+		kids, _, err := zc.Children(context.Background(), dir)
+		return err == nil && len(slices.DeleteFunc(kids, func(k string) bool { return !strings.HasPrefix(k, "_c_") })) == n
+	})
 }
 
 // watchLeaderNode returns a channel closed when the lowest candidate node
@@ -262,71 +300,106 @@ func logSince(b *testing.B, path string, offset int64, from time.Time, window ti
 	return out.String()
 }
 
-// curatorHandover starts two LeaderLatch candidates, kills the leader
-// (SIGKILL; with freeze, SIGSTOP), and returns how long after the kill the
-// other one led.
-func curatorHandover(b *testing.B, z *testenv.ZK, zc *zkclient.Client, round int, freeze bool) (expired, led time.Duration) {
+// curatorSet is a running set of three LeaderLatch candidates on one path.
+type curatorSet struct {
+	z       *testenv.ZK
+	path    string
+	procs   map[string]*exec.Cmd // by id
+	events  chan latchEvent      // every line of every candidate
+	leader  string
+	started int
+}
+
+// latchEvent is a line a candidate printed ("started", "leader", ...), and
+// when it was read.
+type latchEvent struct {
+	id, word string
+	at       time.Time
+}
+
+func startCuratorSet(b *testing.B, z *testenv.ZK) *curatorSet {
+	b.Helper()
+	s := &curatorSet{z: z, path: z.Path("latch"), procs: map[string]*exec.Cmd{}, events: make(chan latchEvent, 256)}
+	s.leader = s.start(b)
+	s.await(b, "leader", time.Minute, func(id string) bool { return id == s.leader })
+	for range 2 {
+		id := s.start(b)
+		s.await(b, "started", time.Minute, func(got string) bool { return got == id })
+	}
+	return s
+}
+
+// start starts a new candidate and returns its id.
+func (s *curatorSet) start(b *testing.B) string {
 	b.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "curator", "latch.sh")
-	path := z.Path(fmt.Sprintf("latch-%d-%d", round, time.Now().UnixNano()))
+	s.started++
+	id := fmt.Sprintf("c%d", s.started)
 	session := strconv.FormatInt(handoverSession.Milliseconds(), 10)
-	type candidate struct {
-		cmd   *exec.Cmd
-		lines chan string
+	cmd := exec.Command("bash", script, strings.Join(s.z.Servers, ","), s.path, session, id)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
 	}
-	start := func(id string) candidate {
-		cmd := exec.Command("bash", script, strings.Join(z.Servers, ","), path, session, id)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			word, _, _ := strings.Cut(sc.Text(), " ")
+			s.events <- latchEvent{id, word, time.Now()}
 		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		lines := make(chan string, 16)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				lines <- sc.Text()
+		_ = cmd.Wait()
+	}()
+	b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-done })
+	s.procs[id] = cmd
+	return id
+}
+
+// await returns the first line word printed by a candidate that match
+// accepts, and which candidate printed it.
+func (s *curatorSet) await(b *testing.B, word string, limit time.Duration, match func(id string) bool) latchEvent {
+	b.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case ev := <-s.events:
+			if ev.word == word && match(ev.id) {
+				return ev
 			}
-			close(lines)
-		}()
-		b.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-		return candidate{cmd, lines}
-	}
-	await := func(c candidate, word string, limit time.Duration) time.Time {
-		deadline := time.After(limit)
-		for {
-			select {
-			case line, ok := <-c.lines:
-				if !ok {
-					b.Fatalf("LeaderLatch candidate exited before %q", word)
-				}
-				if strings.HasPrefix(line, word+" ") {
-					return time.Now()
-				}
-			case <-deadline:
-				b.Fatalf("LeaderLatch candidate: no %q in %s", word, limit)
-			}
+		case <-deadline:
+			b.Fatalf("LeaderLatch: no %q in %s", word, limit)
 		}
 	}
-	first := start("a")
-	await(first, "leader", time.Minute)
-	second := start("b")
-	await(second, "started", time.Minute)
-	time.Sleep(time.Second) // its candidate node is in place
-	gone := watchLeaderNode(b, zc, path)
-	killed := time.Now()
+}
+
+// handover kills the leader (SIGKILL; with freeze, SIGSTOP), returns how
+// long after that its node went and another candidate led, and starts a
+// new candidate in its place (killing a frozen one first).
+func (s *curatorSet) handover(b *testing.B, zc *zkclient.Client, freeze bool) (expired, led time.Duration) {
+	b.Helper()
+	waitQueued(b, zc, s.path, 3)
+	old := s.leader
+	gone := watchLeaderNode(b, zc, s.path)
 	sig := syscall.SIGKILL
 	if freeze {
 		sig = syscall.SIGSTOP
 	}
-	_ = syscall.Kill(-first.cmd.Process.Pid, sig)
+	at := time.Now()
+	_ = syscall.Kill(-s.procs[old].Process.Pid, sig)
 	deleted := make(chan time.Duration, 1)
-	go func() { <-gone; deleted <- time.Since(killed) }()
-	led = await(second, "leader", 3*(*handoverSession)).Sub(killed)
-	return <-deleted, led
+	go func() { <-gone; deleted <- time.Since(at) }()
+	next := s.await(b, "leader", 3*(*handoverSession), func(id string) bool { return id != old })
+	expired = <-deleted
+	_ = syscall.Kill(-s.procs[old].Process.Pid, syscall.SIGKILL)
+	id := s.start(b)
+	s.await(b, "started", time.Minute, func(got string) bool { return got == id })
+	s.leader = next.id
+	return expired, next.at.Sub(at)
 }

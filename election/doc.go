@@ -7,7 +7,9 @@
 // (_c_<guid>-n_0000000042, data = the replica's Identity as JSON). The
 // candidate with the lowest sequence number leads; every other candidate
 // watches only its nearest lower sibling, so a departure wakes one replica,
-// not all of them. Leadership is a context handed to the caller's lead
+// not all of them. A candidate that becomes the lowest writes its identity
+// into its node again, which wakes the one behind it: the next in line,
+// which probes the leader (see below). Leadership is a context handed to the caller's lead
 // function together with a Term, and cancelled the moment leadership is lost.
 //
 // # When leadership ends
