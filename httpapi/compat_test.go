@@ -59,7 +59,7 @@ func TestCompatibilityRoutes(t *testing.T) {
 	status, h, body = r.call("GET", "/api/segment/get/orders?token=T", "wrong", "")
 	expect("leaf with a wrong header and a right query token", status, h, body, 401, "unauthorized")
 	status, h, body = r.call("GET", "/api/segment/get/missing?token=T", "", "")
-	expect("leaf, unknown key", status, h, body, 404, "unknown_sequence")
+	expect("leaf, unknown key", status, h, body, 404, `sequence \"missing\" does not exist`)
 	status, h, body = r.call("GET", "/api/segment/get/orders?token=T&step=5", "", "")
 	expect("leaf, unknown parameter", status, h, body, 400, `\"step\"`)
 

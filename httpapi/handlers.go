@@ -35,7 +35,7 @@ func (s *Server) handleIDs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) takeIDs(w http.ResponseWriter, r *http.Request, name string, count int64) (sequence.Ranges, bool) {
 	e, err := s.allocator(name)
 	if err != nil {
-		s.fail(w, r, err)
+		s.failNamed(w, r, name, err)
 		return nil, false
 	}
 	got, err := s.pull(r.Context(), e, count)
@@ -44,7 +44,7 @@ func (s *Server) takeIDs(w http.ResponseWriter, r *http.Request, name string, co
 			s.drop(e)
 			s.handed.forget(name)
 		}
-		s.fail(w, r, err)
+		s.failNamed(w, r, name, err)
 		return nil, false
 	}
 	s.handed.add(name, got)

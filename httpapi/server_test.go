@@ -89,6 +89,8 @@ type replica struct {
 	srv *httpapi.Server
 	ts  *httptest.Server
 	reg *prometheus.Registry
+	// seqs is the replica's sequence client.
+	seqs *sequence.Client
 	// client validates every round trip against the OpenAPI document.
 	client *http.Client
 }
@@ -109,7 +111,7 @@ func (e *env) replica(opts httpapi.Options, seqOpts sequence.Options) *replica {
 		ts.Close()
 		_ = srv.Close(context.Background())
 	})
-	return &replica{e: e, srv: srv, ts: ts, reg: opts.Registry, client: apitest.Client(e.t, ts.Client())}
+	return &replica{e: e, srv: srv, ts: ts, reg: opts.Registry, seqs: opts.Sequences, client: apitest.Client(e.t, ts.Client())}
 }
 
 // call makes a request and returns the status, headers and body.

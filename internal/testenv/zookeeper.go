@@ -43,6 +43,9 @@ type zkServer struct {
 	clientPort, peer, elector int
 	dataDir                   string
 	proc                      *process
+	// quorumVia is, by server id, the proxy this server dials for that
+	// server's quorum port (StartEnsembleBehind).
+	quorumVia map[int]*Proxy
 }
 
 // StartEnsemble starts an ensemble of n servers (quorum mode, even for 1) for this
@@ -127,7 +130,11 @@ func (e *Ensemble) config(s *zkServer) string {
 	// rollback detection rests on epochs (see sequence.State.ZKEpoch).
 	b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
 	for _, o := range e.servers {
-		fmt.Fprintf(&b, "server.%d=127.0.0.1:%d:%d\n", o.id, o.peer, o.elector)
+		quorum := fmt.Sprintf("127.0.0.1:%d", o.peer)
+		if via, ok := s.quorumVia[o.id]; ok {
+			quorum = via.Addr()
+		}
+		fmt.Fprintf(&b, "server.%d=%s:%d\n", o.id, quorum, o.elector)
 	}
 	return b.String()
 }
