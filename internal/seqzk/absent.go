@@ -13,22 +13,31 @@ import (
 // returns what that second read found. A server answers reads from the
 // writes it has applied, which may lag the leader's: without the sync, a
 // name whose create returned a moment ago through another server (another
-// session) could be answered "does not exist". With it, NoNode means no
-// create that returned before confirmNoNode began holds the znode, and a
-// delete that returned before is seen. A read that finds the znode costs
-// nothing more, so every read that may end in ErrUnknownSequence or
-// another "does not exist" goes through here, and no other.
+// session) could be answered "does not exist". With it, NoNode means that
+// no create that returned before confirmNoNode began holds the znode. A
+// read that finds the znode costs nothing more. Every read whose NoNode
+// becomes an answer that a sequence does not exist goes through here;
+// a listing (Names) syncs before it reads.
 func (c *Client) confirmNoNode(ctx context.Context, s zkclient.Session, path string, read func() error) error {
 	err := read()
 	if !errors.Is(err, zkclient.ErrNoNode) {
 		return err
 	}
+	if err := c.sync(ctx, s, path); err != nil {
+		return err
+	}
+	return read()
+}
+
+// sync waits until the server of session s has applied every write the
+// ZooKeeper leader had committed when the sync reached it.
+func (c *Client) sync(ctx context.Context, s zkclient.Session, path string) error {
 	c.stats.requests.Add(1)
 	c.stats.syncs.Add(1)
 	if err := s.Sync(ctx, path); err != nil {
-		return fmt.Errorf("sync with the zookeeper leader before saying %s does not exist: %w", path, err)
+		return fmt.Errorf("sync %s with the zookeeper leader: %w", path, err)
 	}
-	return read()
+	return nil
 }
 
 // get reads path on session s, through confirmNoNode.

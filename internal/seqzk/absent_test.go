@@ -3,6 +3,8 @@ package seqzk_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +14,8 @@ import (
 
 // A client on a follower that has not applied a create yet does not answer
 // that the sequence does not exist: it syncs its session with the leader
-// first, and the sync waits until the follower has caught up.
+// first, and the sync waits until the follower has caught up. Nor does it
+// list the sequences without the name.
 func TestUnknownIsAnsweredOnlyOnceTheServerCaughtUp(t *testing.T) {
 	t.Parallel()
 	ens := testenv.StartEnsembleBehind(t, 3)
@@ -38,6 +41,13 @@ func TestUnknownIsAnsweredOnlyOnceTheServerCaughtUp(t *testing.T) {
 	}{
 		{"take", "taken", true, func(name string) error { _, err := reader.Take(ctx, name, 1); return err }},
 		{"describe", "described", true, func(name string) error { _, _, err := reader.Describe(ctx, name); return err }},
+		{"list", "listed", true, func(name string) error {
+			names, err := reader.Names(ctx)
+			if err == nil && !slices.Contains(names, name) {
+				err = fmt.Errorf("the listing %q lacks it", names)
+			}
+			return err
+		}},
 		{"take", "nobody", false, func(name string) error { _, err := reader.Take(ctx, name, 1); return err }},
 	} {
 		name := tc.name
@@ -69,7 +79,7 @@ func TestUnknownIsAnsweredOnlyOnceTheServerCaughtUp(t *testing.T) {
 			t.Fatalf("%s of %s once the follower caught up: %v; want ErrUnknownSequence", tc.what, name, err)
 		}
 	}
-	if s := reader.Stats().Syncs; s != 3 {
-		t.Fatalf("the reader synced %d times; want 3, one per answer of a read that found no znode", s)
+	if s := reader.Stats().Syncs; s != 4 {
+		t.Fatalf("the reader synced %d times; want 4, one per read that found no znode and one for the listing", s)
 	}
 }

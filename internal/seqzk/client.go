@@ -203,8 +203,9 @@ type Stats struct {
 	// ZooKeeper lost to be restored.
 	Waits int64
 	// Syncs is the number of times the client synced its session with the
-	// ZooKeeper leader because a read found no znode, before answering
-	// that a sequence does not exist. Reads that find their znode never
+	// ZooKeeper leader: before answering that a sequence does not exist
+	// (a read that found no znode reads again after it), and before
+	// listing the sequences (Names). Reads that find their znode never
 	// sync.
 	Syncs int64
 }

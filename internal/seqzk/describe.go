@@ -92,7 +92,10 @@ func (c *Client) Inspect(ctx context.Context, name string) (state.State, []Windo
 // Names lists the children of the root, sorted: the sequences, and any
 // znode that is not a valid sequence name (the caller decides), except the
 // root's own znode (MetaName). A missing root is an error wrapping
-// ErrUnknownSequence.
+// ErrUnknownSequence. A listing says of every name it lacks that it does
+// not exist, so it is made after a sync with the ZooKeeper leader: it
+// holds every name whose create returned before Names began, through any
+// server.
 func (c *Client) Names(ctx context.Context) ([]string, error) {
 	names, err := c.children(ctx)
 	if err != nil {
@@ -105,12 +108,11 @@ func (c *Client) Names(ctx context.Context) ([]string, error) {
 // children lists the root without its own znode.
 func (c *Client) children(ctx context.Context) ([]string, error) {
 	s := c.zk.Session()
-	var names []string
-	err := c.confirmNoNode(ctx, s, c.opts.Root, func() (err error) {
-		names, _, err = s.Children(ctx, c.opts.Root)
-		c.stats.requests.Add(1)
-		return err
-	})
+	if err := c.sync(ctx, s, c.opts.Root); err != nil {
+		return nil, err
+	}
+	names, _, err := s.Children(ctx, c.opts.Root)
+	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil, fmt.Errorf("%w: the root %s does not exist: no sequence was created under it yet ('seqkeeper create NAME'), or --root is wrong",
 			ErrUnknownSequence, c.opts.Root)
