@@ -5,50 +5,44 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
+	"net/url"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seqkeeper/seqkeeper/config"
-	"github.com/seqkeeper/seqkeeper/httpapi"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
-	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// reserveRows are the settings BenchmarkReserve compares, each with the
-// primary's defaults otherwise. The first row is the baseline.
+// reserveRows are the settings BenchmarkReserve compares, as serve's
+// environment over its defaults. The first row is the baseline.
 var reserveRows = []struct {
 	name string
-	tune func(*config.Primary)
+	env  map[string]string
 }{
 	{"defaults", nil},
-	{"min=max=100", func(c *config.Primary) { c.MinReserve, c.MaxReserve = 100, 100 }},
-	{"min=1/max=20/runway=10s", func(c *config.Primary) {
-		c.MinReserve, c.MaxReserve, c.Runway = 1, 20, 10*time.Second
-	}},
-	{"max=1000", func(c *config.Primary) { c.MaxReserve = 1000 }},
-	{"max=10000", func(c *config.Primary) { c.MaxReserve = 10_000 }},
+	{"min=max=100", map[string]string{"SEQKEEPER_MIN_RESERVE": "100", "SEQKEEPER_MAX_RESERVE": "100"}},
+	{"min=1/max=20/runway=10s", map[string]string{"SEQKEEPER_MIN_RESERVE": "1", "SEQKEEPER_MAX_RESERVE": "20", "SEQKEEPER_RUNWAY": "10s"}},
+	{"max=1000", map[string]string{"SEQKEEPER_MAX_RESERVE": "1000"}},
+	{"max=10000", map[string]string{"SEQKEEPER_MAX_RESERVE": "10000"}},
 }
 
 // BenchmarkReserve is what a worker meets when the reserve is capped: one
-// primary (its defaults but for the row's settings), one sequence, and one
-// caller taking 5 IDs at a time through the sidecar's HTTP route, one
-// request after another, for -bench.dur per row. A capped reserve is
-// emptied by a few takes, so every few requests wait for a raise: the
-// rows show whether the primary raises as soon as the takers reach the
-// ceiling (a raise's round trip) or leaves them waiting for a sweep.
-// Each row reports its IDs/s, its ratio to the first row's (vs-defaults,
-// the same run) and its slowest request (max-ms).
+// replica of 'seqkeeper serve' (the built binary, its defaults but for the
+// row's settings, a MinIO store), one sequence, and one caller taking 5
+// IDs at a time through the replica's HTTP route, one request after
+// another, for -bench.dur per row. The sidecar's batches empty a capped
+// reserve at once, so its takes wait for raises: the rows show whether the
+// primary raises as soon as the takers reach the ceiling (a raise's round
+// trip) or leaves them waiting (a sweep, the store's pace). Each row
+// reports its IDs/s, its ratio to the first row's in the same run
+// (vs-defaults) and its slowest request (max-ms).
 //
 //	go test -run '^$' -bench 'Reserve' ./bench/ -bench.dur=20s
 func BenchmarkReserve(b *testing.B) {
 	var baseline float64
 	for _, row := range reserveRows {
 		b.Run(row.name, func(b *testing.B) {
-			ids, lat := reserveRow(b, row.tune)
+			ids, lat := reserveRow(b, row.env)
 			b.ReportMetric(ids, "IDs/s")
 			if baseline == 0 {
 				baseline = ids
@@ -62,28 +56,36 @@ func BenchmarkReserve(b *testing.B) {
 
 // reserveRow runs one row of BenchmarkReserve and returns its IDs a
 // second and every request's latency.
-func reserveRow(b *testing.B, tune func(*config.Primary)) (float64, durations) {
+func reserveRow(b *testing.B, settings map[string]string) (float64, durations) {
 	const count = 5
-	e := newEnv(b)
-	// One session for the primary and the sidecar, as in 'seqkeeper serve'.
-	e.primaryZK = e.session()
-	startPrimary(b, e, openStore(b, testenv.ObjectStore(b)), tune)
-	if err := e.admin().Register(context.Background(), "r", seqzk.Registration{}); err != nil {
-		b.Fatal(err)
+	z := testenv.ZooKeeper(b)
+	s3 := testenv.ObjectStore(b)
+	env := map[string]string{
+		// serve's own defaults, not the test cluster's quick ones: a
+		// stall the length of a sweep must show.
+		"SEQKEEPER_RUNWAY": "60s", "SEQKEEPER_SWEEP_INTERVAL": "10s", "SEQKEEPER_CEILING_WAIT": "30s",
+		"AWS_ACCESS_KEY_ID": s3.AccessKey, "AWS_SECRET_ACCESS_KEY": s3.SecretKey,
 	}
-	seqs, err := sequence.NewClient(e.primaryZK, sequence.Options{Root: e.root})
+	for k, v := range settings {
+		env[k] = v
+	}
+	sub := &testenv.ZK{Servers: z.Servers, Root: z.Path(fmt.Sprintf("reserve-%d", b.N))}
+	c := testenv.StartCluster(b, sub, testenv.ClusterOptions{Replicas: 1, Env: env,
+		Store: fmt.Sprintf("s3://%s/reserve?endpoint=%s&region=%s", s3.Bucket, url.QueryEscape(s3.Endpoint), s3.Region)})
+	zc := testenv.Connect(b, z.Servers, 10*time.Second)
+	admin, err := seqzk.NewClient(zc, seqzk.Options{Root: c.Root})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := httpapi.New(httpapi.Options{Sequences: seqs, Registry: prometheus.NewRegistry()})
-	if err != nil {
+	waitUntil(b, 30*time.Second, "the root", func() bool { ok, _, _ := zc.Exists(context.Background(), c.Root); return ok })
+	if err := admin.Register(context.Background(), "r", seqzk.Registration{}); err != nil {
 		b.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
-	b.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
-	url := fmt.Sprintf("%s/v1/sequences/r/ids?count=%d", ts.URL, count)
+	hc := &http.Client{}
+	b.Cleanup(hc.CloseIdleConnections)
+	u := fmt.Sprintf("%s/v1/sequences/r/ids?count=%d", c.URL(0), count)
 	call := func(int) error {
-		resp, err := ts.Client().Post(url, "", nil)
+		resp, err := hc.Post(u, "", nil)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package primary
 
 import (
+	"math"
 	"time"
 )
 
@@ -15,13 +16,37 @@ import (
 // revalidations.
 
 // routine reports whether pl may wait: a top-up of a reserve that still
-// holds at least half of what the primary wants it to.
+// holds at least half of what the primary wants it to, and that lasts at
+// the sequence's demand at least twice StoreBatchDelay (a capped reserve
+// can hold half of its cap and last milliseconds).
 func (p *Primary) routine(pl plan, t *tracked) bool {
 	if p.cfg.StoreBatchDelay <= 0 || pl.kind != planRaise || pl.rec.Ceiling <= t.state.Ceiling {
 		return false
 	}
 	left := t.state.Ceiling - t.state.Next + 1
-	return left >= p.reserve(t)/2
+	return left >= p.reserve(t)/2 && p.lasts(t) >= 2*p.cfg.StoreBatchDelay
+}
+
+// lasts is how long what is left of t's reserve lasts at its smoothed
+// demand (a lone burst is not demand: the headroom covers it). Nothing
+// left: 0, whatever the demand.
+//
+// A legacy counter has no ceiling for takers to wait at: it lasts for
+// ever.
+func (p *Primary) lasts(t *tracked) time.Duration {
+	st := t.state
+	left := st.Available()
+	switch {
+	case st.Legacy:
+		return math.MaxInt64
+	case left == 0:
+		return 0
+	}
+	secs := float64(left) / p.rateOf(t) // +Inf with no demand yet
+	if secs >= math.MaxInt64/float64(time.Second) {
+		return math.MaxInt64
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // holdBack holds name's routine raise back, from now unless it already waits.
@@ -82,6 +107,22 @@ func (p *Primary) mayWrite() bool {
 	}
 	p.paceUntil = time.Time{}
 	return true
+}
+
+// pressing reports whether any of plans is for a sequence whose IDs left
+// do not last until the pace allows the next store write: its takers
+// would wait for the pace, so the write goes at once. The pace is for
+// raises that can wait a moment; a reserve that demand empties between
+// two paced writes (a capped max_reserve, a small bounded space) would
+// otherwise get at most one raise per 1/StoreWriteRate.
+func (p *Primary) pressing(plans []plan) bool {
+	every := time.Duration(float64(time.Second) / p.cfg.StoreWriteRate)
+	for _, pl := range plans {
+		if t := p.seqs[pl.name]; t != nil && p.lasts(t) < every {
+			return true
+		}
+	}
+	return false
 }
 
 // holdUrgent holds back plans that must wait for the store's pace.

@@ -453,7 +453,7 @@ func (p *Primary) plan(ctx context.Context, names []string) []plan {
 	// has waited long enough: the held-back raises go with it, when the
 	// store's pace allows a write; until then everything waits.
 	if due, _ := p.heldDue(); due || len(plans) > 0 {
-		if !p.mayWrite() {
+		if !p.mayWrite() && !p.pressing(plans) {
 			p.holdUrgent(plans)
 			return nil
 		}

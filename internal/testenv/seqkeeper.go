@@ -31,9 +31,15 @@ var seqkeeperBin struct {
 // SeqkeeperBinary returns the path of the seqkeeper command, built from
 // this checkout (go build ./cmd/seqkeeper) on first use and shared by every
 // test of the test binary. Main removes it when the tests end.
+// SEQKEEPER_TEST_BIN names a binary to use instead (another commit's, to
+// compare them under the same benchmark: scripts/pace.sh).
 func SeqkeeperBinary(t testing.TB) string {
 	t.Helper()
 	seqkeeperBin.once.Do(func() {
+		if bin := os.Getenv("SEQKEEPER_TEST_BIN"); bin != "" {
+			seqkeeperBin.path = bin
+			return
+		}
 		seqkeeperBin.path, seqkeeperBin.err = buildSeqkeeper()
 	})
 	if seqkeeperBin.err != nil {

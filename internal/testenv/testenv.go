@@ -12,6 +12,7 @@
 //	SEQKEEPER_TEST_S3_KMS_KEY     a KMS key SEQKEEPER_TEST_S3 holds, for SSE-KMS (unset: KMSObjectStore starts a MinIO with one)
 //	SEQKEEPER_ZK_CLASSPATH        ZooKeeper classpath (default: the Debian package's jars)
 //	SEQKEEPER_MINIO_BIN           MinIO binary (default: the scripts' cache, then $PATH)
+//	SEQKEEPER_TEST_BIN            the seqkeeper binary the clusters run (default: built from this checkout)
 //
 // Shared servers are started once per test binary, on first use; each test
 // gets its own ZooKeeper root path and its own bucket, so tests may run in

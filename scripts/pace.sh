@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Compares a commit with its parent on the three figures that keep the
+# primary out of the workers' way, alternated (parent, commit, parent,
+# commit, ...) on the same ZooKeeper and MinIO, and prints each figure of
+# each side and the commit's ratio to its parent. It prints and compares;
+# it fails only when a benchmark cannot run.
+#
+#   capped   BenchmarkReserve: IDs/s with min_reserve = max_reserve = 100
+#            over IDs/s at the defaults (vs-defaults), through a real
+#            'seqkeeper serve', and each row's slowest request (max-ms)
+#   pace     BenchmarkPace: raises/s over the raise floor (raises/raise-floor)
+#   handover BenchmarkCrashHandover: a killed and a frozen primary's
+#            handover over Curator's LeaderLatch (seqkeeper/curator,
+#            frozen-seqkeeper/curator), handover after handover
+#
+#   bash scripts/pace.sh                 HEAD against HEAD^, 2 rounds of each
+#   bash scripts/pace.sh REV             REV against REV^
+#   bash scripts/pace.sh --base B REV    REV against B
+#   bash scripts/pace.sh --rounds N      N rounds (default 2)
+#   bash scripts/pace.sh --only capped,pace
+#   bash scripts/pace.sh --short         one short round of capped and pace (what CI prints)
+#
+# The binary-driven rows (capped, handover) run this checkout's benchmark
+# against each side's binary (SEQKEEPER_TEST_BIN); pace runs in-process, so
+# it runs each side's own benchmark, from a worktree of that side. A side
+# without the benchmark is said so, not guessed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:$(go env GOPATH)/bin"
+
+rev=HEAD base="" rounds=2 only=",capped,pace,handover," dur=10s short=false
+while (($#)); do
+	case $1 in
+	--base) base=$2; shift ;;
+	--rounds) rounds=$2; shift ;;
+	--only) only=",$2,"; shift ;;
+	--short) short=true rounds=1 dur=3s only=",capped,pace," ;;
+	-h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+	-*) echo "usage: $0 [--base REV] [--rounds N] [--only capped,pace,handover] [--short] [REV]" >&2; exit 2 ;;
+	*) rev=$1 ;;
+	esac
+	shift
+done
+[[ -n $base ]] || base="$rev^"
+log() { printf '%s pace: %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+work=$(mktemp -d -t seqkeeper-pace-XXXXXX) # the two sides' worktrees and binaries
+out=$(mktemp -d -t seqkeeper-pace-out-XXXXXX) # every run's output, kept
+cleanup() {
+	git worktree remove --force "$work/new" >/dev/null 2>&1 || true
+	git worktree remove --force "$work/old" >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
+declare -A sha
+for side in old new; do
+	r=$base
+	[[ $side == new ]] && r=$rev
+	sha[$side]=$(git rev-parse --short "$r^{commit}") || { echo "$r: not a commit" >&2; exit 2; }
+	git worktree add --detach -q "$work/$side" "${sha[$side]}"
+	(cd "$work/$side" && go build -o "$work/$side.bin" ./cmd/seqkeeper)
+done
+log "new ${sha[new]} against old ${sha[old]}, $rounds round(s) of: ${only//,/ }; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# metric FILE BENCH-PREFIX UNIT: the value before UNIT on the lines of
+# BENCH-PREFIX in a 'go test -bench' output, one per line.
+metric() { awk -v b="$2" -v u="$3" 'index($1, b) == 1 { for (i = 3; i <= NF; i++) if ($i == u) print $(i-1) }' "$1"; }
+
+# run SIDE NAME DIR ARGS...: one 'go test -bench' run, kept in $work.
+run() {
+	local side=$1 name=$2 dir=$3
+	shift 3
+	local file="$out/$name.$side.$round.txt"
+	if ! (cd "$dir" && SEQKEEPER_TEST_BIN="$work/$side.bin" go test -run '^$' -timeout 30m "$@" ./bench/ >"$file" 2>&1); then
+		log "$name (${sha[$side]}) failed:"
+		tail -n 30 "$file"
+		exit 1
+	fi
+}
+
+for ((round = 1; round <= rounds; round++)); do
+	order="old new"
+	((round % 2 == 0)) && order="new old"
+	for side in $order; do
+		if [[ $only == *,capped,* ]]; then
+			log "round $round, ${sha[$side]}: capped"
+			run "$side" capped . -bench 'Reserve/(defaults|min=max=100)$' -bench.dur="$dur"
+		fi
+		if [[ $only == *,pace,* ]]; then
+			if grep -q '^func BenchmarkPace(' "$work/$side/bench/pace_test.go" 2>/dev/null; then
+				log "round $round, ${sha[$side]}: pace"
+				run "$side" pace "$work/$side" -bench '^BenchmarkPace$' -bench.dur="$dur"
+			else
+				log "${sha[$side]} has no BenchmarkPace: pace not compared"
+				only=${only/,pace,/,}
+			fi
+		fi
+		if [[ $only == *,handover,* ]]; then
+			log "round $round, ${sha[$side]}: handover"
+			run "$side" handover . -bench 'CrashHandover' -bench.handovers=2
+		fi
+	done
+done
+
+# figure NAME BENCH UNIT: each side's values, and the median new/old.
+figure() {
+	local name=$1 bench=$2 unit=$3 side vals
+	[[ $only == *",$name,"* ]] || return 0
+	declare -A v
+	for side in old new; do
+		v[$side]=$(cat "$out/$name.$side."*.txt | metric /dev/stdin "$bench" "$unit" | sort -g | xargs)
+	done
+	ratio=$(awk -v a="${v[new]}" -v b="${v[old]}" 'function med(s, n, x) { n = split(s, x, " "); return n % 2 ? x[(n+1)/2] : (x[n/2] + x[n/2+1]) / 2 }
+		BEGIN { o = med(b); printf "%.2f", o ? med(a) / o : 0 }')
+	printf '%-8s %-34s old %-28s new %-28s new/old %s\n' "$name" "$unit" "${v[old]}" "${v[new]}" "$ratio"
+}
+echo
+echo "figure   unit                               each run, old ${sha[old]}        each run, new ${sha[new]}       median ratio"
+figure capped 'BenchmarkReserve/min=max=100' vs-defaults
+figure capped 'BenchmarkReserve/min=max=100' max-ms
+figure capped 'BenchmarkReserve/defaults' IDs/s
+figure pace 'BenchmarkPace' raises/raise-floor
+figure pace 'BenchmarkPace' store-puts/raise
+figure handover 'BenchmarkCrashHandover' seqkeeper/curator
+figure handover 'BenchmarkCrashHandover' frozen-seqkeeper/curator
+log "done; raw output in $out"
