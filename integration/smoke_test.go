@@ -76,23 +76,30 @@ func TestSmoke(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The operator CLI runs in the replica's container, with its settings.
-		code, out, err := r.Container.Exec(ctx, []string{"/seqkeeper", "create", "smoke"}, tcexec.Multiplexed())
-		if err != nil || code != 0 {
-			b, _ := io.ReadAll(out)
-			t.Fatalf("seqkeeper create smoke: exit %d, %v: %s", code, err, b)
+		// The operator CLI runs in the replica's container, with its
+		// settings but one ZooKeeper server, each in turn; the replica
+		// serves each name at once, so at least two of them are created
+		// through a server its own session is not on.
+		for _, zoo := range c.ZooKeepers {
+			name := "smoke-" + zoo.Name
+			create := []string{"/seqkeeper", "--zk", zoo.Name + ":" + portNumber(ZooKeeperPort), "create", name}
+			code, out, err := r.Container.Exec(ctx, create, tcexec.Multiplexed())
+			if err != nil || code != 0 {
+				b, _ := io.ReadAll(out)
+				t.Fatalf("%s: exit %d, %v: %s", strings.Join(create[1:], " "), code, err, b)
+			}
+			resp, err := http.Post("http://"+r.Addr(ReplicaPort)+"/v1/sequences/"+name+"/ids?count=5", "", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var ids struct{ Ranges [][2]int64 }
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ids) != nil || len(ids.Ranges) == 0 {
+				t.Fatalf("take 5 IDs of %s, created through %s: %s %s", name, zoo.Name, resp.Status, body)
+			}
+			t.Logf("took IDs %v of %s from %s", ids.Ranges, name, r.Name)
 		}
-		resp, err := http.Post("http://"+r.Addr(ReplicaPort)+"/v1/sequences/smoke/ids?count=5", "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		var ids struct{ Ranges [][2]int64 }
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &ids) != nil || len(ids.Ranges) == 0 {
-			t.Fatalf("take 5 IDs: %s %s", resp.Status, body)
-		}
-		t.Logf("took IDs %v from %s", ids.Ranges, r.Name)
 	})
 
 	t.Run("write through one server, read through another", func(t *testing.T) {
