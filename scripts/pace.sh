@@ -66,12 +66,13 @@ log "new ${sha[new]} against old ${sha[old]}, $rounds round(s) of: ${only//,/ };
 # BENCH-PREFIX in a 'go test -bench' output, one per line.
 metric() { awk -v b="$2" -v u="$3" 'index($1, b) == 1 { for (i = 3; i <= NF; i++) if ($i == u) print $(i-1) }' "$1"; }
 
-# run SIDE NAME DIR ARGS...: one 'go test -bench' run, kept in $work.
+# run SIDE NAME DIR BENCH FLAGS...: one 'go test -bench BENCH ./bench/
+# FLAGS...' run in DIR, kept in $out.
 run() {
-	local side=$1 name=$2 dir=$3
-	shift 3
+	local side=$1 name=$2 dir=$3 bench=$4
+	shift 4
 	local file="$out/$name.$side.$round.txt"
-	if ! (cd "$dir" && SEQKEEPER_TEST_BIN="$work/$side.bin" go test -run '^$' -timeout 30m "$@" ./bench/ >"$file" 2>&1); then
+	if ! (cd "$dir" && SEQKEEPER_TEST_BIN="$work/$side.bin" go test -run '^$' -timeout 30m -bench "$bench" ./bench/ "$@" >"$file" 2>&1); then
 		log "$name (${sha[$side]}) failed:"
 		tail -n 30 "$file"
 		exit 1
@@ -84,12 +85,12 @@ for ((round = 1; round <= rounds; round++)); do
 	for side in $order; do
 		if [[ $only == *,capped,* ]]; then
 			log "round $round, ${sha[$side]}: capped"
-			run "$side" capped . -bench 'Reserve/(defaults|min=max=100)$' -bench.dur="$dur"
+			run "$side" capped . 'Reserve/(defaults|min=max=100)$' -bench.dur="$dur"
 		fi
 		if [[ $only == *,pace,* ]]; then
 			if grep -q '^func BenchmarkPace(' "$work/$side/bench/pace_test.go" 2>/dev/null; then
 				log "round $round, ${sha[$side]}: pace"
-				run "$side" pace "$work/$side" -bench '^BenchmarkPace$' -bench.dur="$dur"
+				run "$side" pace "$work/$side" '^BenchmarkPace$' -bench.dur="$dur"
 			else
 				log "${sha[$side]} has no BenchmarkPace: pace not compared"
 				only=${only/,pace,/,}
@@ -97,7 +98,7 @@ for ((round = 1; round <= rounds; round++)); do
 		fi
 		if [[ $only == *,handover,* ]]; then
 			log "round $round, ${sha[$side]}: handover"
-			run "$side" handover . -bench 'CrashHandover' -bench.handovers=2
+			run "$side" handover . 'CrashHandover' -bench.handovers=2
 		fi
 	done
 done
@@ -111,12 +112,13 @@ figure() {
 		v[$side]=$(cat "$out/$name.$side."*.txt | metric /dev/stdin "$bench" "$unit" | sort -g | xargs)
 	done
 	ratio=$(awk -v a="${v[new]}" -v b="${v[old]}" 'function med(s, n, x) { n = split(s, x, " "); return n % 2 ? x[(n+1)/2] : (x[n/2] + x[n/2+1]) / 2 }
-		BEGIN { o = med(b); printf "%.2f", o ? med(a) / o : 0 }')
-	printf '%-8s %-34s old %-28s new %-28s new/old %s\n' "$name" "$unit" "${v[old]}" "${v[new]}" "$ratio"
+		BEGIN { o = med(b); printf "%.3g", o ? med(a) / o : 0 }')
+	printf '%-8s %-42s %-24s %-24s %s\n' "$name" "$unit" "${v[old]}" "${v[new]}" "$ratio"
 }
 echo
-echo "figure   unit                               each run, old ${sha[old]}        each run, new ${sha[new]}       median ratio"
+printf '%-8s %-42s %-24s %-24s %s\n' figure "unit (each run)" "old ${sha[old]}" "new ${sha[new]}" "new/old (medians)"
 figure capped 'BenchmarkReserve/min=max=100' vs-defaults
+figure capped 'BenchmarkReserve/min=max=100' IDs/s
 figure capped 'BenchmarkReserve/min=max=100' max-ms
 figure capped 'BenchmarkReserve/defaults' IDs/s
 figure pace 'BenchmarkPace' raises/raise-floor

@@ -43,6 +43,14 @@ bash scripts/validate-manifests.sh
 log "package tests (-race)"
 go test -race -count=1 -timeout 30m "$@" ./...
 
+# The pace guard: the reserve and raise benchmarks in short form, printed
+# for whoever reads the log, never judged here (a timed assertion on a
+# shared machine is a flake). scripts/pace.sh compares a commit with its
+# parent on the same figures, alternated.
+log "pace: BenchmarkReserve and BenchmarkPace, short (printed, not judged; compare commits with scripts/pace.sh)"
+go test -run '^$' -bench 'Reserve|^BenchmarkPace$' -timeout 10m ./bench/ -bench.dur=3s |
+	grep -E '^(Benchmark|ok|FAIL|---|panic)' || { echo "the pace benchmarks did not run"; exit 1; }
+
 # Every fuzz target, for a fixed number of inputs: the package tests ran
 # their seed corpora (testdata/fuzz), this looks a little further. go test
 # -list finds the targets, so a new one joins by itself; go test -fuzz takes
