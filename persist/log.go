@@ -176,6 +176,13 @@ func (s *Store) ensureLog(ctx context.Context, l *layout) error {
 func (s *Store) migrate(ctx context.Context) error {
 	for attempt := 0; ; attempt++ {
 		data, etag, err := s.b.Get(ctx, metaKey)
+		if errors.Is(err, ErrNotFound) {
+			// Lost since the layout was read: rebuilt as at first use.
+			if _, err := s.readMeta(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("read the meta object: %w", err)
 		}

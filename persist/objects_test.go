@@ -214,6 +214,22 @@ func TestLosingOneObject(t *testing.T) {
 			t.Fatalf("another root on the rebuilt store: %v", err)
 		}
 	})
+	t.Run("meta after a read, before the first write", func(t *testing.T) {
+		t.Parallel()
+		dir, open := setup(t)
+		// An operator's store: it has read what it decides on, then the
+		// object goes, and its first write must not fail on it.
+		s := open(StoreOptions{Root: "/r"})
+		want(t, s, "a", 300, false)
+		if err := os.Remove(filepath.Join(dir, "meta")); err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, s, 1, Record{Name: "b", Ceiling: 150})
+		if l := mustLayout(t, open(StoreOptions{Root: "/r"})); l.n != 4 || s.Repairs() != 1 {
+			t.Fatalf("rebuilt with %d buckets, %d repairs", l.n, s.Repairs())
+		}
+		want(t, open(StoreOptions{Root: "/r"}), "b", 150, false)
+	})
 	t.Run("bucket", func(t *testing.T) {
 		t.Parallel()
 		dir, open := setup(t)
