@@ -25,6 +25,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -101,6 +102,18 @@ type Watcher struct {
 	resync chan struct{}
 
 	known map[string]meta // the last state reported per sequence
+
+	// wrote holds, per sequence, what its last Wrote reported, until every
+	// notification stamped at or below its stamp has been handled.
+	wroteMu sync.Mutex
+	wrote   map[string]written
+}
+
+// written is what Wrote reported of a sequence: the stamp of the write's
+// reply, and the state it left.
+type written struct {
+	stamp uint64
+	meta  meta
 }
 
 // meta identifies what was last reported of a sequence. The version and
@@ -155,7 +168,7 @@ func New(c *zkclient.Client, root string, opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("watcher: Parallelism %d must be positive", opts.Parallelism)
 	}
 	w := &Watcher{zk: c, root: root, opts: opts, log: zerolog.Nop(),
-		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}}
+		out: make(chan Event, 256), resync: make(chan struct{}, 1), known: map[string]meta{}, wrote: map[string]written{}}
 	if opts.Logger != nil {
 		w.log = *opts.Logger
 	}
@@ -173,6 +186,67 @@ func (w *Watcher) Resync() {
 	case w.resync <- struct{}{}:
 	default:
 	}
+}
+
+// Wrote tells the watcher that its client wrote data into name's znode:
+// res is the write's result (its set's, in a transaction), whose Stamp
+// separates the notifications of that write and of earlier ones, which it
+// overwrote, from those of later writes. The data-change notifications of
+// name stamped at or below it are not read, and the watcher takes data and
+// res.Stat as what it last reported of name, as if it had read them:
+// nothing is reported for that write, at a resync either. So the caller
+// must know the data it wrote as the state of name. Every other
+// notification is answered as always: those stamped above res.Stamp are of
+// later writes (another client's take right after the write is read and
+// reported), and creations and deletions are always read. A result
+// without a stamp or a stat says nothing. Safe to call from any goroutine.
+func (w *Watcher) Wrote(name string, data []byte, res zkclient.OpResult) {
+	if res.Stamp == 0 || res.Stat == nil {
+		return
+	}
+	m := meta{version: res.Stat.Version, czxid: res.Stat.Czxid, mzxid: res.Stat.Mzxid, data: maphash.Bytes(dataSeed, data)}
+	w.wroteMu.Lock()
+	if old, ok := w.wrote[name]; !ok || old.stamp < res.Stamp {
+		w.wrote[name] = written{stamp: res.Stamp, meta: m}
+	}
+	w.wroteMu.Unlock()
+}
+
+// skipWritten drops from evs the data-change notifications that a Wrote
+// covers, taking what that write left as known, and forgets what Wrote
+// reported once no notification still queued can be stamped at or below
+// it (the queue hands notifications over in stamp order).
+func (w *Watcher) skipWritten(evs []zkclient.Event) []zkclient.Event {
+	if len(evs) == 0 {
+		return evs
+	}
+	w.wroteMu.Lock()
+	defer w.wroteMu.Unlock()
+	if len(w.wrote) == 0 {
+		return evs
+	}
+	last := evs[len(evs)-1].Stamp
+	kept := evs[:0]
+	for _, ev := range evs {
+		name, ok := strings.CutPrefix(ev.Path, w.root+"/")
+		rec, wrote := w.wrote[name]
+		if !ok || !wrote || ev.Type != zkclient.EventNodeDataChanged || ev.Stamp > rec.stamp {
+			kept = append(kept, ev)
+			continue
+		}
+		// Only forward, on the same incarnation: a resync may have read
+		// a later state already.
+		if k, ok := w.known[name]; ok && k.czxid == rec.meta.czxid && k.mzxid < rec.meta.mzxid {
+			rec.meta.armed = k.armed
+			w.known[name] = rec.meta
+		}
+	}
+	for name, rec := range w.wrote {
+		if rec.stamp <= last {
+			delete(w.wrote, name)
+		}
+	}
+	return kept
 }
 
 // Run follows the root until ctx is done, then closes Events and returns
@@ -232,7 +306,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			}
 			connected = has
 		case <-queue.Ready():
-			if err := w.handle(ctx, queue.Drain()); err != nil {
+			if err := w.handle(ctx, w.skipWritten(queue.Drain())); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}

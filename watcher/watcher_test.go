@@ -349,3 +349,80 @@ func TestFollowsAfterAReconnect(t *testing.T) {
 		}
 	}
 }
+
+// Wrote: the notifications of the watcher's client's own writes, stamped
+// at or below the stamps of their replies, are neither read nor reported;
+// another client's write right after one of them is; a resync finds
+// nothing new in what the skipped writes left. The watcher is held (its first sync's
+// events are not consumed until the writes are made), so that every
+// notification is still queued when Wrote is called.
+func TestWroteSkipsOnlyTheWritersOwnNotifications(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := dial(t, z.Servers)
+	other := dial(t, z.Servers)
+	root := z.Path("wrote")
+	ctx := t.Context()
+	if err := c.EnsurePath(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300 // more than the events the watcher buffers
+	ops := make([]zkclient.Op, 0, n)
+	for i := range n {
+		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%03d", root, i), []byte("0"), 0))
+	}
+	if _, err := c.Multi(ctx, ops...); err != nil {
+		t.Fatal(err)
+	}
+	w := start(t, c, root)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(w.Events()) < cap(w.Events()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first sync buffered %d events; want %d", len(w.Events()), cap(w.Events()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	write := func(name string) {
+		t.Helper()
+		res, err := c.Multi(ctx, zkclient.SetOp(root+"/"+name, []byte("mine"), zkclient.AnyVersion))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Wrote(name, []byte("mine"), res[0])
+	}
+	write("s000")
+	write("s002")
+	for _, name := range []string{"s002", "s001"} { // s002: a take right after the write
+		if _, err := other.Set(ctx, root+"/"+name, []byte("theirs"), zkclient.AnyVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	changed := map[string]string{}
+	for len(changed) < 2 {
+		ev := next(t, w, false)
+		switch {
+		case ev.Kind == watcher.Added:
+		case ev.Kind == watcher.Changed && changed[ev.Name] == "":
+			changed[ev.Name] = string(ev.Data)
+		default:
+			t.Fatalf("got %v %s %q; want the first sync's events, then s001 and s002 changed", ev.Kind, ev.Name, ev.Data)
+		}
+	}
+	if changed["s001"] != "theirs" || changed["s002"] != "theirs" {
+		t.Fatalf("changed: %v; want s001 and s002 changed to theirs (and s000, written by the watcher's client, not reported)", changed)
+	}
+	// The watcher took s000's write as known: a resync finds nothing new.
+	w.Resync()
+	if ev := next(t, w, true); ev.Kind != watcher.Synced {
+		t.Fatalf("the resync reported %v %s %q; want nothing before synced", ev.Kind, ev.Name, ev.Data)
+	}
+	// Another client's write of s000 is reported, as s000 was not followed
+	// by notifications alone.
+	if _, err := other.Set(ctx, root+"/s000", []byte("theirs"), zkclient.AnyVersion); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "s000" || string(ev.Data) != "theirs" {
+		t.Fatalf("got %v %s %q; want s000 changed to theirs", ev.Kind, ev.Name, ev.Data)
+	}
+}

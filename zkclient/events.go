@@ -60,17 +60,37 @@ func (c *Client) NodeEvents(prefix string) (*EventQueue, func()) {
 	}
 }
 
-// dispatch hands a node event to the queues whose prefix covers its path.
-// It runs on the ZooKeeper event loop.
-func (c *Client) dispatch(zev zk.Event) {
+// dispatch stamps a node event of connection generation gen and hands it
+// to the queues whose prefix covers its path, unless gen is no longer the
+// client's. It runs on that connection's event loop.
+func (c *Client) dispatch(gen int64, zev zk.Event) {
 	ev := event(zev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen.Load() != gen {
+		return
+	}
+	c.stamp++
+	ev.Stamp = c.stamp
 	for q := range c.queues {
 		if ev.Path == q.prefix || strings.HasPrefix(ev.Path, q.prefix+"/") {
 			q.push(ev)
 		}
 	}
+}
+
+// stampAt is the last stamp dispatched, called on the event loop of
+// connection generation gen as a reply arrives there (OpResult.Stamp); 0
+// when gen is no longer the client's. Under mu, as dispatch: a stamp taken
+// while gen is current is below every stamp of a later connection, whose
+// notifications may be of writes after the reply.
+func (c *Client) stampAt(gen int64) uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen.Load() != gen {
+		return 0
+	}
+	return c.stamp
 }
 
 // Event is a watch notification.
@@ -81,6 +101,11 @@ type Event struct {
 	// Err is set on EventNotWatching: why the watch was lost (ErrClosing
 	// when its connection was closed, ErrSessionExpired, ...).
 	Err error
+	// Stamp numbers the notifications the client dispatched to its queues
+	// (NodeEvents), from 1, in the order they arrived, over every
+	// connection: compare it with OpResult.Stamp. 0 on the events of a
+	// watch's channel.
+	Stamp uint64
 }
 
 // EventType tells what happened to a watched znode.

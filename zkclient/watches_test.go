@@ -133,3 +133,50 @@ func TestOneShotWatchesOnAPersistentWatchEndWithTheConnection(t *testing.T) {
 		t.Fatal("a one-shot watch set after the reconnect never fired")
 	}
 }
+
+// A transaction's OpResult.Stamp lies at or above the stamps of the
+// notifications of its own write and below those of any later write,
+// another client's included: so a writer that knows the state it wrote
+// can tell which queued notifications its write made stale.
+func TestMultiStampSeparatesItsWriteFromLaterOnes(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	c := testenv.Connect(t, z.Servers, 10*time.Second)
+	other := testenv.Connect(t, z.Servers, 10*time.Second)
+	ctx := context.Background()
+	root := z.Root + "/stamps"
+	path := root + "/n"
+	if err := c.EnsurePath(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	q, stop := c.NodeEvents(root)
+	defer stop()
+	if err := c.Session().AddWatch(ctx, path, false); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 100 {
+		res, err := c.Multi(ctx, zkclient.SetOp(path, []byte("mine"), zkclient.AnyVersion))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamp := res[0].Stamp
+		st, err := other.Set(ctx, path, []byte("theirs"), zkclient.AnyVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A read that sees the other's write comes after its notification.
+		if _, got, err := c.Get(ctx, path); err != nil || got.Version < st.Version {
+			t.Fatalf("read after the other's write: version %v, %v; want %d", got, err, st.Version)
+		}
+		evs := q.Drain()
+		if len(evs) != 2 {
+			t.Fatalf("round %d: %d notifications; want 2 (mine, then theirs)", i, len(evs))
+		}
+		if mine, theirs := evs[0].Stamp, evs[1].Stamp; mine <= last || mine > stamp || theirs <= stamp {
+			t.Fatalf("round %d: stamps %d (mine), %d (theirs), reply %d, previous round up to %d; want previous < mine <= reply < theirs",
+				i, mine, theirs, stamp, last)
+		}
+		last = evs[1].Stamp
+	}
+}

@@ -119,6 +119,7 @@ type Client struct {
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
 	queues map[*EventQueue]struct{}
+	stamp  uint64 // the last Event.Stamp dispatched (under mu)
 
 	done chan struct{}
 	once sync.Once
@@ -209,7 +210,9 @@ func Dial(ctx context.Context, servers []string, opts Options) (*Client, error) 
 
 // connect opens a new connection and makes it the current one.
 func (c *Client) connect() error {
+	c.mu.Lock() // under mu: stampAt and dispatch compare generations under it
 	gen := c.gen.Add(1)
+	c.mu.Unlock()
 	var self atomic.Pointer[zk.Conn]
 	w := newWatches()
 	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
@@ -232,7 +235,7 @@ func (c *Client) connect() error {
 				w.drop(cmp.Or(ev.Err, zk.ErrConnectionClosed))
 			}
 			if c.gen.Load() == gen {
-				c.onEvent(self.Load(), ev)
+				c.onEvent(gen, self.Load(), ev)
 			}
 		}))
 	if err != nil {
@@ -246,7 +249,7 @@ func (c *Client) connect() error {
 			return fmt.Errorf("zookeeper digest auth: %w", err)
 		}
 	}
-	if old := c.conn.Swap(&link{Conn: conn, watches: w}); old != nil {
+	if old := c.conn.Swap(&link{Conn: conn, watches: w, gen: gen}); old != nil {
 		old.Close()
 	}
 	return nil
@@ -277,9 +280,9 @@ func (c *Client) redialLoop() {
 }
 
 // onEvent runs on go-zookeeper's event loop: it must never block.
-func (c *Client) onEvent(conn *zk.Conn, ev zk.Event) {
+func (c *Client) onEvent(gen int64, conn *zk.Conn, ev zk.Event) {
 	if ev.Type != zk.EventSession {
-		c.dispatch(ev)
+		c.dispatch(gen, ev)
 		return
 	}
 	switch ev.State {

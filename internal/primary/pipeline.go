@@ -112,6 +112,11 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, r
 		cancel()
 		for i, r := range done {
 			raised[reqs[i].Name] = r
+			if p.watch != nil {
+				// Its state is r.State, which land takes: the watch's
+				// notification of it need not be read.
+				p.watch.Wrote(reqs[i].Name, r.Data, r.Result)
+			}
 		}
 		rest = left
 	}

@@ -109,3 +109,105 @@ func TestPipelinedRaises(t *testing.T) {
 		}
 	}
 }
+
+// TestATakeRightAfterARaiseIsSeen: the watch's notification of the
+// primary's own raise is not read (the raise's reply says what it
+// wrote), but a take that lands right after the raise is read and
+// decided, whether it comes from another session or from the primary's
+// own (serve's sidecar): with no sweep to catch it, a take whose
+// notification the primary skipped would leave its taker waiting at the
+// ceiling for ever. First the take lands while the raise is held before
+// it lands (so it is read while the raise's notification may still be
+// queued), then in a loop of takes that each empty the reserve and wait
+// for its raise.
+func TestATakeRightAfterARaiseIsSeen(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	store := fileStore(t, t.TempDir())
+	r := &fileRig{t: t, servers: z.Servers, root: z.SequencesRoot(t), store: store}
+	cfg := config.DefaultPrimary()
+	cfg.MarkerPath = z.Root + "/cluster"
+	cfg.MinReserve, cfg.MaxReserve = 100, 100
+	cfg.StoreBatchDelay = 0       // every raise goes at once
+	cfg.SweepInterval = time.Hour // only events move the primary
+	own := r.client(z.Servers, 4*time.Second)
+	p, err := primary.New(cfg, primary.Deps{Sequences: own, Store: store, Holder: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	p.HoldLandings(release)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+		cancel()
+		<-done
+	})
+
+	c := r.client(z.Servers, 10*time.Second)
+	sidecar, err := seqzk.NewClient(own.ZK(), seqzk.Options{Root: r.root, CeilingWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if err := c.Register(ctx, "a", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "initialised", func() bool { return p.Stats().Initialised >= 1 })
+	describe := func() state.State {
+		t.Helper()
+		st, _, err := c.Describe(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	empty := func(via *seqzk.Client) {
+		t.Helper()
+		st := describe()
+		if _, err := via.Take(ctx, "a", st.Ceiling-st.Next+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Emptied: raised from the state the primary read (one transaction,
+	// stamped), and held before it lands.
+	a0 := describe()
+	empty(c)
+	waitFor(t, "a raised in ZooKeeper", func() bool { return describe().Ceiling > a0.Ceiling })
+	a1 := describe()
+	deferred := p.Stats().Deferred
+	empty(c)
+	waitFor(t, "the take right after the raise read, its decision put off", func() bool { return p.Stats().Deferred > deferred })
+	close(release)
+	released = true
+	waitFor(t, "a raised again after its flight landed", func() bool { return describe().Ceiling > a1.Ceiling })
+
+	raises := p.Stats().Raises
+	for i := range 200 {
+		via := c
+		if i%2 == 1 {
+			via = sidecar
+		}
+		// Each take empties the reserve, and waits for the raise the one
+		// before it called for.
+		if _, err := via.Take(ctx, "a", 1_000_000); err != nil {
+			t.Fatalf("take %d: %v", i, err)
+		}
+	}
+	if got := p.Stats().Raises - raises; got < 199 {
+		t.Fatalf("%d raises for 200 takes that each emptied the reserve", got)
+	}
+	rec, err := store.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := describe(); st.Ceiling > rec.Ceiling {
+		t.Fatalf("ZooKeeper ceiling %d above the stored %d", st.Ceiling, rec.Ceiling)
+	}
+}

@@ -30,10 +30,13 @@ type RaiseReq struct {
 }
 
 // Raised is a raise RaiseAll made: the state it wrote and the data
-// version it is at.
+// version it is at; and, for watcher.Watcher.Wrote, the data it wrote and
+// its set's result (Result.Stat nil when Version is not known).
 type Raised struct {
 	State   state.State
 	Version int32
+	Data    []byte
+	Result  zkclient.OpResult
 }
 
 // RaiseAll raises many ceilings with few ZooKeeper writes. It reads every
@@ -88,17 +91,19 @@ func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Ra
 	flush := func() {
 		for len(batch) > 0 {
 			ops := make([]zkclient.Op, 0, 2*len(batch))
-			for _, it := range batch {
+			data := make([][]byte, len(batch))
+			for k, it := range batch {
 				path := c.Path(reqs[it.i].Name)
+				data[k] = it.st.Encode()
 				ops = append(ops,
 					zkclient.CheckOp(path+"/"+it.st.Marker, 0),
-					zkclient.SetOp(path, it.st.Encode(), it.version))
+					zkclient.SetOp(path, data[k], it.version))
 			}
 			c.stats.requests.Add(1)
 			res, err := c.zk.Multi(sent(ctx), ops...)
 			if err == nil {
 				for k, it := range batch {
-					done[it.i] = Raised{it.st, res[2*k+1].Stat.Version}
+					done[it.i] = Raised{it.st, res[2*k+1].Stat.Version, data[k], res[2*k+1]}
 				}
 				batch = nil
 				return

@@ -1373,6 +1373,15 @@ type MultiResponse struct {
 // ops must be one of *CreateRequest, *DeleteRequest, *SetDataRequest, or
 // *CheckVersionRequest.
 func (c *Conn) Multi(ops ...interface{}) ([]MultiResponse, error) {
+	return c.MultiAt(nil, ops...)
+}
+
+// MultiAt is Multi that also calls at, if not nil, on the receive loop
+// when the reply arrives: after the event callback has seen every
+// notification the server sent before the reply, and before it sees any
+// sent after it (seqkeeper). at is not called when the request fails
+// without a reply (a lost connection).
+func (c *Conn) MultiAt(at func(), ops ...interface{}) ([]MultiResponse, error) {
 	req := &multiRequest{
 		Ops:        make([]multiRequestOp, 0, len(ops)),
 		DoneHeader: multiHeader{Type: -1, Done: true, Err: -1},
@@ -1394,7 +1403,11 @@ func (c *Conn) Multi(ops ...interface{}) ([]MultiResponse, error) {
 		req.Ops = append(req.Ops, multiRequestOp{multiHeader{opCode, false, -1}, op})
 	}
 	res := &multiResponse{}
-	_, err := c.request(opMulti, req, res, nil)
+	var recvFunc func(*request, *responseHeader, error)
+	if at != nil {
+		recvFunc = func(*request, *responseHeader, error) { at() }
+	}
+	_, err := c.request(opMulti, req, res, recvFunc)
 	if err == ErrConnectionClosed {
 		return nil, err
 	}
