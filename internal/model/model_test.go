@@ -86,7 +86,7 @@ import (
 // Environment:
 //
 //	SEQKEEPER_MODEL_SEED      the seed (decimal or 0x hex); default from the clock
-//	SEQKEEPER_MODEL_DURATION  how long to run (Go duration); default 45s
+//	SEQKEEPER_MODEL_DURATION  how long to run (Go duration); default 45s (15s with -short)
 //	SEQKEEPER_MODEL_OPS       stop after this many operations (replay a prefix)
 //	SEQKEEPER_MODEL_SHRINK    0 disables re-running a failing seed with fewer operations
 //	SEQKEEPER_MODEL_SKIP      operations not to run, comma-separated: names from opTable
@@ -104,6 +104,7 @@ import (
 // index, and which operations are possible depends on earlier outcomes), so
 // a replay usually, not always, takes the same path.
 func TestModel(t *testing.T) {
+	shortParallel(t)
 	set := loadSettings(t)
 	t.Logf("seed %#x (SEQKEEPER_MODEL_SEED=%d), duration %s, ops limit %d, skipping %v",
 		set.seed, set.seed, set.duration, set.maxOps, slices.Sorted(maps.Keys(set.skip)))
@@ -123,11 +124,12 @@ func TestModel(t *testing.T) {
 // the operator talk TLS to a ZooKeeper that serves TLS only and knows them
 // by their client certificate (x509:CN=seqkeeper): the proxies that cut
 // connections carry TLS, and ZooKeeper's wipes and rollbacks keep its TLS
-// port. SEQKEEPER_MODEL_TLS_DURATION sets its length (default 20s); the
-// other settings are TestModel's.
+// port. SEQKEEPER_MODEL_TLS_DURATION sets its length (default 20s, 8s with
+// -short); the other settings are TestModel's.
 func TestModelOverTLS(t *testing.T) {
+	shortParallel(t)
 	set := loadSettings(t)
-	set.tls, set.duration = true, 20*time.Second
+	set.tls, set.duration = true, shortOr(20*time.Second, 8*time.Second)
 	if v := os.Getenv("SEQKEEPER_MODEL_TLS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -157,7 +159,7 @@ type settings struct {
 }
 
 func loadSettings(t *testing.T) settings {
-	s := settings{seed: uint64(time.Now().UnixNano()), duration: 45 * time.Second, shrink: true}
+	s := settings{seed: uint64(time.Now().UnixNano()), duration: shortOr(45*time.Second, 15*time.Second), shrink: true}
 	if v := os.Getenv("SEQKEEPER_MODEL_SEED"); v != "" {
 		seed, err := strconv.ParseUint(v, 0, 64)
 		if err != nil {
@@ -416,4 +418,34 @@ func (m *model) summary(seed uint64, ops int, elapsed time.Duration) string {
 		fmt.Fprintf(&b, "\n  %-10s %8d  %d  %d", name, l.handed, l.highest, len(l.issued.rs))
 	}
 	return b.String()
+}
+
+// shortOr is full, or short under -short: the model's runs are shorter
+// in the everyday loop (go test -short), and as long as ever in the full
+// run. An explicit SEQKEEPER_MODEL_*DURATION wins either way.
+func shortOr(full, short time.Duration) time.Duration {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+// runDeadline is when a run that began (its set-up included) at began
+// and lasts d starts no more operations. Under -short it is d after the
+// set-up instead: a short run on a loaded machine, whose servers may take
+// most of d to start, still spends d on operations.
+func runDeadline(began time.Time, d time.Duration) time.Time {
+	if testing.Short() {
+		return time.Now().Add(d)
+	}
+	return began.Add(d)
+}
+
+// shortParallel runs the model's runs side by side under -short: each has
+// its own ZooKeeper and store and spends most of its time waiting on
+// them. The full run keeps them one at a time, as long runs under -race.
+func shortParallel(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
 }

@@ -63,13 +63,14 @@ const severalRoots = 4
 // Every root's oracle checks what TestModel's does; a failure names its
 // root. Settings are TestModel's (SEQKEEPER_MODEL_SEED, SEQKEEPER_MODEL_SKIP,
 // SEQKEEPER_MODEL_TLS), except its length: SEQKEEPER_MODEL_ROOTS_DURATION
-// (default 30s). A seed picks the same operations for each root and the
+// (default 30s, 10s with -short). A seed picks the same operations for each root and the
 // same faults, but four drivers and a fault driver interleave as the
 // scheduler lets them, so a replay takes another path more often than
 // TestModel's; there is no operation limit and no shrinking.
 func TestModelSeveralRoots(t *testing.T) {
+	shortParallel(t)
 	set := loadSettings(t)
-	set.duration = 30 * time.Second
+	set.duration = shortOr(30*time.Second, 10*time.Second)
 	if v := os.Getenv("SEQKEEPER_MODEL_ROOTS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -164,7 +165,7 @@ func runRoots(t *testing.T, set settings) ([]outcome, string) {
 		e.populate()
 	}
 
-	deadline := began.Add(set.duration)
+	deadline := runDeadline(began, set.duration)
 	for i, e := range rr.roots {
 		rr.drivers.Go(func() { rr.drive(i, e, deadline) })
 	}

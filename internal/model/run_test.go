@@ -21,7 +21,7 @@ func runModel(t *testing.T, set settings, maxOps int) outcome {
 	closeEnv := func() { once.Do(e.close) }
 	t.Cleanup(closeEnv)
 
-	deadline := began.Add(set.duration)
+	deadline := runDeadline(began, set.duration)
 	op := 0
 	for !m.failed() && time.Now().Before(deadline) && (maxOps == 0 || op < maxOps) {
 		op++
