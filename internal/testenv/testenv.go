@@ -17,12 +17,14 @@
 // Shared servers are started once per test binary, on first use; each test
 // gets its own ZooKeeper root path and its own bucket, so tests may run in
 // parallel against one server. Packages that use the shared servers call
-// Main from TestMain so the servers stop when the tests end.
+// Main from TestMain so the servers stop when the tests end. Under -short,
+// Main lets a package run ShortParallel parallel tests at once.
 package testenv
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	mrand "math/rand/v2"
 	"net"
@@ -65,6 +67,8 @@ func Main(m *testing.M) { os.Exit(Run(m)) }
 // Run runs the tests as Main does and returns the exit code, for a
 // TestMain that checks more after the tests.
 func Run(m *testing.M) int {
+	flag.Parse()
+	shortParallelism()
 	code := m.Run()
 	registry.mu.Lock()
 	procs, after := registry.procs, registry.atExit
@@ -77,6 +81,29 @@ func Run(m *testing.M) int {
 		f()
 	}
 	return code
+}
+
+// ShortParallel is how many parallel tests a package runs at once under
+// -short (go test's default is GOMAXPROCS, 2 on a small CI machine). The
+// tests of this module spend most of their time waiting: for a session
+// to expire, a primary to take over, a ZooKeeper or MinIO to answer, a
+// paced load to run its course. Under -short, the everyday loop, they
+// overlap more; the full run (scripts/test.sh, with -race) keeps go
+// test's default. An explicit -parallel always wins.
+const ShortParallel = 8
+
+// shortParallelism raises -test.parallel to ShortParallel under -short
+// unless the command line set it. It runs before m.Run reads the flag.
+func shortParallelism() {
+	p := flag.Lookup("test.parallel")
+	if !testing.Short() || p == nil {
+		return
+	}
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f == p })
+	if n, err := strconv.Atoi(p.Value.String()); !set && err == nil && n < ShortParallel {
+		_ = p.Value.Set(strconv.Itoa(ShortParallel))
+	}
 }
 
 // Server ports come from below Linux's ephemeral range (32768-60999), so
