@@ -131,26 +131,9 @@ func event(ev zk.Event) Event { return Event{Type: EventType(ev.Type), Path: ev.
 // of any later request; the callback fires these channels synchronously, so
 // the channels keep that order. (Forwarding go-zookeeper's own channels
 // through a goroutine would lose it.)
-//
-// A znode this connection watches persistently (AddWatch) gets no one-shot
-// watch on the server: ZooKeeper 3.8 keeps one watch mode per session and
-// znode (ZOOKEEPER-4466, fixed in 3.9), so a one-shot watch sent there
-// would turn the persistent watch into a one-shot one and silence it after
-// the next change. The persistent watch's notifications fire the channel
-// instead, and when the connection drops (the server forgets persistent
-// watches with it) every channel that relied on one fires NotWatching.
 type watches struct {
 	mu sync.Mutex
 	m  map[watchKey][]chan Event
-	// persistent are the znodes with a persistent watch on this
-	// connection, and dropped counts the connection losses that emptied
-	// it, so that an AddWatch answered across a loss is not recorded.
-	persistent map[string]struct{}
-	dropped    uint64
-}
-
-func newWatches() *watches {
-	return &watches{m: make(map[watchKey][]chan Event), persistent: make(map[string]struct{})}
 }
 
 type watchKind uint8
@@ -169,45 +152,12 @@ type watchKey struct {
 // so that no notification can come in between. A notification of an older
 // watch on the same znode then fires it early: a spurious wake-up, never a
 // missed one.
-//
-// covered reports whether path has a persistent watch, which then stands
-// for the one-shot watch: the caller reads without setting one.
-func (w *watches) add(path string, kind watchKind) (ch chan Event, covered bool) {
-	ch = make(chan Event, 1)
+func (w *watches) add(path string, kind watchKind) chan Event {
+	ch := make(chan Event, 1)
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.m[watchKey{path, kind}] = append(w.m[watchKey{path, kind}], ch)
-	_, covered = w.persistent[path]
-	return ch, covered
-}
-
-// persist records path's persistent watch, set by a request sent when
-// dropped was at since, unless the connection was lost meanwhile.
-func (w *watches) persist(path string, since uint64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.dropped == since {
-		w.persistent[path] = struct{}{}
-	}
-}
-
-// since is what persist needs from before the request.
-func (w *watches) since() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.dropped
-}
-
-// drop forgets the persistent watches of a lost connection and fires the
-// channels that relied on them.
-func (w *watches) drop(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.dropped++
-	for path := range w.persistent {
-		w.fireLocked(zk.Event{Type: zk.EventNotWatching, Path: path, Err: err}, dataWatch, childWatch)
-	}
-	clear(w.persistent)
+	w.mu.Unlock()
+	return ch
 }
 
 // remove drops a channel whose request failed.
@@ -242,13 +192,9 @@ func (w *watches) fire(zev zk.Event) {
 	default:
 		return
 	}
+	ev := event(zev)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.fireLocked(zev, kinds...)
-}
-
-func (w *watches) fireLocked(zev zk.Event, kinds ...watchKind) {
-	ev := event(zev)
 	for _, kind := range kinds {
 		k := watchKey{zev.Path, kind}
 		for _, ch := range w.m[k] {

@@ -164,12 +164,8 @@ func (s Session) Get(ctx context.Context, path string) ([]byte, *Stat, error) {
 // write succeed can rely on a non-blocking receive to tell whether the
 // watch fired before it.
 func (s Session) GetW(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
-	ch, covered := s.conn.watches.add(path, dataWatch)
-	get := s.GetQ
-	if covered {
-		get = s.Get
-	}
-	data, st, err := get(ctx, path)
+	ch := s.conn.watches.add(path, dataWatch)
+	data, st, err := s.GetQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, dataWatch, ch)
 		return nil, nil, nil, err
@@ -212,16 +208,13 @@ func (s Session) MultiRead(ctx context.Context, paths ...string) ([]Read, error)
 // drops it with the connection: after a reconnect (Changes), set it again.
 // Setting it twice is harmless.
 //
-// A one-shot watch (GetW, ExistsW, ChildrenW) on a znode with a
-// persistent watch of its own is kept by this client, not the server,
-// and fired by the persistent watch's notifications, so that the two
-// never end each other.
+// A one-shot watch (GetW, ExistsW, ChildrenW, and their Q forms) set
+// afterwards on the same connection and znode is not sent to the server
+// (the vendored go-zookeeper's send loop clears its flag): the
+// persistent watch's notifications fire it, and the two never end each
+// other.
 func (s Session) AddWatch(ctx context.Context, path string, recursive bool) error {
-	since := s.conn.watches.since()
 	_, err := run(ctx, s, "addWatch", func() (struct{}, error) { return struct{}{}, s.watch().AddWatch(path, recursive) })
-	if err == nil && !recursive {
-		s.conn.watches.persist(path, since)
-	}
 	return err
 }
 
@@ -237,12 +230,8 @@ func (s Session) Children(ctx context.Context, path string) ([]string, *Stat, er
 // ChildrenW is Children that also sets a watch on the list of children,
 // which also fires when the znode is deleted (see GetW).
 func (s Session) ChildrenW(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
-	ch, covered := s.conn.watches.add(path, childWatch)
-	children := s.ChildrenQ
-	if covered {
-		children = s.Children
-	}
-	names, st, err := children(ctx, path)
+	ch := s.conn.watches.add(path, childWatch)
+	names, st, err := s.ChildrenQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, childWatch, ch)
 		return nil, nil, nil, err
@@ -265,12 +254,8 @@ func (s Session) Exists(ctx context.Context, path string) (bool, *Stat, error) {
 // ExistsW is Exists that also sets a watch: on creation if the znode does
 // not exist, else on its data and deletion (see GetW).
 func (s Session) ExistsW(ctx context.Context, path string) (bool, *Stat, <-chan Event, error) {
-	ch, covered := s.conn.watches.add(path, dataWatch)
-	exists := s.ExistsQ
-	if covered {
-		exists = s.Exists
-	}
-	ok, st, err := exists(ctx, path)
+	ch := s.conn.watches.add(path, dataWatch)
+	ok, st, err := s.ExistsQ(ctx, path)
 	if err != nil {
 		s.conn.watches.remove(path, dataWatch, ch)
 		return false, nil, nil, err

@@ -12,7 +12,6 @@
 package zkclient
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -214,7 +213,7 @@ func (c *Client) connect() error {
 	gen := c.gen.Add(1)
 	c.mu.Unlock()
 	var self atomic.Pointer[zk.Conn]
-	w := newWatches()
+	w := &watches{m: make(map[watchKey][]chan Event)}
 	hosts := zk.NewDNSHostProvider(zk.WithSkipUnresolvable(func(server string, err error) {
 		c.log.Warn().Str("server", server).Err(err).Msg("zookeeper: a server name does not resolve; using the others")
 	}))
@@ -231,9 +230,6 @@ func (c *Client) connect() error {
 			// Watches first, on every connection, current or not: a
 			// replaced connection's watches still end (NotWatching).
 			w.fire(ev)
-			if ev.Type == zk.EventSession && (ev.State == zk.StateDisconnected || ev.State == zk.StateExpired) {
-				w.drop(cmp.Or(ev.Err, zk.ErrConnectionClosed))
-			}
 			if c.gen.Load() == gen {
 				c.onEvent(gen, self.Load(), ev)
 			}

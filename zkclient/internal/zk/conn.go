@@ -98,6 +98,10 @@ type Conn struct {
 	requestsLock sync.Mutex
 	watchers     map[watchPathType][]chan Event
 	qwatchers    map[watchPathType]struct{} // seqkeeper: watches set without a channel (addWatcherQ)
+	// persistent are the znodes this connection has sent a persistent
+	// watch for (seqkeeper; sendData). Used by the send loop only, and
+	// emptied with every new connection, whose server has none.
+	persistent   map[string]struct{}
 	watchersLock sync.Mutex
 	closeChan    chan struct{} // channel to tell send loop stop
 
@@ -389,6 +393,7 @@ func (c *Conn) connect() error {
 		zkConn, err := c.dialer("tcp", c.Server(), c.connectTimeout)
 		if err == nil {
 			c.conn = zkConn
+			c.persistent = nil // seqkeeper: see sendData
 			c.setState(StateConnected)
 			if c.logInfo {
 				c.logger.Printf("connected to %s", c.Server())
@@ -740,6 +745,7 @@ func (c *Conn) authenticate() error {
 }
 
 func (c *Conn) sendData(req *request) error {
+	c.keepPersistent(req)
 	header := &requestHeader{req.xid, req.opcode}
 	n, err := encodePacket(c.buf[4:], header)
 	if err != nil {
@@ -778,6 +784,37 @@ func (c *Conn) sendData(req *request) error {
 	}
 
 	return nil
+}
+
+// keepPersistent (seqkeeper) keeps a one-shot watch from ending a
+// persistent one. ZooKeeper 3.8 keeps one watch mode per session and
+// znode (ZOOKEEPER-4466, fixed in 3.9): a data, exists or children watch
+// sent on a znode this connection watches persistently would turn that
+// watch into a one-shot one, which ends at the next change. Such a
+// request is sent without its watch flag; its watcher is registered as
+// usual when the reply comes, and the persistent watch's notifications,
+// which notifyWatches hands to every watcher of the znode, fire it. The
+// send loop is the one place that sees the connection's requests in the
+// order the server applies them.
+func (c *Conn) keepPersistent(req *request) {
+	switch p := req.pkt.(type) {
+	case *addWatchRequest:
+		if p.Mode == 0 {
+			if c.persistent == nil {
+				c.persistent = make(map[string]struct{})
+			}
+			c.persistent[p.Path] = struct{}{}
+		}
+	case *getDataRequest:
+		_, kept := c.persistent[p.Path]
+		p.Watch = p.Watch && !kept
+	case *existsRequest:
+		_, kept := c.persistent[p.Path]
+		p.Watch = p.Watch && !kept
+	case *getChildren2Request:
+		_, kept := c.persistent[p.Path]
+		p.Watch = p.Watch && !kept
+	}
 }
 
 func (c *Conn) sendLoop() error {
