@@ -18,16 +18,20 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type fixture struct {
 	name  string
 	fresh func(t testing.TB) (open func() Backend)
+	// variant marks a kind of S3 bucket whose differences the backend
+	// conformance suite checks (TestS3VersionedBackend,
+	// TestS3SSEKMSBackend): with -short, forEachBackend leaves it out.
+	variant bool
 }
 
 var fixtures = []fixture{
-	{"s3", s3Fixture(testenv.ObjectStore, false)},
+	{"s3", s3Fixture(testenv.ObjectStore, false), false},
 	// The same with versioning on the bucket: a delete leaves a delete
 	// marker and an overwrite an older version, which the store's
 	// conditional writes, listings and reads must not see.
-	{"s3-versioned", s3Fixture(testenv.ObjectStore, true)},
+	{"s3-versioned", s3Fixture(testenv.ObjectStore, true), true},
 	// Every PUT asks for SSE-KMS with the server's key.
-	{"s3-sse-kms", s3Fixture(testenv.KMSObjectStore, false)},
+	{"s3-sse-kms", s3Fixture(testenv.KMSObjectStore, false), true},
 	{"file", func(t testing.TB) func() Backend {
 		dir := t.TempDir()
 		return func() Backend {
@@ -37,7 +41,7 @@ var fixtures = []fixture{
 			}
 			return b
 		}
-	}},
+	}, false},
 }
 
 // s3Fixture is a fixture on a bucket of server (ObjectStore or
@@ -64,11 +68,15 @@ func fixtureNamed(t testing.TB, name string) fixture {
 	return fixture{}
 }
 
-// forEachBackend runs fn once per fixture, in parallel subtests.
+// forEachBackend runs fn once per fixture, in parallel subtests (with
+// -short, on the file and the plain S3 fixture only).
 func forEachBackend(t *testing.T, fn func(t *testing.T, open func() Backend)) {
 	t.Helper()
 	for _, fx := range fixtures {
 		t.Run(fx.name, func(t *testing.T) {
+			if fx.variant && testing.Short() {
+				t.Skip("-short: the store's tests run on a file and a plain S3 bucket; the backend conformance suite (TestS3VersionedBackend, TestS3SSEKMSBackend) covers this bucket, the full run every store test on it")
+			}
 			t.Parallel()
 			fn(t, fx.fresh(t))
 		})
