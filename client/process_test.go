@@ -32,10 +32,14 @@ import (
 // taking, and took again after the last restart.
 //
 // Not parallel: it has the machine to itself, so that the replicas' and
-// ZooKeeper's timing is the test's own.
+// ZooKeeper's timing is the test's own. The chaos lasts 9 s, 4 s with
+// -short (four rounds: the first still kills the primary).
 func TestFailoverAgainstServeProcesses(t *testing.T) {
+	chaosFor := 9 * time.Second
+	if testing.Short() {
+		chaosFor = 4 * time.Second
+	}
 	const (
-		chaosFor  = 9 * time.Second
 		round     = time.Second // a replica down and up again
 		takers    = 4
 		minIDs    = 20_000
