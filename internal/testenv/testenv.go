@@ -89,8 +89,10 @@ func Run(m *testing.M) int {
 // to expire, a primary to take over, a ZooKeeper or MinIO to answer, a
 // paced load to run its course. Under -short, the everyday loop, they
 // overlap more; the full run (scripts/test.sh, with -race) keeps go
-// test's default. An explicit -parallel always wins.
-const ShortParallel = 8
+// test's default. An explicit -parallel always wins. More than 4 gained
+// little on two cores and let a loaded machine stall the shared
+// ZooKeeper past the election tests' 2 s contact limit.
+const ShortParallel = 4
 
 // shortParallelism raises -test.parallel to ShortParallel under -short
 // unless the command line set it. It runs before m.Run reads the flag.
