@@ -19,7 +19,9 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// The primary's tests keep the CPU busy: -short runs them at go test's
+// parallelism, not testenv.ShortParallel.
+func TestMain(m *testing.M) { testenv.MainCPUBound(m) }
 
 // rig is a ZooKeeper root and a store bucket for one test.
 type rig struct {

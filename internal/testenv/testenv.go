@@ -64,11 +64,21 @@ func atExit(f func()) {
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
+// MainCPUBound is Main for a package whose tests keep the CPU busy rather
+// than wait (internal/primary: paced loads, thousands of sequences): it
+// keeps go test's parallelism under -short too, where more tests at once
+// would gain nothing and starve the timing they measure.
+func MainCPUBound(m *testing.M) { os.Exit(run(m, false)) }
+
 // Run runs the tests as Main does and returns the exit code, for a
 // TestMain that checks more after the tests.
-func Run(m *testing.M) int {
+func Run(m *testing.M) int { return run(m, true) }
+
+func run(m *testing.M, shortParallel bool) int {
 	flag.Parse()
-	shortParallelism()
+	if shortParallel {
+		shortParallelism()
+	}
 	code := m.Run()
 	registry.mu.Lock()
 	procs, after := registry.procs, registry.atExit
