@@ -23,6 +23,7 @@ import (
 // afresh once it is seen. Here the primary's loop is held by a slow store
 // write of another sequence while the operator's commands run.
 func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
+	parallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s", "other")
 	ctx := context.Background()
@@ -85,6 +86,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 // new sequence started at the stored mark + 1, below IDs the counter
 // handed out, with no ZooKeeper data loss involved.
 func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
+	parallelUnderShort(t)
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
 	pstore, pgate := gatedFileStore(t, dir)

@@ -22,6 +22,7 @@ import (
 // restore or import brought the deleted name back. The store now learns
 // an incarnation only once ZooKeeper holds it.
 func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
+	parallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s")
 	ctx := context.Background()
@@ -80,6 +81,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 // primary restored it. The audit now believes a znode newer than a
 // deletion only if it was created after the deletion record was written.
 func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
+	parallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, func(c *config.Primary) { c.AuditInterval = 300 * time.Millisecond }, "s")
 	ctx := context.Background()

@@ -24,6 +24,7 @@ import (
 // makes the primary's create fail. The primary's store write is held here
 // to widen the window.
 func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
+	parallelUnderShort(t)
 	dir := t.TempDir()
 	r, _, c, pgate := gatedPrimary(t, dir, nil, "s", "t")
 	ctx := context.Background()
