@@ -29,6 +29,10 @@ func TestAdvanceWhileTakersRun(t *testing.T) {
 	l := newLedger()
 	wctx, stop := context.WithCancel(ctx)
 	wg := r.workers(wctx, 3, "orders", l)
+	// Advance refuses a sequence the primary has not initialised yet,
+	// which on a loaded machine can take longer than the takers' head
+	// start.
+	waitFor(t, "orders initialised", func() bool { st, _, err := c.Describe(ctx, "orders"); return err == nil && !st.Registered })
 	time.Sleep(300 * time.Millisecond)
 
 	const to = 1_000_000
