@@ -17,6 +17,20 @@ import (
 	"github.com/seqkeeper/seqkeeper/httpapi"
 )
 
+// postIDs asks url (an ID route) for IDs and fails unless it answers 200.
+func postIDs(c *http.Client, url string) error {
+	resp, err := c.Post(url, "", nil)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
 // BenchmarkHTTP is the sidecar row: POST /v1/sequences/{name}/ids with
 // count=1 and count=100 from 8 concurrent callers (a Go load generator on
 // keep-alive connections) against one replica on loopback, for
@@ -42,18 +56,7 @@ func BenchmarkHTTP(b *testing.B) {
 			b.Cleanup(func() { ts.Close(); _ = srv.Close(context.Background()) })
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
 			url := fmt.Sprintf("%s/v1/sequences/bench/ids?count=%d", ts.URL, count)
-			call := func() error {
-				resp, err := client.Post(url, "", nil)
-				if err != nil {
-					return err
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("status %d", resp.StatusCode)
-				}
-				return nil
-			}
+			call := func() error { return postIDs(client, url) }
 			// Warm up: connections, the allocator's first batches.
 			for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
 				if err := call(); err != nil {

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"testing"
@@ -84,18 +83,7 @@ func reserveRow(b *testing.B, settings map[string]string) (float64, durations) {
 	hc := &http.Client{}
 	b.Cleanup(hc.CloseIdleConnections)
 	u := fmt.Sprintf("%s/v1/sequences/r/ids?count=%d", c.URL(0), count)
-	call := func(int) error {
-		resp, err := hc.Post(u, "", nil)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	}
+	call := func(int) error { return postIDs(hc, u) }
 	// The first take waits for the primary to initialise the sequence.
 	if err := call(0); err != nil {
 		b.Fatal(err)
