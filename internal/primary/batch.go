@@ -109,20 +109,56 @@ func (p *Primary) mayWrite() bool {
 	return true
 }
 
-// pressing reports whether any of plans is for a sequence whose IDs left
-// do not last until the pace allows the next store write: its takers
-// would wait for the pace, so the write goes at once. The pace is for
-// raises that can wait a moment; a reserve that demand empties between
-// two paced writes (a capped max_reserve, a small bounded space) would
-// otherwise get at most one raise per 1/StoreWriteRate.
+// pressing reports whether any of plans is for a sequence whose takers
+// would wait for the pace, so the write goes at once: its IDs left do not
+// last until the pace allows the next store write at its demand, or (a
+// raise) it has none left and its demand takes a reserve's worth before
+// then, or is not known yet. The pace is for raises that can wait a
+// moment; a reserve that demand empties between two paced writes (a capped
+// max_reserve, a small bounded space) would otherwise get at most one
+// raise per 1/StoreWriteRate.
+//
+// Performance: a reserve with nothing left is most often one a single
+// take emptied whole (the raise at the low-water mark comes first
+// otherwise), and a taker that takes a reserve's worth at once comes back,
+// at the sequence's demand, no sooner than a reserve lasts. Under a load
+// in which every take empties a reserve (BenchmarkPace), a store write for
+// each loop's emptied reserves carries about 30 raises, against 100-200
+// per paced write, and the store's work then costs about a third of the
+// raises a second (docs/performance.md, "Raises against the raise floor").
 func (p *Primary) pressing(plans []plan) bool {
 	every := time.Duration(float64(time.Second) / p.cfg.StoreWriteRate)
 	for _, pl := range plans {
-		if t := p.seqs[pl.name]; t != nil && p.lasts(t) < every {
+		t := p.seqs[pl.name]
+		if t == nil {
+			continue
+		}
+		if pl.kind != planRaise || t.state.Available() > 0 || t.state.Legacy {
+			if p.lasts(t) < every {
+				return true
+			}
+			continue
+		}
+		if d := p.demand(t); d <= 0 || float64(p.reserve(t)) < d*every.Seconds() {
 			return true
 		}
 	}
 	return false
+}
+
+// demand is t's demand in IDs a second as far as it is known, erring
+// high: the most of its smoothed rate, of its recent burst and of what the
+// sample in progress took, each over at least rateWindow (a burst shows
+// before its sample closes, and the smoothed rate of a sequence that
+// became busy lags its demand by up to a runway); 0 before a first sample
+// closed.
+func (p *Primary) demand(t *tracked) float64 {
+	d := max(p.rateOf(t), float64(t.burst)/rateWindow.Seconds())
+	if d <= 0 || t.lastAt == 0 || t.state.Next <= t.lastNext {
+		return d
+	}
+	dt := max(time.Since(clockBase)-t.lastAt, rateWindow)
+	return max(d, float64(t.state.Next-t.lastNext)/dt.Seconds())
 }
 
 // holdUrgent holds back plans that must wait for the store's pace.
