@@ -128,8 +128,10 @@ func BenchmarkPace(b *testing.B) {
 	}
 
 	var floorRaises, floorMultis atomic.Int64
-	raiseFloor := raiseFloorOf(b, zc, newWriters(b, zc, e.root+"-raisefloor", n, perTaker, true, payload), tf.via, payload, &floorRaises, &floorMultis)
-	before, sessionsBefore, floorBefore, raiseFloorBefore := baseline(), baselineSessions(), floor(), raiseFloor()
+	raiseFloor := raiseFloorOf(b, zc, newWriters(b, zc, e.root+"-raisefloor", n, perTaker, true, payload), tf.via, payload, &floorRaises, &floorMultis, false)
+	var watchedRaises, watchedMultis atomic.Int64
+	watchedFloor := raiseFloorOf(b, e.session(), newWriters(b, zc, e.root+"-watchedfloor", n, perTaker, true, payload), tf.via, payload, &watchedRaises, &watchedMultis, true)
+	before, sessionsBefore, floorBefore, raiseFloorBefore, watchedBefore := baseline(), baselineSessions(), floor(), raiseFloor(), watchedFloor()
 	var takerReqs0 int64
 	for _, c := range sessions {
 		takerReqs0 += c.Stats().Requests
@@ -154,7 +156,7 @@ func BenchmarkPace(b *testing.B) {
 	primaryOps.on.Store(false)
 	// forTime resets the benchmark's timer and stops it: started again,
 	// the time it keeps is the last baseline's, and one run is enough.
-	raiseFloorAfter, floorAfter, sessionsAfter := raiseFloor(), floor(), baselineSessions()
+	watchedAfter, raiseFloorAfter, floorAfter, sessionsAfter := watchedFloor(), raiseFloor(), floor(), baselineSessions()
 	b.StartTimer()
 	after := baseline()
 
@@ -181,6 +183,10 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(rf/max(writes, writesSessions), "raise-floor/zk-write-max")
 	b.ReportMetric(raises/secs/rf, "raises/raise-floor")
 	b.ReportMetric(float64(floorRaises.Load())/float64(max(floorMultis.Load(), 1)), "raise-floor-raises/multi")
+	wf := (watchedBefore + watchedAfter) / 2
+	b.ReportMetric(wf, "watched-floor/s")
+	b.ReportMetric(wf/rf, "watched-floor/raise-floor")
+	b.ReportMetric(raises/secs/wf, "raises/watched-floor")
 	b.ReportMetric(float64(takes.Load())/secs, "takes/s")
 	b.ReportMetric(float64(waits)/float64(max(takes.Load(), 1)), "waits/take")
 	b.ReportMetric(float64(req1.Puts-req0.Puts)/max(raises, 1), "store-puts/raise")
@@ -196,7 +202,7 @@ func BenchmarkPace(b *testing.B) {
 	b.ReportMetric(float64(primaryReqs)/max(raises, 1), "primary-zk-requests/raise")
 	b.ReportMetric(raises/float64(max(len(primaryOps.of("multi")), 1)), "primary-raises/multi")
 	b.Logf("primary's ZooKeeper requests per raise: %s", perRaise.String())
-	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; with the raises' writes %.0f then %.0f; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raiseFloorBefore, raiseFloorAfter, raises/secs, secs, ids.Load())
+	b.Logf("inflight %d: baseline %.0f then %.0f writes/s; from %d sessions %.0f then %.0f writes/s; takers' floor %.0f then %.0f takes/s; with the raises' writes %.0f then %.0f; and their watches %.0f then %.0f; %.0f raises/s over %.1f s; %d IDs", n, before, after, n, sessionsBefore, sessionsAfter, floorBefore, floorAfter, raiseFloorBefore, raiseFloorAfter, watchedBefore, watchedAfter, raises/secs, secs, ids.Load())
 }
 
 // register registers names through admin, many at once.
@@ -297,9 +303,34 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 // the benchmark reports both). No watch, no read, no store: only the
 // requests a raise cannot do without. A taker whose znode's raise has not
 // landed yet reads again. raises and multis count what the raisers wrote.
-func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte, raises, multis *atomic.Int64) func() float64 {
+//
+// watched adds the watches that a primary learning of takes by ZooKeeper's
+// notifications cannot do without (the watched floor): the raisers'
+// session holds a persistent watch on every znode, as the primary does on
+// every sequence, so that every take and every raise is a notification to
+// it, and each taker's read sets a data watch, as a taker's read of an
+// emptied sequence does to hear of its raise. zc is then a session of the
+// raise floor's own, since persistent watches are not removed.
+func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient.Client, payload []byte, raises, multis *atomic.Int64, watched bool) func() float64 {
 	w.via = via
 	ctx := context.Background()
+	read := func(c *zkclient.Client, p string) (*zkclient.Stat, error) {
+		_, st, err := c.Get(ctx, p)
+		return st, err
+	}
+	if watched {
+		for _, ps := range w.paths {
+			for _, p := range ps {
+				if err := zc.Session().AddWatch(ctx, p, false); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		read = func(c *zkclient.Client, p string) (*zkclient.Stat, error) {
+			_, st, err := c.Session().GetQ(ctx, p)
+			return st, err
+		}
+	}
 	return func() float64 {
 		type job struct{ g, k int }
 		jobs := make(chan job, 4096)
@@ -345,7 +376,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 			next[g] = (k + 1) % len(w.paths[g])
 			p, c := w.paths[g][k], w.client(g)
 			for {
-				_, st, err := c.Get(ctx, p)
+				st, err := read(c, p)
 				if err != nil {
 					return err
 				}

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
@@ -34,14 +38,18 @@ var reserveRows = []struct {
 // primary raises as soon as the takers reach the ceiling (a raise's round
 // trip) or leaves them waiting (a sweep, the store's pace). Each row
 // reports its IDs/s, its ratio to the first row's in the same run
-// (vs-defaults) and its slowest request (max-ms).
+// (vs-defaults) and its slowest request (max-ms). Beside it, the replica's
+// slowest store PUT and ZooKeeper multi() in the row (put-max-ms and
+// multi-max-ms, the upper bounds of their histograms' buckets, from its
+// /metrics): a raise is one of each, so a request slower than their sum
+// waited on more than a raise's round trip.
 //
 //	go test -run '^$' -bench 'Reserve' ./bench/ -bench.dur=20s
 func BenchmarkReserve(b *testing.B) {
 	var baseline float64
 	for _, row := range reserveRows {
 		b.Run(row.name, func(b *testing.B) {
-			ids, lat := reserveRow(b, row.env)
+			ids, lat, slowest := reserveRow(b, row.env)
 			b.ReportMetric(ids, "IDs/s")
 			if baseline == 0 {
 				baseline = ids
@@ -49,13 +57,16 @@ func BenchmarkReserve(b *testing.B) {
 			b.ReportMetric(ids/baseline, "vs-defaults")
 			b.ReportMetric(millis(lat.quantile(0.99)), "p99-ms")
 			b.ReportMetric(millis(lat.quantile(1)), "max-ms")
+			b.ReportMetric(slowest["seqkeeper_store_request_duration_seconds/put"], "put-max-ms")
+			b.ReportMetric(slowest["seqkeeper_zookeeper_request_duration_seconds/multi"], "multi-max-ms")
 		})
 	}
 }
 
 // reserveRow runs one row of BenchmarkReserve and returns its IDs a
-// second and every request's latency.
-func reserveRow(b *testing.B, settings map[string]string) (float64, durations) {
+// second, every request's latency, and the replica's slowest requests in
+// the row (slowestRequests).
+func reserveRow(b *testing.B, settings map[string]string) (float64, durations, map[string]float64) {
 	const count = 5
 	z := testenv.ZooKeeper(b)
 	s3 := testenv.ObjectStore(b)
@@ -88,6 +99,60 @@ func reserveRow(b *testing.B, settings map[string]string) (float64, durations) {
 	if err := call(0); err != nil {
 		b.Fatal(err)
 	}
+	before := histograms(b, c.URL(0))
 	all, elapsed := forTime(b, 1, call)
-	return float64(len(all)*count) / elapsed.Seconds(), all
+	return float64(len(all)*count) / elapsed.Seconds(), all, slowestRequests(before, histograms(b, c.URL(0)))
+}
+
+// histograms reads the request latency histograms of the replica at base
+// from its /metrics, by "name/op".
+func histograms(b *testing.B, base string) map[string]*dto.Histogram {
+	b.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := map[string]*dto.Histogram{}
+	for _, name := range []string{"seqkeeper_store_request_duration_seconds", "seqkeeper_zookeeper_request_duration_seconds"} {
+		for _, m := range fams[name].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "op" {
+					hs[name+"/"+l.GetValue()] = m.GetHistogram()
+				}
+			}
+		}
+	}
+	return hs
+}
+
+// slowestRequests is, for each histogram of after, the upper bound in
+// milliseconds of the lowest bucket that holds every request made since
+// before (+Inf as -1).
+func slowestRequests(before, after map[string]*dto.Histogram) map[string]float64 {
+	out := map[string]float64{}
+	for key, h := range after {
+		var was []*dto.Bucket
+		total := h.GetSampleCount()
+		if hb := before[key]; hb != nil {
+			was, total = hb.GetBucket(), total-hb.GetSampleCount()
+		}
+		out[key] = -1
+		for i, bk := range h.GetBucket() {
+			n := bk.GetCumulativeCount()
+			if i < len(was) {
+				n -= was[i].GetCumulativeCount()
+			}
+			if n == total {
+				out[key] = bk.GetUpperBound() * 1000
+				break
+			}
+		}
+	}
+	return out
 }

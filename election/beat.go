@@ -25,10 +25,10 @@ import (
 //
 // The candidate next in line reads the beat every Config.CrashProbe.
 // When the beat names its predecessor and has not moved for the
-// predecessor's lossAfter plus a quarter of it, counted from the first
-// read that saw it, the predecessor has had no write acknowledged since
-// (any acknowledged beat would have moved it), so it has stopped leading
-// on its own (ErrContactLost), unless it is paused: the candidate deletes
+// predecessor's lossAfter plus an eighth of it (beatMargin), counted from
+// the first read that saw it, the predecessor has had no write
+// acknowledged since (any acknowledged beat would have moved it), so it
+// has stopped leading on its own (ErrContactLost), unless it is paused: the candidate deletes
 // the predecessor's node in one transaction with a check of the beat's
 // version, so a beat that lands meanwhile keeps the node. A leader
 // paused past that (a long GC, a frozen VM) loses its node as it would
@@ -41,6 +41,17 @@ import (
 // beatName is the beat znode's name in the candidate directory; it does
 // not parse as a candidate (parseNode), so every version ignores it.
 const beatName = "leader-beat"
+
+// beatMargin is what the candidate next in line waits past its
+// predecessor's lossAfter before it deletes the node of a predecessor
+// whose beat stood still. The predecessor's term ends at the send time of
+// its last acknowledged beat plus lossAfter, which is before the
+// candidate first read that beat, so the margin is only for the
+// predecessor's own stop: its guard's timer firing late, and its
+// cancellation reaching the primary. A primary later than that is fenced
+// by the store's epoch (docs/guarantees.md). An eighth is 625 ms at a
+// 10 s session.
+func beatMargin(lossAfter time.Duration) time.Duration { return lossAfter / 8 }
 
 // beatData is the beat znode's content.
 type beatData struct {
@@ -144,7 +155,7 @@ func (e *Election) watchBeat(ctx context.Context, c *candidate, p predecessor) <
 				continue
 			}
 			limit := time.Duration(b.LossAfterMS) * time.Millisecond
-			if still := time.Since(since); still >= limit+limit/4 && e.client.SessionID() == c.session {
+			if still := time.Since(since); still >= limit+beatMargin(limit) && e.client.SessionID() == c.session {
 				out <- stillBeat{version, still}
 				return
 			}

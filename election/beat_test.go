@@ -50,7 +50,7 @@ func exists(t *testing.T, client *zkclient.Client, p string) bool {
 }
 
 // The next in line deletes the node of a predecessor whose beat names it
-// and has stood still for the predecessor's lossAfter and a quarter more,
+// and has stood still for the predecessor's lossAfter and an eighth more,
 // although the predecessor's session is alive; a beat that keeps moving
 // keeps the node, and so does a beat of another node, or none at all (a
 // leader of an older version).

@@ -76,8 +76,8 @@
 //     firewall's reset): the live leader then ends its term when it sees
 //     its node deleted, possibly just after the successor started, as a
 //     paused leader does (above). A host that vanishes, or a leader cut
-//     off from ZooKeeper, hands over after the leader's lossAfter and a
-//     quarter more: its heartbeat stands still, so it has stopped on its
+//     off from ZooKeeper, hands over after the leader's lossAfter and an
+//     eighth more: its heartbeat stands still, so it has stopped on its
 //     own, and the next in line deletes its node (beat.go).
 //   - Closing the Client while Run is running ends leadership as soon as the
 //     own node's deletion is seen, but the successor is told by the server at

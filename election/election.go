@@ -109,7 +109,7 @@ type Config struct {
 	// the server to expire it (crash.go says when that guess can be
 	// wrong, and why it stays safe). As often it reads the leader's
 	// heartbeat, and deletes the node of a predecessor whose heartbeat
-	// stood still past that predecessor's lossAfter and a quarter more
+	// stood still past that predecessor's lossAfter and an eighth more
 	// (beat.go). 0: off.
 	CrashProbe time.Duration
 	// Logger receives every transition. Default: disabled.
