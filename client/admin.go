@@ -53,9 +53,10 @@ func (c *Client) Create(ctx context.Context, name string, opts CreateOptions) (C
 
 // Delete deletes sequence name for good (DELETE /v1/sequences/{name}) and
 // returns the tombstone's ceiling: the highest ID the sequence may have
-// handed out. The replica writes the tombstone to the durable store before
-// the sequence leaves ZooKeeper, so a restore never brings it back and a
-// sequence created later under the name starts above the ceiling. It needs
+// handed out. The replica removes the sequence from ZooKeeper in the
+// transaction that records its deletion there, then writes the tombstone
+// to the durable store, so a restore never brings it back and a sequence
+// created later under the name starts above the ceiling. It needs
 // the admin token. IDs taken from the sequence and not used are lost;
 // clients still taking from it get ErrUnknownSequence once it is gone.
 //

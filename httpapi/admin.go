@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/seqkeeper/seqkeeper/internal/admin"
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -19,8 +18,8 @@ type AdminService interface {
 	// these settings. Other settings: an error matching
 	// admin.ErrOtherSettings.
 	Create(ctx context.Context, name string, r seqzk.Registration) (created bool, err error)
-	// Delete tombstones sequence name in the store, removes it from
-	// ZooKeeper, and returns the tombstone's ceiling.
+	// Delete removes sequence name from ZooKeeper, tombstones it in the
+	// store, and returns the tombstone's ceiling.
 	Delete(ctx context.Context, name string) (tombstoneCeiling int64, err error)
 }
 
@@ -92,7 +91,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ceiling, err := s.admin.Delete(r.Context(), name)
-	if errors.Is(err, primary.ErrDeleteContended) {
+	if errors.Is(err, seqzk.ErrContended) {
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
 		return
 	}

@@ -75,12 +75,6 @@ var (
 	// an unsupported scheme; a usage error (exit code 2), not a runtime
 	// failure.
 	ErrBadURL = errors.New("bad store URL")
-	// ErrOtherIncarnation: a tombstone did not take because the store's
-	// record describes another incarnation of the sequence's znode (another
-	// creation zxid): a newer one, or, after ZooKeeper was restored from an
-	// older copy, one of the lost history until the primary records the
-	// znode it now sees. Read the znode again and retry.
-	ErrOtherIncarnation error = readAgainError("the store describes another incarnation of the znode")
 	// ErrOtherRoot: an object of the store was written for another
 	// sequences root than the one this Store serves (StoreOptions.Root):
 	// two roots share one store, which would mix their records. A

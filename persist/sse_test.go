@@ -94,7 +94,7 @@ func TestSSEKMSEncryptsEveryObject(t *testing.T) {
 	for i := range 10 {
 		mustPut(t, s, epoch, rec(fmt.Sprintf("n%d", i%4), int64(100*(i+1)), int64(i+1)))
 	}
-	if _, err := s.Tombstone(ctx, "n3", 2000); err != nil {
+	if _, err := tombstoneOf(ctx, s, "n3", 2000); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Compact(ctx, epoch); err != nil {

@@ -32,7 +32,7 @@ func TestVersionedBucketRecovery(t *testing.T) {
 	for i := range 12 {
 		mustPut(t, s, 0, rec(fmt.Sprintf("n%d", i%5), int64(100*(i+1)), int64(i+1)))
 	}
-	if _, err := s.Tombstone(ctx, "n4", 5000); err != nil {
+	if _, err := tombstoneOf(ctx, s, "n4", 5000); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.Compact(ctx, 0)

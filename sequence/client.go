@@ -68,9 +68,8 @@ var (
 	// negative start, a max below the start, too many windows).
 	ErrInvalidSettings = seqzk.ErrInvalidSettings
 	// ErrDeleteContended reports a Delete that gave up because the
-	// sequence kept changing under it: the tombstone is written, the
-	// sequence not deleted yet. Run it again.
-	ErrDeleteContended = seqzk.ErrDeleteContended
+	// sequence kept changing under it: nothing was deleted. Run it again.
+	ErrDeleteContended = seqzk.ErrContended
 )
 
 // ValidateName reports whether name can name a sequence: 1 to 200 of
@@ -212,22 +211,23 @@ func (c *Client) Create(ctx context.Context, name string, opts CreateOptions) (c
 // with the primary's store URL and root, persist.Open(ctx, url,
 // persist.OpenOptions{}) and persist.NewStore(backend,
 // persist.StoreOptions{Root: root}).
-type Tombstoner = seqzk.Tombstoner
+type Tombstoner = seqzk.Store
 
 // Delete deletes sequence name for good and returns the tombstone's
-// ceiling, the highest ID the sequence may have handed out. The tombstone
-// goes to store first, and only then does the sequence leave ZooKeeper (in
-// one compare-and-set, read again when a take or a raise lands first), so
-// that a ZooKeeper outage cannot bring the sequence back and a sequence
-// created later under the name starts above the ceiling. IDs taken from
+// ceiling, the highest ID the sequence may have handed out. The sequence
+// leaves ZooKeeper in one transaction that also records the deletion there
+// (read again when a take or a raise lands first), and then the store
+// records the tombstone, so that a sequence created later under the name
+// starts above the ceiling and no restore brings it back. IDs taken from
 // the sequence and not used are lost; takers get ErrUnknownSequence once
 // it is gone.
 //
 // It needs the store because ZooKeeper alone cannot promise that: a
 // program without the store's credentials deletes through a replica's HTTP
 // API (client.Client.Delete) or the CLI (seqkeeper delete). It fails with
-// ErrDeleteContended, the tombstone written, if the sequence keeps
-// changing under it; run it again.
+// ErrDeleteContended, nothing deleted, if the sequence keeps changing
+// under it; run it again. A delete whose store write failed is completed
+// by running it again.
 func (c *Client) Delete(ctx context.Context, name string, store Tombstoner) (tombstoneCeiling int64, err error) {
 	return c.c.Delete(ctx, name, store)
 }

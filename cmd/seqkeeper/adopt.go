@@ -22,14 +22,15 @@ ZooKeeper data loss). The new state hands out IDs from above the counter (and
 above any mark of it the store holds), with twice min_reserve IDs reserved.
 
 The store learns the new ceiling first; then the counter is replaced in one
-compare-and-set at the version read, so a worker that moves the counter
-meanwhile only makes adopt read it again. It is safe beside seqkeeper's own
+transaction at the version read, guarded by the name's deletion record, and
+then the store learns the new sequence: a worker that moves the counter, or
+a delete, meanwhile only makes adopt read it again. It is safe beside seqkeeper's own
 takers and a running primary. Stop the writers of other libraries first
 (Curator would read the new data as a number and write one back);
 move them to seqkeeper's library or HTTP API (docs/migrate.md).
 
 A sequence in seqkeeper's format already is left alone (exit 0). Refused
-(exit 2): a counter at the end of the ID space, a name being deleted. kazoo's
+(exit 2): a counter at the end of the ID space. kazoo's
 Counter writes decimal text, which seqkeeper reads as a registration: see
 docs/migrate.md for it.`,
 		Example: "  seqkeeper adopt orders",

@@ -17,10 +17,11 @@ func newDeleteCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a sequence, leaving a tombstone in the store",
-		Long: `Delete a sequence: first record a tombstone with its ceiling in the durable
-store, then remove its znode (and its windows) from ZooKeeper. The tombstone
-makes a sequence created later under the same name start above every ID the
-old one ever issued, so deletion needs --store. Asks for the name to be
+		Long: `Delete a sequence: remove its znode (and its windows) from ZooKeeper in one
+transaction that records the deletion there, then record the tombstone with
+its ceiling in the durable store. The tombstone makes a sequence created
+later under the same name start above every ID the old one ever issued, and
+keeps a restore from bringing it back, so deletion needs --store. Asks for the name to be
 typed unless --yes is given.`,
 		Args: nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {

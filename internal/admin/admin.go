@@ -39,8 +39,8 @@ func Create(ctx context.Context, seqs *seqzk.Client, name string, r seqzk.Regist
 // (it implements httpapi.Admin).
 type Service struct {
 	Sequences *seqzk.Client
-	// Store receives the tombstone of a deleted sequence before its znode
-	// goes.
+	// Store receives the tombstone of a deleted sequence once its znode
+	// is gone.
 	Store *persist.Store
 }
 
@@ -49,8 +49,8 @@ func (s *Service) Create(ctx context.Context, name string, r seqzk.Registration)
 	return Create(ctx, s.Sequences, name, r)
 }
 
-// Delete tombstones sequence name in the store, then removes it from
-// ZooKeeper (primary.Delete), and returns the tombstone's ceiling.
+// Delete removes sequence name from ZooKeeper, then tombstones it in the
+// store (primary.Delete), and returns the tombstone's ceiling.
 func (s *Service) Delete(ctx context.Context, name string) (int64, error) {
 	return primary.Delete(ctx, s.Sequences, s.Store, name)
 }

@@ -7,16 +7,20 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// deleteSequence deletes a sequence as 'seqkeeper delete' does: the
-// tombstone first, then the znode. It is a variable so that the model can
-// run against a tree without primary.Delete (set it to a stand-in there).
-var deleteSequence = primary.Delete
+// deleteSequence deletes a sequence as 'seqkeeper delete' does: the znode
+// with ZooKeeper's deletion record, then the store's tombstone. It is a
+// variable so that the model can run against a tree whose delete has
+// another signature (set it to a stand-in there).
+var deleteSequence = func(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
+	return seqs.Delete(ctx, name, store)
+}
 
-// opDelete deletes a live sequence (tombstone first).
+// opDelete deletes a live sequence.
 func (e *env) opDelete(r *rand.Rand) (string, bool) {
 	live := e.liveNames()
 	if len(live) == 0 {
@@ -37,22 +41,29 @@ func (e *env) deleteName(name string, overHTTP bool) string {
 		tomb, err = deleteSequence(ctx, e.admin, e.store, name)
 	}
 	cancel()
-	// A delete that failed deleted the name only if its tombstone reached
-	// the store and the znode is gone. One that found no znode, or failed
-	// before its tombstone (a connection lost just after ZooKeeper lost its
-	// data), deleted nothing: the name may be lost by ZooKeeper and about
-	// to be restored.
-	gone := err == nil || !errors.Is(err, sequence.ErrUnknownSequence) && e.tombstoned(name) && !e.existsSure(name)
+	// A delete that failed deleted the name only if the znode is gone and
+	// its deletion is recorded: in ZooKeeper's deletion record, up to what
+	// was handed out (a delete records it there first, in the transaction
+	// that removes the znode), or in the store. One that found no znode,
+	// or failed before its transaction (a connection lost just after
+	// ZooKeeper lost its data), deleted nothing: the name may be lost by
+	// ZooKeeper and about to be restored.
+	failed := err != nil && !errors.Is(err, sequence.ErrUnknownSequence)
+	recorded, buried := int64(0), false
+	if failed && !e.existsSure(name) {
+		recorded, buried = e.deletionRecorded(name), e.tombstoned(name)
+	}
 	m := e.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	l := m.ledgers[name]
+	gone := err == nil || buried || recorded > 0 && l != nil && recorded >= l.highest
 	class := m.call("delete", err)
 	if !gone {
 		return fmt.Sprintf("delete %s -> %s (still there)", name, class)
 	}
 	e.deleted[name] = m.op
 	delete(e.undeletable, name)
-	l := m.ledgers[name]
 	if err == nil && !m.lost[name] && tomb < l.highest {
 		m.fail(fmt.Sprintf("TOMBSTONE BELOW ISSUED: deleting %q at op #%d left a tombstone with ceiling %d, but %d was handed out: a re-created %q could hand it out again",
 			name, m.op, tomb, l.highest, name))
@@ -62,6 +73,18 @@ func (e *env) deleteName(name string, overHTTP bool) string {
 		via = " over HTTP"
 	}
 	return fmt.Sprintf("delete %s%s -> %s, tombstone ceiling %d (highest handed out %d)", name, via, class, tomb, l.highest)
+}
+
+// deletionRecorded returns the ceiling of ZooKeeper's deletion record of
+// name: 0 when there is none, -1 when it cannot tell.
+func (e *env) deletionRecorded(name string) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	d, err := e.admin.ReadDeletion(ctx, name)
+	if err != nil {
+		return -1
+	}
+	return d.Ceiling
 }
 
 // tombstoned reports whether the store holds name deleted (false when it

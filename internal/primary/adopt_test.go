@@ -101,3 +101,68 @@ func TestAdoptBesideTakersAndAPrimary(t *testing.T) {
 		t.Fatalf("second adopt: %v; want ErrNotLegacy", err)
 	}
 }
+
+// An operator adopts a legacy counter while another deletes it: adopt's
+// ceiling reaches the store, then the delete lands, then adopt's
+// transaction. Adopt must lose (its transaction is guarded by the znode's
+// version and the name's deletion record) and leave no birth in the store:
+// the name stays deleted, in the store and in ZooKeeper, and no primary
+// brings it back after a ZooKeeper leader election (which changes the
+// era, so a name the store held live would be taken for lost).
+func TestAdoptRacingADeleteLeavesTheNameDeleted(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	dir := t.TempDir()
+	r := &fileRig{t: t, servers: ens.Servers(), root: "/adopt/all-sequences", store: fileStore(t, dir)}
+	_, stop1 := stoppablePrimary(t, r, r.store, "p1", nil)
+	c := r.client(ens.Servers(), 10*time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	if _, err := c.ZK().Create(ctx, c.Path("old"), binary.BigEndian.AppendUint64(nil, 1000), 0); err != nil {
+		t.Fatal(err)
+	}
+	operator := fileStore(t, dir)
+	waitFor(t, "the primary's mark of the counter", func() bool {
+		rec, err := operator.Get(ctx, "old")
+		return err == nil && rec.Ceiling > 1000
+	})
+
+	astore, agate := gatedFileStore(t, dir)
+	ac := r.client(ens.Servers(), 10*time.Second)
+	g := agate.arm()
+	adopted := make(chan error, 1)
+	go func() {
+		_, err := primary.Adopt(ctx, ac, astore, "old", 100)
+		adopted <- err
+	}()
+	waitGate(t, "adopt's store write", g.hit)
+	dead, err := c.Delete(ctx, "old", operator)
+	if err != nil {
+		g.fail(t, err)
+	}
+	close(g.release)
+	if err := <-adopted; !errors.Is(err, seqzk.ErrUnknownSequence) {
+		t.Errorf("adopt of a counter deleted under it: %v; want unknown sequence", err)
+	}
+	rec, err := operator.Get(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.ReadDeletion(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Deleted() || !d.Exists || d.Ceiling < dead {
+		t.Fatalf("after the delete (tombstone %d) beat adopt: store %+v, ZooKeeper's record %+v; want both deleted", dead, rec, d)
+	}
+
+	// A ZooKeeper leader election, then a new primary term.
+	ens.Stop(0)
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	stop1()
+	p2, _ := stoppablePrimary(t, r, fileStore(t, dir), "p2", nil)
+	waitForUpTo(t, 30*time.Second, "p2 leading", func() bool { return p2.Status().Leading })
+	staysAbsent(t, c, "old", 3*time.Second, "after a ZooKeeper leader election")
+}

@@ -1,19 +1,14 @@
 package primary
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
-
-// putAttempts bounds how often an operator's store write is repeated when
-// a primary taking over fences it (each time at the new leader epoch).
-const putAttempts = 5
 
 // Advanced is what Advance did to a sequence.
 type Advanced struct {
@@ -32,7 +27,7 @@ func (a Advanced) Changed() bool { return a.State.Name != "" }
 // ones between the old next and the new one, and the recycled IDs it
 // dropped. (The unissued IDs of the windows it dropped are lost too.) Of
 // a state ZooKeeper may have lost writes of, only the IDs above the
-// store's floor count (see seqzk.Client.Advance): below it, IDs may have
+// store's floor count (see seqzk.Revalidated): below it, IDs may have
 // been handed out after the state was written, and clients may still push
 // them back.
 func (a Advanced) Skipped() state.Ranges {
@@ -53,14 +48,16 @@ func (a Advanced) Skipped() state.Ranges {
 // alone. It refuses (seqzk.ErrAdvanceRefused) a to beyond the end of the
 // space and exhausted, legacy or uninitialised sequences.
 //
+// It is a re-stamp of the lifecycle protocol (seqzk.Client.Lifecycle).
 // The store learns the new ceiling first: twice minReserve IDs from to (or
-// from above the stored ceiling, see seqzk.Client.Advance), as the primary
-// gives an idle sequence, written at the store's current
-// leader epoch (again at the new one if a primary taking over fences the
-// write). Only then does ZooKeeper move (seqzk.Client.Advance), by
-// compare-and-set, so it is safe beside busy takers and a running or
-// changing primary. IDs that clients already took (a hi-lo allocator's
-// batch) are theirs: they may still be handed out by those clients.
+// from above the stored ceiling, for a state ZooKeeper may have lost
+// writes of), as the primary gives an idle sequence. Then one transaction,
+// guarded by the version read, the name's deletion record and (for a
+// trusted state) its marker, moves next up to to, drops recycled IDs and
+// windows and stamps the current epoch under a fresh marker, so it is safe
+// beside busy takers, other operators and a running or changing primary.
+// IDs that clients already took (a hi-lo allocator's batch) are theirs:
+// they may still be handed out by those clients.
 func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, to, minReserve int64) (Advanced, error) {
 	if err := seqzk.ValidateName(name); err != nil {
 		return Advanced{}, err
@@ -75,30 +72,44 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	if !needsAdvance(st, windows, to) {
 		return Advanced{}, nil
 	}
-	rec, err := store.Get(ctx, name)
-	switch {
-	case errors.Is(err, persist.ErrNotFound):
-		rec = persist.Record{Name: name, Start: st.Start, End: st.End, Windows: st.Windows}
-	case err != nil:
-		return Advanced{}, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
-	case rec.Deleted():
-		return Advanced{}, fmt.Errorf("sequence %q: %w: the store holds a tombstone for it (a delete is under way); nothing was changed", name, seqzk.ErrAdvanceRefused)
+	var stored, storedFloor int64 // the ceiling this advance stored; above the store's
+	done, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
+		st := h.State
+		if err := cmp.Or(h.Missing(), seqzk.CheckAdvance(st, to)); err != nil {
+			return seqzk.Step{}, err
+		}
+		// A state ZooKeeper may have lost writes of (a leader election
+		// since it was validated, its marker gone) moves above everything
+		// the store covers too, as the primary's revalidation would: with
+		// only the operator's to, it could be stamped valid below IDs a
+		// lost history handed out.
+		trusted := h.Trusted()
+		storedFloor = state.AddSat(rec.Ceiling, 1)
+		floor := to
+		if !trusted {
+			floor = max(to, storedFloor)
+		} else if !needsAdvance(st, nil, to) && len(h.Children) == 1 {
+			return seqzk.Step{}, nil // advanced by someone else meanwhile
+		}
+		if stored < max(floor, st.Next, st.Ceiling) {
+			headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, st.Start, st.End, st.Legacy))
+			stored = max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), headroom, st.End))
+		}
+		next := seqzk.Advanced(st, floor, stored, h.Epoch)
+		before := persist.Record{Name: name, Ceiling: stored, Start: st.Start, End: st.End, Windows: st.Windows}
+		return seqzk.Step{Change: seqzk.Change{State: &next, Keep: trusted}, Before: &before}, nil
+	})
+	if err != nil || !done.Committed {
+		return Advanced{}, err
 	}
-	// If ZooKeeper's state cannot be trusted (a leader election since it
-	// was validated), the advance moves it above everything the store
-	// covered, as the primary would: the headroom is counted from there.
-	storedFloor := state.AddSat(rec.Ceiling, 1)
-	headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, st.Start, st.End, st.Legacy))
-	ceiling := max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), headroom, st.End))
-	rec.Ceiling = max(rec.Ceiling, ceiling)
-	if err := PutAtCurrentEpoch(ctx, store, rec); err != nil {
-		return Advanced{}, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, rec.Ceiling, err)
+	replaced := done.Replaced.State
+	if !done.Replaced.Trusted() || !done.Landed {
+		// As the primary's revalidation makes an untrusted state: below
+		// the store's floor, its next and recycled IDs may be from before
+		// ZooKeeper lost writes, so the advance skipped none of them.
+		replaced = seqzk.Revalidated(replaced, storedFloor)
 	}
-	replaced, advanced, err := seqs.Advance(ctx, name, to, storedFloor, ceiling)
-	if err != nil {
-		return Advanced{}, fmt.Errorf("%w (the store already holds ceiling %d: run advance again)", err, rec.Ceiling)
-	}
-	return Advanced{Replaced: replaced, State: advanced, Stored: rec.Ceiling}, nil
+	return Advanced{Replaced: replaced, State: *done.Step.State, Stored: stored}, nil
 }
 
 // needsAdvance reports whether sequence st could still hand out an ID
@@ -113,22 +124,4 @@ func needsAdvance(st state.State, windows []seqzk.Window, to int64) bool {
 		}
 	}
 	return false
-}
-
-// PutAtCurrentEpoch writes recs to the store at its current leader epoch,
-// as an operator's command does beside a running primary: the merge by
-// maximum keeps whatever the primary writes, and a primary that takes over
-// meanwhile fences the write, which is then made again at its epoch.
-func PutAtCurrentEpoch(ctx context.Context, store *persist.Store, recs ...persist.Record) error {
-	var err error
-	for range putAttempts {
-		var epoch int64
-		if epoch, _, err = store.Epoch(ctx); err != nil {
-			return err
-		}
-		if err = store.Put(ctx, epoch, recs...); !errors.Is(err, persist.ErrFenced) {
-			return err
-		}
-	}
-	return err
 }

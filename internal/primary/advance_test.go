@@ -9,6 +9,8 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // Advance beside a running primary and busy takers: every take that
@@ -175,5 +177,118 @@ func TestAdvanceIsNotDemand(t *testing.T) {
 	}
 	if reserve := st.Ceiling - st.Next + 1; st.Next < to || reserve > 2*100 {
 		t.Fatalf("after advancing to %d: next %d, ceiling %d: a reserve of %d IDs; want at most twice min_reserve (200)", to, st.Next, st.Ceiling, reserve)
+	}
+}
+
+// untrustedRig is a root with no primary, its store on a file, and a
+// client: a sequence's state and its stored ceiling are what the test
+// writes.
+func untrustedRig(t *testing.T, servers []string, root string) (*fileRig, *seqzk.Client) {
+	t.Helper()
+	r := &fileRig{t: t, servers: servers, root: root, store: fileStore(t, t.TempDir())}
+	c := r.client(servers, 30*time.Second)
+	if err := c.ZK().EnsurePath(context.Background(), root); err != nil {
+		t.Fatal(err)
+	}
+	return r, c
+}
+
+// initialised registers name and initialises it with ceiling in the store
+// and in ZooKeeper, as a primary would.
+func initialised(t *testing.T, r *fileRig, c *seqzk.Client, name string, ceiling int64) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := seqzk.PutAtCurrentEpoch(ctx, r.store, persist.Record{Name: name, Ceiling: ceiling}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Revalidate(ctx, name, 0, ceiling); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A state ZooKeeper may have lost writes of (rolled back to an older copy,
+// validated in an earlier epoch) shows a next, and recycled IDs, from
+// before IDs were handed out. An advance moves it above the store's floor,
+// and reports the state it replaced as revalidation would make it, so that
+// 'advance' never claims to have skipped IDs that clients may hold and
+// push back. A trusted state is reported as it was.
+func TestAdvanceOfAnUntrustedStateSkipsNothingBelowTheStore(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r, c := untrustedRig(t, z.Servers, z.SequencesRoot(t))
+	ctx := context.Background()
+	initialised(t, r, c, "rolled", 100)
+
+	// The state as an old copy of ZooKeeper holds it: validated in an
+	// earlier ZooKeeper epoch, next 20, IDs 5:9 recycled.
+	old := state.State{Start: 1, Next: 20, Ceiling: 100, End: state.MaxID, ZKEpoch: c.Epoch() - 1, Marker: "h-00000000000000bb", Recycled: state.Ranges{{Start: 5, End: 9}}}
+	if _, err := c.ZK().Set(ctx, c.Path("rolled"), old.Encode(), -1); err != nil {
+		t.Fatal(err)
+	}
+	const storedFloor = 101 // the store covers up to 100: IDs up to 100 may be out
+	a, err := primary.Advance(ctx, c, r.store, "rolled", 150, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State.Next != 150 || len(a.State.Recycled) != 0 {
+		t.Fatalf("advanced to %+v; want next 150 and no recycled IDs", a.State)
+	}
+	if a.Replaced.Next != storedFloor || len(a.Replaced.Recycled) != 0 {
+		t.Fatalf("replaced state reported as next %d, recycled %v; want next %d (the stored floor) and no recycled IDs: below it, IDs may have been handed out since the copy", a.Replaced.Next, a.Replaced.Recycled, storedFloor)
+	}
+
+	if _, err := c.Take(ctx, "rolled", 3); err != nil { // 150:152
+		t.Fatal(err)
+	}
+	if err := c.Push(ctx, "rolled", state.Ranges{{Start: 151, End: 152}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err = primary.Advance(ctx, c, r.store, "rolled", 200, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Replaced.Next != 153 || len(a.Replaced.Recycled) != 1 {
+		t.Fatalf("trusted replaced state reported as next %d, recycled %v; want next 153, recycled 151:152", a.Replaced.Next, a.Replaced.Recycled)
+	}
+}
+
+// The operator's client has not written since ZooKeeper elected a new
+// leader, so the epoch it knows is the old one and a state stamped in it
+// looks trusted; the advance's write lands in the new epoch, and it
+// stamps again from the stored floor. The state it replaced is reported
+// as revalidation would make it.
+func TestAdvanceAfterAnUnseenElectionSkipsNothingBelowTheStore(t *testing.T) {
+	t.Parallel()
+	ens := testenv.StartEnsemble(t, 1)
+	r, c := untrustedRig(t, ens.Servers(), "/all-sequences")
+	ctx := context.Background()
+	initialised(t, r, c, "e", 100)                  // stamped in epoch E, which c knows
+	if _, err := c.Take(ctx, "e", 19); err != nil { // next 20
+		t.Fatal(err)
+	}
+	before := c.Epoch()
+	ens.Stop(0) // a new leader: epoch E+1, which c has not seen
+	if err := ens.Start(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ens.WaitServing(0, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	const storedFloor = 101
+	a, err := primary.Advance(ctx, c, r.store, "e", 150, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Epoch() == before {
+		t.Fatalf("ZooKeeper's epoch is still %d after a restart: the test shows nothing", before)
+	}
+	if a.State.Next != 150 || a.State.ZKEpoch != c.Epoch() {
+		t.Fatalf("advanced to %+v; want next 150 stamped in epoch %d", a.State, c.Epoch())
+	}
+	if a.Replaced.Next != storedFloor {
+		t.Fatalf("replaced state reported with next %d; want %d (the stored floor): it was stamped in epoch %d, not the current %d", a.Replaced.Next, storedFloor, before, c.Epoch())
 	}
 }

@@ -426,7 +426,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := r.store()
-	if _, err := primary.Delete(ctx, c, store, "gone"); err != nil {
+	if _, err := c.Delete(ctx, "gone", store); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := store.Get(ctx, "gone")

@@ -52,7 +52,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := primary.Delete(ctx, c, ostore, "s")
+	tomb, err := c.Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -80,7 +80,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 
 // Regression: the same decision with a legacy 8-byte counter. Workers move
 // the counter past the mark the primary last stored, the counter is
-// deleted (tombstone at the counter, which primary.TombstoneCeiling takes
+// deleted (tombstone at the counter, which seqzk.TombstoneCeiling takes
 // as the highest ID it may have issued) and the name is created again in
 // the text format before the primary has handled the counter's move. The
 // new sequence started at the stored mark + 1, below IDs the counter
@@ -124,7 +124,7 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := primary.Delete(ctx, c, ostore, "old")
+	tomb, err := c.Delete(ctx, "old", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}

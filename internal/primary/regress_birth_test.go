@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/config"
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 )
@@ -27,7 +26,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s")
 	ctx := context.Background()
 	ostore := fileStore(t, dir)
-	first, err := primary.Delete(ctx, c, ostore, "s")
+	first, err := c.Delete(ctx, "s", ostore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +38,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 		g.fail(t, err)
 	}
 	waitGate(t, "the primary's birth store write", g.hit)
-	second, err := primary.Delete(ctx, c, ostore, "s")
+	second, err := c.Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -90,7 +89,7 @@ func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
 	g := pgate.arm()
 	waitGate(t, "the audit's seal", g.hit)
 	ostore := fileStore(t, dir)
-	ceiling, err := primary.Delete(ctx, c, ostore, "s")
+	ceiling, err := c.Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}

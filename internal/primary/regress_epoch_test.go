@@ -101,7 +101,7 @@ func TestLostEpochObjectHidesNoTombstone(t *testing.T) {
 		seen.add(t, "after the compaction", got)
 		last = got[len(got)-1].End
 	}
-	tomb, err := primary.Delete(ctx, c, r.store, "x")
+	tomb, err := c.Delete(ctx, "x", r.store)
 	if err != nil {
 		t.Fatal(err)
 	}

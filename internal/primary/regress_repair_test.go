@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/config"
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -41,7 +40,7 @@ func TestRepairedIncarnationKeepsItsSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen.add(t, "the first incarnation", got)
-	if _, err := primary.Delete(ctx, c, r.store, "b"); err != nil {
+	if _, err := c.Delete(ctx, "b", r.store); err != nil {
 		t.Fatal(err)
 	}
 	// The store as it was right after the delete.

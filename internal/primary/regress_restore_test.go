@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 )
 
@@ -56,7 +55,7 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := primary.Delete(ctx, c, ostore, "s")
+	tomb, err := c.Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}

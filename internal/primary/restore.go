@@ -15,12 +15,14 @@ import (
 
 // The primary's births: the two ways a sequence's znode comes to hold a
 // usable state in a new incarnation or after a loss (initialising a
-// registration, restoring a lost sequence). Each reads its floor afresh
-// once it has seen what it acts on, writes the store first, and carries
-// out its ZooKeeper write in a transaction that fails if the name's
-// deletion record changed since it was read (seqzk.Restoration,
-// seqzk.Client.Initialise): a delete cannot be overtaken by a birth
-// decided before it.
+// registration, restoring a lost sequence), the lifecycle protocol's
+// steps in bulk (seqzk.Client.Lifecycle). Each reads its floor afresh
+// once it has seen what it acts on (ZooKeeper's deletion record, then the
+// store), writes the store's ceiling first, carries out its ZooKeeper
+// write in a transaction that fails if the name's deletion record changed
+// since it was read (seqzk.Restoration, seqzk.Client.Initialise), and
+// only then tells the store of a new incarnation (confirmBirths): a delete
+// cannot be overtaken by a birth decided before it.
 
 // deletionsOf reads the deletion records of names, one by one for a few
 // and all at once for many.
@@ -42,9 +44,10 @@ func (p *Primary) deletionsOf(ctx context.Context, names []string) (map[string]s
 // prepareBirths reads, for the registrations among names, the floor their
 // initialisation starts from: above the store's ceiling for the name, as
 // the store says now, and above ZooKeeper's deletion record, which it
-// keeps as the guard of the initialisation. ZooKeeper is read first: a
-// delete writes the store's tombstone before ZooKeeper's record. A name
-// whose floor cannot be read now is decided at a later event or sweep.
+// keeps as the guard of the initialisation. ZooKeeper is read first: the
+// record is the guard, so a delete after it fails the initialisation, and
+// the store then covers every ceiling ZooKeeper showed. A name whose floor
+// cannot be read now is decided at a later event or sweep.
 func (p *Primary) prepareBirths(ctx context.Context, names []string) {
 	var regs []string
 	for _, name := range names {
@@ -136,8 +139,8 @@ func (p *Primary) restore(ctx context.Context) error {
 		return nil
 	}
 	// ZooKeeper's deletion records first, then the store: a delete
-	// writes the store's tombstone before ZooKeeper's record, so a delete
-	// that this reading of ZooKeeper missed shows in the store.
+	// records the deletion in ZooKeeper before the store, so one that
+	// this reading of ZooKeeper missed fails the guarded restore.
 	dels, err := p.deletionsOf(ctx, candidates)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -174,7 +177,7 @@ func (p *Primary) restore(ctx context.Context) error {
 			return fmt.Errorf("restore: write %d tombstones the store lost: %w", len(repairs), err)
 		}
 		p.count(func(s *Stats) { s.Repaired += int64(len(repairs)) })
-		p.log.Warn().Int("tombstones", len(repairs)).Msg("primary: the store had lost tombstones that ZooKeeper's deletion records hold; written again")
+		p.log.Warn().Int("tombstones", len(repairs)).Msg("primary: the store lacked tombstones that ZooKeeper's deletion records hold (lost, or a delete not done writing them); written")
 		p.view.Lock()
 		for _, r := range repairs {
 			p.joinRecord(r)

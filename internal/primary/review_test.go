@@ -150,7 +150,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 
-	ceiling, err := primary.Delete(ctx, w, r.store, "s")
+	ceiling, err := w.Delete(ctx, "s", r.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,14 +691,14 @@ func TestDeleteReportsTheStoredTombstone(t *testing.T) {
 	if _, err := w.Take(ctx, "s", 10); err != nil {
 		t.Fatal(err)
 	}
-	first, err := primary.Delete(ctx, w, r.store, "s")
+	first, err := w.Delete(ctx, "s", r.store)
 	if err != nil || first < 10 {
 		t.Fatalf("first delete: %d, %v", first, err)
 	}
 	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := primary.Delete(ctx, w, r.store, "s")
+	second, err := w.Delete(ctx, "s", r.store)
 	// The primary may or may not have initialised the new registration
 	// (above the first tombstone) before the second delete.
 	if err != nil || second < first {

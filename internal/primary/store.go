@@ -123,12 +123,12 @@ func (p *Primary) audit(ctx context.Context) error {
 //     znode), and the store learns that it is live when it held it as
 //     deleted.
 //   - A tombstone of a name whose znode does not exist, and that ZooKeeper
-//     lacks, is written into ZooKeeper (seqzk.Client.RecordDeletion, which
+//     lacks, is written into ZooKeeper (seqzk.Client.Bury, which
 //     refuses while a znode of the name exists).
 //
 // A tombstone in the store of a name whose znode exists, with no newer
-// deletion record, is left alone: a delete under way, or ZooKeeper
-// restored from a copy taken before the delete.
+// deletion record, is left alone: ZooKeeper restored from a copy taken
+// before the delete (a delete records the deletion in ZooKeeper first).
 func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.Record, broken error) error {
 	dels, err := p.seq.Deletions(ctx)
 	if err != nil {
@@ -165,7 +165,7 @@ func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.R
 		if !r.Deleted() || p.seqs[name] != nil || ok && d.Ceiling >= r.Ceiling {
 			continue
 		}
-		if err := p.seq.RecordDeletion(ctx, name, r.Ceiling); err != nil {
+		if err := p.seq.Bury(ctx, name, r.Ceiling); err != nil {
 			if errors.Is(err, seqzk.ErrExists) {
 				continue // a znode of the name exists after all
 			}

@@ -254,7 +254,7 @@ func check(name string, st state.State, readErr error, rec persist.Record, store
 		case st.Ceiling > rec.Ceiling:
 			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("ZooKeeper ceiling %d is above the stored ceiling %d", st.Ceiling, rec.Ceiling), CoverInStore
 		case rec.Deleted():
-			f.Level, f.Problem = Pending, "the store holds a tombstone for this name: a delete is under way, or ZooKeeper was restored from a copy taken before it (delete it again)"
+			f.Level, f.Problem = Pending, "the store holds a tombstone for this name: the store has not learnt of this incarnation's birth yet (the primary's audit records it), or ZooKeeper was restored from a copy taken before a delete (delete it again)"
 		case st.ZKEpoch != epoch:
 			f.Level, f.Problem, f.Action = Pending, fmt.Sprintf("validated in ZooKeeper epoch %d, now %d: clients wait until it is revalidated", st.ZKEpoch, epoch), Revalidate
 		}
@@ -366,13 +366,13 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		if f.Action != MirrorTombstone {
 			continue
 		}
-		err := seqs.RecordDeletion(ctx, f.Sequence, f.Record.Ceiling)
+		err := seqs.Bury(ctx, f.Sequence, f.Record.Ceiling)
 		if err != nil && !errors.Is(err, seqzk.ErrExists) {
 			return err
 		}
 		f.Outcome = "done"
 		if err != nil {
-			f.Outcome = "not done: ZooKeeper holds a deletion record for it already"
+			f.Outcome = "not done: a sequence of the name exists in ZooKeeper (created meanwhile)"
 		}
 	}
 	for i := range r.Findings {

@@ -122,7 +122,7 @@ func TestCompareAndApply(t *testing.T) {
 	// Deleted, but the store lost its tombstone: ZooKeeper's deletion
 	// record says so.
 	r.put(persist.Record{Name: "undeleted", Live: 1, Ceiling: 600})
-	if err := r.seqs.RecordDeletion(ctx, "undeleted", 600); err != nil {
+	if err := r.seqs.Bury(ctx, "undeleted", 600); err != nil {
 		t.Fatal(err)
 	}
 	// Missing from ZooKeeper in the era it was last seen in: deleted by

@@ -200,13 +200,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			// reconnect or child event. No marker check: next moves to at
 			// least floor, above everything the store covers, whatever
 			// history this lands in.
-			ops := []zkclient.Op{
-				zkclient.SetOp(nd.path, st.Encode(), nd.version),
-				c.createOp(ctx, KindSequenceChild, nd.path+"/"+st.Marker, nil, 0),
-			}
-			for _, ch := range slices.Concat(nd.windows, nd.markers) {
-				ops = append(ops, zkclient.DeleteOp(nd.path+"/"+ch, zkclient.AnyVersion))
-			}
+			h := Holding{Name: name, Exists: true, State: nd.state, Version: nd.version, Children: slices.Concat(nd.windows, nd.markers)}
+			ops := c.changeOps(ctx, h, Change{State: &st})
 			unguarded := len(ops)
 			if guarded {
 				ops = append(ops, c.guardOps(name, *guard)...)

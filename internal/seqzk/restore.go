@@ -121,20 +121,11 @@ func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (cr
 	return created, stale, errors.Join(append(invalid, errs...)...)
 }
 
-// restoreOps returns the operations that create the znode of r's state,
-// guarded by its deletion record.
-func (c *Client) restoreOps(ctx context.Context, r Restoration) []zkclient.Op {
-	return append(c.createOps(ctx, r.State), c.guardOps(r.State.Name, r.Guard)...)
-}
-
-// createOps returns the operations that create the znode of st and, for a
-// validated state, its marker.
-func (c *Client) createOps(ctx context.Context, st state.State) []zkclient.Op {
-	ops := []zkclient.Op{c.createOp(ctx, KindSequence, c.Path(st.Name), st.Encode(), 0)}
-	if st.Marker != "" {
-		ops = append(ops, c.createOp(ctx, KindSequenceChild, c.Path(st.Name)+"/"+st.Marker, nil, 0))
-	}
-	return ops
+// absent is the holding r was decided from: no znode, and its deletion
+// record as read. Creating r's state from it is a birth of the lifecycle
+// protocol.
+func absent(r Restoration) Holding {
+	return Holding{Name: r.State.Name, Deletion: r.Guard, guarded: true}
 }
 
 // restoreBatch creates the znodes of one batch of Restore in one multi()
@@ -142,7 +133,7 @@ func (c *Client) createOps(ctx context.Context, st state.State) []zkclient.Op {
 func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch int64) (created, stale []string, err error) {
 	ops := make([]zkclient.Op, 0, 4*len(batch)+1)
 	for _, r := range batch {
-		ops = append(ops, c.restoreOps(ctx, r)...)
+		ops = append(ops, c.changeOps(ctx, absent(r), Change{State: &r.State})...)
 	}
 	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
 	res, err := c.zk.Multi(sent(ctx), ops...)
@@ -163,15 +154,15 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			_, err := c.zk.Multi(sent(ctx), c.restoreOps(ctx, r)...)
-			c.stats.requests.Add(1)
+			stat, err := c.Commit(ctx, absent(r), Change{State: &r.State})
 			switch {
 			case err == nil:
 				created = append(created, r.State.Name)
-				stale = append(stale, r.State.Name) // epoch not verified
-			case errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode):
-			default:
-				return created, stale, c.zkError(r.State.Name, err)
+				if epochOf(stat.Mzxid) != epoch {
+					stale = append(stale, r.State.Name)
+				}
+			case !errors.Is(err, ErrChangedMeanwhile):
+				return created, stale, err
 			}
 		}
 		return created, stale, nil

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -99,6 +100,11 @@ func (c *Client) ReadDeletion(ctx context.Context, name string) (Deletion, error
 	case err != nil:
 		return Deletion{}, fmt.Errorf("read the deletion record %s: %w", p, err)
 	}
+	return deletionOf(p, data, stat)
+}
+
+// deletionOf is the deletion record at p read as data and stat.
+func deletionOf(p string, data []byte, stat *zkclient.Stat) (Deletion, error) {
 	k, err := decodeDeletion(p, data)
 	if err != nil {
 		return Deletion{}, err
@@ -155,50 +161,39 @@ func (c *Client) guardOps(name string, d Deletion) []zkclient.Op {
 	return []zkclient.Op{zkclient.CreateOp(p, nil, 0), zkclient.DeleteOp(p, 0)}
 }
 
-// RecordDeletion writes (or raises) the ZooKeeper copy of name's
-// tombstone, for a name whose znode does not exist: the primary's audit,
-// when the store holds a tombstone ZooKeeper lacks, and an import of a
-// deleted name. It fails with ErrExists, writing nothing, while a znode of
-// the name exists (an incarnation the record would wrongly claim to be
-// newer than it).
-func (c *Client) RecordDeletion(ctx context.Context, name string, ceiling int64) error {
-	if err := ValidateName(name); err != nil {
-		return err
+// buryAbsent is the step that records name deleted up to ceiling while no
+// znode of it exists: the death of a name only the store, or another
+// root, knew.
+func (c *Client) buryAbsent(h Holding, ceiling int64) (Step, error) {
+	switch {
+	case h.Exists:
+		return Step{}, fmt.Errorf("sequence %q %w: its deletion record is written only while no znode of the name exists", h.Name, ErrExists)
+	case h.Deletion.Exists && h.Deletion.Ceiling >= ceiling:
+		return Step{}, nil
 	}
-	if err := c.EnsureMeta(ctx); err != nil {
-		return err
-	}
-	for attempt := 0; ; attempt++ {
-		d, err := c.ReadDeletion(ctx, name)
-		if err != nil {
-			return err
-		}
-		if d.Exists && d.Ceiling >= ceiling {
-			return nil
-		}
-		// The sequence must not exist: create and delete it in the same
-		// transaction, which fails if it does.
-		ops := append(c.deletionOps(ctx, name, ceiling, d),
-			zkclient.CreateOp(c.Path(name), nil, 0), zkclient.DeleteOp(c.Path(name), 0))
-		_, err = c.zk.Multi(sent(ctx), ops...)
-		c.stats.requests.Add(1)
+	dead := max(ceiling, h.Deletion.Ceiling, 1)
+	return Step{Change: Change{Dead: dead}, After: tombstone(h.Name, dead)}, nil
+}
+
+// Bury records in ZooKeeper that name, absent there, handed out no ID
+// above ceiling: the death of a name only the store, or another root,
+// knew, by the lifecycle protocol. Its deletion record is written (or
+// raised, never lowered) in a transaction guarded by the name's absence;
+// the caller then writes the store's tombstone, if the store lacks it (an
+// import of another root's tombstone). It fails with ErrExists, nothing
+// written, while a znode of the name exists (an incarnation the record
+// would wrongly claim to be newer than it).
+func (c *Client) Bury(ctx context.Context, name string, ceiling int64) error {
+	_, err := c.Lifecycle(ctx, nil, name, func(h Holding, _ persist.Record) (Step, error) {
 		switch {
-		case err == nil:
-			return nil
-		case zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrNodeExists):
-			return fmt.Errorf("sequence %q %w: its deletion record is written only while no znode of the name exists", name, ErrExists)
-		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNodeExists), errors.Is(err, zkclient.ErrNoNode):
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return err
-			}
-		case zkclient.IsTransient(err) && attempt < 10:
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("record the deletion of %q: %w", name, err)
+		case h.Exists:
+			return Step{}, fmt.Errorf("sequence %q %w: its deletion record is written only while no znode of the name exists", name, ErrExists)
+		case h.Deletion.Exists && h.Deletion.Ceiling >= ceiling:
+			return Step{}, nil
 		}
-	}
+		return Step{Change: Change{Dead: max(ceiling, h.Deletion.Ceiling, 1)}}, nil
+	})
+	return err
 }
 
 // EnsureMeta creates the root and its own znode when they are missing (a
@@ -313,36 +308,4 @@ func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
 // earlier era. Only such a sequence is restored.
 func (e Era) Lost(seen, epoch int64) bool {
 	return e.Value == 0 || e.Epoch != epoch || seen != e.Value
-}
-
-// Remove deletes sequence name's znode, with its windows and marker, in
-// one transaction on session s that succeeds only if the znode is still at
-// version, and records there that the name is deleted up to dead (see
-// Deletion). The store must already hold the tombstone. It returns the
-// transaction's error as it is (ErrBadVersion, ErrNotEmpty, ErrNoNode,
-// ErrNodeExists when something changed meanwhile: read again).
-func (c *Client) Remove(ctx context.Context, s zkclient.Session, name string, version int32, dead int64) error {
-	if err := c.EnsureMeta(ctx); err != nil {
-		return err
-	}
-	p := c.Path(name)
-	children, _, err := s.Children(ctx, p)
-	c.stats.requests.Add(1)
-	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
-		return fmt.Errorf("list %s: %w", p, err)
-	}
-	d, err := c.ReadDeletion(ctx, name)
-	if err != nil {
-		return err
-	}
-	ops := make([]zkclient.Op, 0, len(children)+2)
-	for _, ch := range children {
-		// Unconditional on purpose: whatever a window or marker holds goes.
-		ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
-	}
-	ops = append(ops, zkclient.DeleteOp(p, version))
-	ops = append(ops, c.deletionOps(ctx, name, dead, d)...)
-	_, err = s.Multi(sent(ctx), ops...)
-	c.stats.requests.Add(1)
-	return err
 }

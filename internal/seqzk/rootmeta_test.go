@@ -44,10 +44,10 @@ func TestRootsOwnZnode(t *testing.T) {
 	if d, err := c.ReadDeletion(ctx, "x"); err != nil || d.Exists {
 		t.Fatalf("deletion record of a name never deleted: %+v, %v", d, err)
 	}
-	if err := c.RecordDeletion(ctx, "x", 50); err != nil {
+	if err := c.Bury(ctx, "x", 50); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RecordDeletion(ctx, "x", 40); err != nil {
+	if err := c.Bury(ctx, "x", 40); err != nil {
 		t.Fatal(err)
 	}
 	if d, err := c.ReadDeletion(ctx, "x"); err != nil || !d.Exists || d.Ceiling != 50 {
@@ -57,7 +57,7 @@ func TestRootsOwnZnode(t *testing.T) {
 	if err := c.Register(ctx, "live", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RecordDeletion(ctx, "live", 10); !errors.Is(err, seqzk.ErrExists) {
+	if err := c.Bury(ctx, "live", 10); !errors.Is(err, seqzk.ErrExists) {
 		t.Fatalf("deletion record of a live name: %v; want ErrExists", err)
 	}
 	if names, err := c.Names(ctx); err != nil || len(names) != 1 || names[0] != "live" {
@@ -94,12 +94,11 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 	}
 	// The registration is deleted (a record written) and registered again
 	// after the primary read the guard.
-	s := c.ZK().Session()
-	_, stat, err := s.Get(ctx, c.Path("r"))
+	h, err := c.Hold(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Remove(ctx, s, "r", stat.Version, 1); err != nil {
+	if _, err := c.Commit(ctx, h, seqzk.Change{Dead: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Register(ctx, "r", seqzk.Registration{}); err != nil {
@@ -122,7 +121,7 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RecordDeletion(ctx, "q", 700); err != nil { // deleted meanwhile
+	if err := c.Bury(ctx, "q", 700); err != nil { // deleted meanwhile
 		t.Fatal(err)
 	}
 	epoch, _ := c.CurrentEpoch(ctx)

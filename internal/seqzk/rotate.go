@@ -42,7 +42,7 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 			return true, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
 		}
 		ops = append(ops, zkclient.DeleteOp(nd.path, nd.version))
-		ops = append(ops, c.createOps(ctx, st)...)
+		ops = append(ops, c.changeOps(ctx, Holding{Name: name}, Change{State: &st})...)
 		_, err := c.zk.Multi(sent(ctx), ops...)
 		c.stats.requests.Add(1)
 		switch {

@@ -23,7 +23,7 @@ import (
 const (
 	Created    = "created"    // the sequence did not exist: created above the export
 	Advanced   = "advanced"   // it existed below the export: moved forward
-	Tombstoned = "tombstoned" // the tombstone was recorded in the store
+	Tombstoned = "tombstoned" // the tombstone was recorded (ZooKeeper, then the store)
 	Unchanged  = "unchanged"  // the root already covers the line (an import run again)
 	Refused    = "refused"    // the line would break the root: see Reason
 )
@@ -63,8 +63,8 @@ type ImportOptions struct {
 //     recycled IDs are not restored (they are below that point);
 //   - a sequence the target has with the same settings is advanced to that
 //     point (primary.Advance) if it is below it, and left alone otherwise;
-//   - a tombstone is recorded in the store, and in ZooKeeper's deletion
-//     record of the name, unless the target has the name live;
+//   - a tombstone is recorded in ZooKeeper's deletion record of the name
+//     and then in the store, unless the target has the name live;
 //   - a line whose settings differ from the target's, that would revive a
 //     deleted name or delete a live one, or that cannot be read, is
 //     refused (and the other lines still imported).
@@ -73,12 +73,15 @@ type ImportOptions struct {
 // returns an error (and changes nothing) when r is not an export, and when
 // the target's store cannot be read completely.
 //
-// Import may run beside the target's primary and busy workers: it reads
-// ZooKeeper before the store (a delete that its reading of ZooKeeper
-// missed shows in the store), writes the store before ZooKeeper, and
-// creates each sequence in a transaction that fails if the name was
-// created or deleted since it was read (seqzk.Restoration): a line it
-// could not create is reported, and a second run checks it.
+// Import may run beside the target's primary, busy workers and other
+// operators: every change it makes follows the lifecycle protocol
+// (seqzk.Client.Lifecycle). It reads ZooKeeper before the store; it
+// writes a created sequence's ceiling to the store, creates it in a
+// transaction that fails if the name was created or deleted since it was
+// read (seqzk.Restoration), and only then records its birth in the store;
+// it records tombstones in ZooKeeper, while the name is absent, before
+// the store. A line that such a change overtook is refused, saying so,
+// with nothing imported for it.
 func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.Reader, opts ImportOptions) ([]Outcome, error) {
 	lines, out, err := parse(r)
 	if err != nil {
@@ -105,7 +108,8 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 		return nil, fmt.Errorf("read the target's store: %w; nothing was imported", err)
 	}
 	var (
-		puts    []persist.Record
+		puts    []persist.Record // ceilings, before ZooKeeper
+		births  []persist.Record // incarnations, once ZooKeeper holds them
 		creates []seqzk.Restoration
 		tombs   []int // indexes into out
 		created []int
@@ -124,7 +128,6 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 		case l.e.Deleted:
 			o.Action, o.Reason = tombstone(l.e, live, rec, hasRec)
 			if o.Action == Tombstoned {
-				puts = append(puts, persist.Record{Name: l.e.Name, Ceiling: l.e.Ceiling, Dead: max(l.e.Ceiling, 1)})
 				tombs = append(tombs, len(out))
 			}
 		case live:
@@ -141,37 +144,37 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 				Start: l.e.Start, End: l.e.End, Windows: l.e.Windows}
 			st, rec := reconcile.Recreate(merged, opts.MinReserve)
 			// A new incarnation in the target, born above everything the
-			// export and the target's store cover.
-			rec.Live = max(state.AddSat(merged.Ceiling, 1), merged.Start, 1)
-			puts, creates = append(puts, rec), append(creates, seqzk.Restoration{State: st, Guard: d})
+			// export and the target's store cover: the store holds its
+			// ceiling first, and learns its birth once ZooKeeper holds it.
+			born := rec
+			born.Live = max(state.AddSat(merged.Ceiling, 1), merged.Start, 1)
+			puts, births = append(puts, rec), append(births, born)
+			creates = append(creates, seqzk.Restoration{State: st, Guard: d})
 			o.Action = Created
 			created = append(created, len(out))
 		}
 		out = append(out, o)
 	}
 	if !opts.DryRun {
-		err = apply(ctx, seqs, store, opts, out, puts, creates, created, advance, lines)
+		err = apply(ctx, seqs, store, opts, out, puts, births, creates, created, advance, lines)
 		if err == nil {
-			err = recordTombstones(ctx, seqs, out, tombs, lines)
+			err = recordTombstones(ctx, seqs, store, out, tombs, lines)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Outcome) int { return cmp.Compare(a.Line, b.Line) })
 	return out, err
 }
 
-// apply writes the store first, then creates, then advances.
+// apply creates by the lifecycle protocol, in bulk (the ceilings into the
+// store, the guarded creates, the births into the store), then advances.
 func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts ImportOptions, out []Outcome,
-	puts []persist.Record, creates []seqzk.Restoration, created, advance []int, lines []line) error {
+	puts, births []persist.Record, creates []seqzk.Restoration, created, advance []int, lines []line) error {
 	byLine := make(map[int]Entry, len(lines))
 	for _, l := range lines {
 		byLine[l.n] = l.e
 	}
-	for len(puts) > 0 {
-		n := min(len(puts), 1000)
-		if err := primary.PutAtCurrentEpoch(ctx, store, puts[:n]...); err != nil {
-			return fmt.Errorf("write %d records to the store: %w; run import again", n, err)
-		}
-		puts = puts[n:]
+	if err := putAll(ctx, store, puts); err != nil {
+		return fmt.Errorf("write %d ceilings to the store: %w; run import again", len(puts), err)
 	}
 	if len(creates) > 0 {
 		if err := seqs.ZK().EnsurePath(ctx, seqs.Root()); err != nil {
@@ -189,12 +192,16 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 		for _, name := range made {
 			done[name] = true
 		}
+		born := slices.DeleteFunc(births, func(r persist.Record) bool { return !done[r.Name] })
 		for _, i := range created {
 			if !done[out[i].Name] {
 				// Created (a primary restoring it from the store, an
-				// operator) or deleted meanwhile: a second run checks it.
-				out[i].Reason = "it was created or deleted by someone else while the import ran; run import again to check it"
+				// operator) or deleted meanwhile: nothing of it imported.
+				out[i].Action, out[i].Reason = Refused, "it was created or deleted by someone else while the import ran; nothing was imported for it (run import again to decide it anew)"
 			}
+		}
+		if err := putAll(ctx, store, born); err != nil {
+			return fmt.Errorf("record the births of %d new sequences in the store (ZooKeeper holds them, and the store their ceilings): %w", len(born), err)
 		}
 	}
 	for _, i := range advance {
@@ -206,6 +213,19 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 		case !a.Changed():
 			out[i].Action = Unchanged
 		}
+	}
+	return nil
+}
+
+// putAll writes recs to the store at its current leader epoch, a thousand
+// a write.
+func putAll(ctx context.Context, store *persist.Store, recs []persist.Record) error {
+	for len(recs) > 0 {
+		n := min(len(recs), 1000)
+		if err := seqzk.PutAtCurrentEpoch(ctx, store, recs[:n]...); err != nil {
+			return err
+		}
+		recs = recs[n:]
 	}
 	return nil
 }
@@ -223,23 +243,32 @@ func tombstone(e Entry, live bool, rec persist.Record, hasRec bool) (action, rea
 	return Tombstoned, ""
 }
 
-// recordTombstones writes ZooKeeper's copy of each tombstone the import
-// recorded in the store (seqzk.Deletion), so that the deletion is kept in
-// two places, as a delete keeps it.
-func recordTombstones(ctx context.Context, seqs *seqzk.Client, out []Outcome, tombs []int, lines []line) error {
+// recordTombstones records each tombstone line by the lifecycle protocol:
+// ZooKeeper's deletion record first, guarded by the name's absence
+// (seqzk.Client.Bury), then, for those ZooKeeper holds, the store's
+// tombstones, so that a name created in the target meanwhile is never
+// buried, and one created later starts above it.
+func recordTombstones(ctx context.Context, seqs *seqzk.Client, store *persist.Store, out []Outcome, tombs []int, lines []line) error {
 	byLine := make(map[int]Entry, len(lines))
 	for _, l := range lines {
 		byLine[l.n] = l.e
 	}
+	var recs []persist.Record
 	for _, i := range tombs {
 		e := byLine[out[i].Line]
-		err := seqs.RecordDeletion(ctx, e.Name, e.Ceiling)
+		err := seqs.Bury(ctx, e.Name, e.Ceiling)
 		switch {
 		case errors.Is(err, seqzk.ErrExists):
-			out[i].Reason = "the store holds the tombstone, but the name was created in ZooKeeper meanwhile: it starts above the tombstone"
+			out[i].Action, out[i].Reason = Refused, "the name was created in the target while the import ran (it is live there): its tombstone was not imported"
 		case err != nil:
-			return fmt.Errorf("line %d: record the deletion of %q in ZooKeeper (the store holds it): %w; run import again", out[i].Line, e.Name, err)
+			return fmt.Errorf("line %d: record the deletion of %q in ZooKeeper: %w; run import again", out[i].Line, e.Name, err)
+		default:
+			dead := max(e.Ceiling, 1)
+			recs = append(recs, persist.Record{Name: e.Name, Ceiling: dead, Dead: dead})
 		}
+	}
+	if err := putAll(ctx, store, recs); err != nil {
+		return fmt.Errorf("write %d tombstones to the store (ZooKeeper holds them; a primary's audit copies them): %w", len(recs), err)
 	}
 	return nil
 }

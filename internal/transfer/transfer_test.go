@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
@@ -63,7 +62,7 @@ func (r *root) sequence(name string, reg seqzk.Registration, ceiling int64) {
 	if err := r.seqs.Register(ctx, name, reg); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := primary.PutAtCurrentEpoch(ctx, r.store, persist.Record{Name: name, Ceiling: ceiling, Start: reg.Start, End: reg.End, Windows: reg.Windows}); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(ctx, r.store, persist.Record{Name: name, Ceiling: ceiling, Start: reg.Start, End: reg.End, Windows: reg.Windows}); err != nil {
 		r.t.Fatal(err)
 	}
 	if _, err := r.seqs.Revalidate(ctx, name, 0, ceiling); err != nil {
@@ -144,10 +143,10 @@ func TestExportImportMovesARoot(t *testing.T) {
 	src.take("bounded", 40)
 	src.sequence("gone", seqzk.Registration{}, 900)
 	src.take("gone", 5)
-	if _, err := primary.Delete(ctx, src.seqs, src.store, "gone"); err != nil {
+	if _, err := src.seqs.Delete(ctx, "gone", src.store); err != nil {
 		t.Fatal(err)
 	}
-	if err := primary.PutAtCurrentEpoch(ctx, src.store, persist.Record{Name: "lost", Ceiling: 700, Start: 1}); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(ctx, src.store, persist.Record{Name: "lost", Ceiling: 700, Start: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.seqs.Register(ctx, "fresh", seqzk.Registration{Start: 10}); err != nil {
@@ -223,7 +222,7 @@ func TestImportRefuses(t *testing.T) {
 	ctx := context.Background()
 	dst.sequence("live", seqzk.Registration{}, 100)
 	dst.sequence("alive", seqzk.Registration{}, 100)
-	if err := primary.PutAtCurrentEpoch(ctx, dst.store, persist.Record{Name: "dead", Ceiling: 50, Dead: 50}); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(ctx, dst.store, persist.Record{Name: "dead", Ceiling: 50, Dead: 50}); err != nil {
 		t.Fatal(err)
 	}
 	const header = `{"seqkeeper_export":1,"root":"/x","exported_at":"2026-11-25T00:00:00Z"}`
@@ -290,7 +289,7 @@ func TestImportExhaustedAboveItsEnd(t *testing.T) {
 	src.take("b", 11)
 	// The store holds more than the space: what a tombstone of an
 	// exhausted incarnation leaves for the one after it.
-	if err := primary.PutAtCurrentEpoch(context.Background(), src.store, persist.Record{Name: "b", Ceiling: 21}); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(context.Background(), src.store, persist.Record{Name: "b", Ceiling: 21}); err != nil {
 		t.Fatal(err)
 	}
 	text, e := src.export()

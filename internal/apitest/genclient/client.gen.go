@@ -1240,7 +1240,7 @@ type ClientInterface interface {
 
 	// DeleteSequenceInRoot Delete a sequence (of one root)
 	//
-	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
 	//
 	// Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
 	DeleteSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1336,7 +1336,7 @@ type ClientInterface interface {
 
 	// DeleteSequence Delete a sequence
 	//
-	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token.
+	// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token.
 	//
 	// Corresponds with DELETE /v1/sequences/{name} (the `DeleteSequence` operationId).
 	DeleteSequence(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1697,7 +1697,7 @@ func (c *Client) CreateSequenceInRoot(ctx context.Context, root string, body Cre
 
 // DeleteSequenceInRoot Delete a sequence (of one root)
 //
-// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
 //
 // Corresponds with DELETE /v1/roots/{root}/sequences/{name} (the `DeleteSequenceInRoot` operationId).
 func (c *Client) DeleteSequenceInRoot(ctx context.Context, root string, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1913,7 +1913,7 @@ func (c *Client) CreateSequence(ctx context.Context, body CreateSequenceJSONRequ
 
 // DeleteSequence Delete a sequence
 //
-// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token.
+// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token.
 //
 // Corresponds with DELETE /v1/sequences/{name} (the `DeleteSequence` operationId).
 func (c *Client) DeleteSequence(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3703,7 +3703,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteSequenceInRootWithResponse Delete a sequence (of one root)
 	//
-	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+	// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3811,7 +3811,7 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteSequenceWithResponse Delete a sequence
 	//
-	// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token.
+	// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6549,7 +6549,7 @@ func (c *ClientWithResponses) CreateSequenceInRootWithResponse(ctx context.Conte
 
 // DeleteSequenceInRootWithResponse Delete a sequence (of one root)
 //
-// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
+// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token. This is the rooted form of /v1/sequences/{name}: the same route, of the root named {root}.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6729,7 +6729,7 @@ func (c *ClientWithResponses) CreateSequenceWithResponse(ctx context.Context, bo
 
 // DeleteSequenceWithResponse Delete a sequence
 //
-// Records a tombstone with its ceiling in the store, then removes it from ZooKeeper. Needs the admin token.
+// Removes it from ZooKeeper, recording the deletion there, then records a tombstone with its ceiling in the store. Needs the admin token.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1,0 +1,419 @@
+package seqzk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// The lifecycle protocol (docs/design.md, "One lifecycle protocol"):
+// every birth, death and re-stamp of a name reads ZooKeeper and then the
+// store (Hold), decides, stores a ceiling first (Step.Before), makes one
+// ZooKeeper transaction guarded by its reading (Commit), and only then
+// tells the store of the birth or the death (Step.After). Lifecycle is the
+// loop; the primary's births and an import's creates are its steps in bulk.
+
+// Holding is what ZooKeeper holds of a name, as a lifecycle change reads
+// it (Hold): the sequence znode, if any, and the name's deletion record.
+type Holding struct {
+	Name string
+	// Exists reports whether the sequence znode exists; State, Version,
+	// Czxid and Children (its windows and markers, sorted) are its.
+	Exists   bool
+	State    state.State
+	Version  int32
+	Czxid    int64
+	Children []string
+	// Deletion is the name's deletion record (Exists false: none).
+	Deletion Deletion
+	// Epoch is the current ZooKeeper epoch as far as the client knows:
+	// the stamp of a state written now.
+	Epoch int64
+	// guarded is set when Deletion was read, so that a transaction
+	// decided from this holding checks it.
+	guarded bool
+	root    string
+}
+
+// Missing returns an error matching ErrUnknownSequence when no znode of the
+// name exists, else nil.
+func (h Holding) Missing() error {
+	if h.Exists {
+		return nil
+	}
+	return &UnknownSequenceError{Name: h.Name, Root: h.root}
+}
+
+// Trusted reports whether the held state may keep its next and recycled
+// IDs: validated in the current ZooKeeper epoch, its marker present. Any
+// other state may have been rolled back since it was written, and must
+// move above everything the store covers.
+func (h Holding) Trusted() bool {
+	st := h.State
+	_, marker := slices.BinarySearch(h.Children, st.Marker)
+	return h.Exists && st.Validated() && st.ZKEpoch == h.Epoch && marker
+}
+
+// Hold reads name for a lifecycle change: the znode's children, then in
+// one request its data and the name's deletion record (so that a step
+// decided from it has one round trip to lose before its transaction). A
+// state that cannot be parsed is its error.
+func (c *Client) Hold(ctx context.Context, name string) (Holding, error) {
+	if err := ValidateName(name); err != nil {
+		return Holding{}, err
+	}
+	h := Holding{Name: name, guarded: true, Epoch: c.Epoch(), root: c.opts.Root}
+	if h.Epoch == 0 {
+		h.Epoch = c.probeEpoch(ctx)
+	}
+	s, p := c.zk.Session(), c.Path(name)
+	var cstat *zkclient.Stat
+	err := c.confirmNoNode(ctx, s, p, func() (err error) {
+		h.Children, cstat, err = s.Children(ctx, p)
+		c.stats.requests.Add(1)
+		return err
+	})
+	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
+		return Holding{}, c.zkError(name, err)
+	}
+	h.Exists = err == nil
+	reads, err := s.MultiRead(ctx, p, c.deletionPath(name))
+	c.stats.requests.Add(1)
+	if err != nil {
+		return Holding{}, c.zkError(name, err)
+	}
+	if z := reads[0]; h.Exists {
+		if z.Err != nil || z.Stat.Czxid != cstat.Czxid {
+			return Holding{}, fmt.Errorf("sequence %q: %w", name, ErrChangedMeanwhile)
+		}
+		if h.State, err = state.ParseState(name, z.Data); err != nil {
+			return Holding{}, err
+		}
+		slices.Sort(h.Children)
+		h.Version, h.Czxid = z.Stat.Version, z.Stat.Czxid
+	} else if z.Err == nil {
+		return Holding{}, fmt.Errorf("sequence %q: %w", name, ErrChangedMeanwhile)
+	}
+	d := reads[1]
+	switch {
+	case errors.Is(d.Err, zkclient.ErrNoNode):
+	case d.Err != nil:
+		return Holding{}, fmt.Errorf("read the deletion record %s: %w", c.deletionPath(name), d.Err)
+	default:
+		h.Deletion, err = deletionOf(c.deletionPath(name), d.Data, d.Stat)
+	}
+	return h, err
+}
+
+// Change is one lifecycle change of a name in ZooKeeper.
+type Change struct {
+	// State is what the name's znode is to hold: a birth (no znode held,
+	// a registration or a legacy counter replaced) or a re-stamp. A
+	// state with a marker other than the held one is stamped: its marker
+	// is created, and every window and older marker deleted. Nil: the
+	// name dies.
+	State *state.State
+	// Dead is, for a death, what the deletion record is to hold: every
+	// incarnation of the name handed out no ID above it.
+	Dead int64
+	// Keep checks the held state's marker too, when it was held: the new
+	// state keeps IDs of the held one (a widen, an advance of a trusted
+	// state). A state whose marker is gone stays unusable with it until
+	// the primary stamps it again.
+	Keep bool
+}
+
+// None reports whether the change changes nothing in ZooKeeper.
+func (ch Change) None() bool { return ch.State == nil && ch.Dead == 0 }
+
+// changeOps returns the transaction of ch, guarded by h.
+func (c *Client) changeOps(ctx context.Context, h Holding, ch Change) []zkclient.Op {
+	p := c.Path(h.Name)
+	var ops []zkclient.Op
+	if _, held := slices.BinarySearch(h.Children, h.State.Marker); ch.Keep && held {
+		ops = append(ops, zkclient.CheckOp(p+"/"+h.State.Marker, 0))
+	}
+	switch {
+	case ch.State != nil && h.Exists:
+		ops = append(ops, zkclient.SetOp(p, ch.State.Encode(), h.Version))
+		if m := ch.State.Marker; m != "" && m != h.State.Marker {
+			ops = append(ops, c.createOp(ctx, KindSequenceChild, p+"/"+m, nil, 0))
+			for _, child := range h.Children {
+				// Unconditional: whatever a window or an older marker
+				// holds, it belongs to what the stamp replaces.
+				ops = append(ops, zkclient.DeleteOp(p+"/"+child, zkclient.AnyVersion))
+			}
+		}
+	case ch.State != nil:
+		ops = append(ops, c.createOp(ctx, KindSequence, p, ch.State.Encode(), 0))
+		if ch.State.Marker != "" {
+			ops = append(ops, c.createOp(ctx, KindSequenceChild, p+"/"+ch.State.Marker, nil, 0))
+		}
+	case h.Exists:
+		for _, child := range h.Children {
+			ops = append(ops, zkclient.DeleteOp(p+"/"+child, zkclient.AnyVersion))
+		}
+		ops = append(ops, zkclient.DeleteOp(p, h.Version))
+	default:
+		// Absent, and still absent: created and deleted in one go.
+		ops = append(ops, zkclient.CreateOp(p, nil, 0), zkclient.DeleteOp(p, 0))
+	}
+	switch {
+	case ch.State == nil:
+		ops = append(ops, c.deletionOps(ctx, h.Name, ch.Dead, h.Deletion)...)
+	case h.guarded:
+		ops = append(ops, c.guardOps(h.Name, h.Deletion)...)
+	}
+	return ops
+}
+
+// Commit makes change ch of the name h holds in one transaction guarded by
+// h (see changeOps; the root's own znode must exist: EnsureMeta) and
+// returns the stat of the name's znode after it (nil after a death). A
+// guard that failed is ErrChangedMeanwhile, nothing written: read again.
+// A connection error is returned as it is: the change may have landed.
+func (c *Client) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Stat, error) {
+	if ch.State != nil {
+		if err := ch.State.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	nd := c.node(c.Path(h.Name))
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	ops := c.changeOps(ctx, h, ch)
+	if ch.State != nil && !h.Exists {
+		// A create has no stat: the root's tells the epoch it landed in.
+		ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
+	}
+	res, err := c.zk.Multi(sent(ctx), ops...)
+	c.stats.requests.Add(1)
+	nd.valid, nd.deleted = false, nil // this client reads the name afresh
+	switch {
+	case err == nil:
+		if ch.State == nil {
+			return nil, nil
+		}
+		i := slices.IndexFunc(res, func(r zkclient.OpResult) bool { return r.Stat != nil })
+		if i < 0 {
+			return nil, nil
+		}
+		c.observe(res[i].Stat)
+		return res[i].Stat, nil
+	case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNodeExists),
+		errors.Is(err, zkclient.ErrNotEmpty):
+		c.stats.conflicts.Add(1)
+		return nil, fmt.Errorf("sequence %q: %w", h.Name, ErrChangedMeanwhile)
+	case zkclient.IsTransient(err):
+		return nil, err
+	}
+	return nil, c.zkError(h.Name, err)
+}
+
+// Store is the durable store as the lifecycle protocol writes it; a
+// *persist.Store is one.
+type Store interface {
+	Get(ctx context.Context, name string) (persist.Record, error)
+	Epoch(ctx context.Context) (int64, string, error)
+	Put(ctx context.Context, epoch int64, recs ...persist.Record) error
+}
+
+// Step is what a lifecycle change decided from one reading.
+type Step struct {
+	Change
+	// Before is what the store must hold before ZooKeeper changes: a
+	// ceiling (with the configuration it is for), never a birth or a
+	// death. Nil: nothing.
+	Before *persist.Record
+	// After is what the store learns once ZooKeeper holds the change: the
+	// birth (Live) or the death (Dead). Nil: nothing.
+	After *persist.Record
+}
+
+// Decide decides a lifecycle step from what ZooKeeper holds and the
+// store's record (zero Name when it has none), as read (the store is read
+// again when the name changed incarnation, and so may include this
+// change's own Before writes). A step with no change and no After ends
+// the change with nothing done; an error ends it too.
+type Decide func(h Holding, rec persist.Record) (Step, error)
+
+// Done is what a lifecycle change did.
+type Done struct {
+	// Replaced is what ZooKeeper held before the first transaction of the
+	// change that landed, and Landed whether that transaction landed in
+	// the epoch its state was stamped with.
+	Replaced Holding
+	Landed   bool
+	// Step is the last step decided, and Committed whether its change
+	// was made.
+	Step      Step
+	Committed bool
+}
+
+// lifecycleAttempts bounds the readings of a lifecycle change that others
+// keep overtaking (takers, the primary, other operators).
+const lifecycleAttempts = 100
+
+// ErrContended reports a lifecycle change that gave up because others kept
+// changing the name under it: nothing of it reached ZooKeeper. (Its store
+// writes are ceilings, which a primary would also write.)
+var ErrContended = errors.New("the sequence keeps changing under the change")
+
+// Lifecycle carries out one lifecycle change of name: read, decide, the
+// store's Before, the guarded transaction, the store's After. A guard that
+// fails, or a lost reply, starts it again from a fresh reading. The store
+// is read again only when the name's znode or deletion record changed
+// incarnation, and a Before already stored is not written again. store is
+// nil for a change the store holds already (a repair from it).
+func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
+	var (
+		done    Done
+		rec     persist.Record
+		read    bool
+		last    Holding
+		held    persist.Record // what this change's Before writes hold
+		pending *Step          // committed, its reply lost: did it land?
+	)
+	meta := false // the root's own znode is known to exist
+	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
+		// Back off once it keeps losing, so that a change that cannot
+		// succeed never spins hot.
+		if attempt >= 3 {
+			if err := retryDelay.Wait(ctx, attempt-3); err != nil {
+				return done, err
+			}
+		}
+		h, err := c.Hold(ctx, name)
+		if errors.Is(err, ErrChangedMeanwhile) || zkclient.IsTransient(err) {
+			continue
+		}
+		if err != nil {
+			return done, err
+		}
+		if pending != nil && landed(h, pending.Change) {
+			return c.finish(ctx, store, done, *pending, h)
+		}
+		pending = nil
+		if store != nil && (!read || h.Czxid != last.Czxid || h.Deletion != last.Deletion) {
+			if rec, err = store.Get(ctx, name); errors.Is(err, persist.ErrNotFound) {
+				rec, err = persist.Record{}, nil
+			}
+			if err != nil {
+				return done, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
+			}
+			read = true
+		}
+		last = h
+		step, err := decide(h, rec)
+		if err != nil || step.None() && step.After == nil {
+			if !done.Committed {
+				done.Replaced, done.Step = h, step
+			}
+			return done, err
+		}
+		if b := step.Before; b != nil && !covers(held, *b) {
+			if err := PutAtCurrentEpoch(ctx, store, *b); err != nil {
+				return done, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, b.Ceiling, err)
+			}
+			held = persist.Merge(held, *b)
+			held.Name = name
+		}
+		if step.None() {
+			return c.finish(ctx, store, done, step, h)
+		}
+		if !meta {
+			if err := c.EnsureMeta(ctx); err != nil {
+				return done, err
+			}
+			meta = true
+		}
+		stat, err := c.Commit(ctx, h, step.Change)
+		switch {
+		case errors.Is(err, ErrChangedMeanwhile):
+			continue
+		case zkclient.IsTransient(err):
+			pending = &step
+			continue
+		case err != nil:
+			return done, err
+		}
+		// A stamp is good only in the epoch it landed in.
+		stale := stamped(h, step.Change) && stat != nil && epochOf(stat.Mzxid) != step.State.ZKEpoch
+		if !done.Committed {
+			done.Replaced, done.Committed, done.Landed = h, true, !stale
+		}
+		done.Step = step
+		if stale {
+			continue // decide again in the epoch now known
+		}
+		return c.finish(ctx, store, done, step, h)
+	}
+	return done, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again", name, ErrContended, lifecycleAttempts)
+}
+
+// finish writes step's After, once ZooKeeper holds its change.
+func (c *Client) finish(ctx context.Context, store Store, done Done, step Step, h Holding) (Done, error) {
+	if !done.Committed {
+		// Nothing to commit, or a commit whose reply was lost and that
+		// landed: what replaced is not known beyond this reading.
+		done.Replaced, done.Landed, done.Committed = h, true, !step.None()
+	}
+	done.Step = step
+	if a := step.After; a != nil && store != nil {
+		if err := PutAtCurrentEpoch(ctx, store, *a); err != nil {
+			return done, fmt.Errorf("sequence %q: ZooKeeper holds the change, the store does not know it yet (the primary's audit copies it): %w", a.Name, err)
+		}
+	}
+	return done, nil
+}
+
+// stamped reports whether ch stamps a state anew (a new marker).
+func stamped(h Holding, ch Change) bool {
+	return ch.State != nil && ch.State.Marker != "" && ch.State.Marker != h.State.Marker
+}
+
+// landed reports whether h shows change ch made: its new marker, its
+// state, or the death it recorded.
+func landed(h Holding, ch Change) bool {
+	switch {
+	case ch.State == nil:
+		return !h.Exists && h.Deletion.Exists && h.Deletion.Ceiling >= ch.Dead
+	case ch.State.Marker != "":
+		return h.Exists && h.State.Marker == ch.State.Marker
+	}
+	return h.Exists && h.State.Equal(*ch.State)
+}
+
+// covers reports whether a store record already holds everything of b.
+func covers(a, b persist.Record) bool {
+	m := persist.Merge(a, b)
+	m.Updated, m.Epoch = a.Updated, a.Epoch
+	return a.Name != "" && persist.Equal(m, a)
+}
+
+// putAttempts bounds how often an operator's store write is repeated when
+// a primary taking over fences it (each time at the new leader epoch).
+const putAttempts = 5
+
+// PutAtCurrentEpoch writes recs to the store at its current leader epoch,
+// as an operator's command does beside a running primary: the merge by
+// maximum keeps whatever the primary writes, and a primary that takes over
+// meanwhile fences the write, which is then made again at its epoch.
+func PutAtCurrentEpoch(ctx context.Context, store Store, recs ...persist.Record) error {
+	var err error
+	for range putAttempts {
+		var epoch int64
+		if epoch, _, err = store.Epoch(ctx); err != nil {
+			return err
+		}
+		if err = store.Put(ctx, epoch, recs...); !errors.Is(err, persist.ErrFenced) {
+			return err
+		}
+	}
+	return err
+}
