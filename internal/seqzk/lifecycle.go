@@ -64,6 +64,13 @@ func (h Holding) Trusted() bool {
 // decided from it has one round trip to lose before its transaction). A
 // state that cannot be parsed is its error.
 func (c *Client) Hold(ctx context.Context, name string) (Holding, error) {
+	return c.hold(ctx, name, false)
+}
+
+// hold is Hold, after a sync of the session with the ZooKeeper leader when
+// synced is set: a step whose transaction lost to a write read a server
+// behind the leader, and busy takers keep it behind.
+func (c *Client) hold(ctx context.Context, name string, synced bool) (Holding, error) {
 	if err := ValidateName(name); err != nil {
 		return Holding{}, err
 	}
@@ -72,6 +79,11 @@ func (c *Client) Hold(ctx context.Context, name string) (Holding, error) {
 		h.Epoch = c.probeEpoch(ctx)
 	}
 	s, p := c.zk.Session(), c.Path(name)
+	if synced {
+		if err := c.sync(ctx, s, p); err != nil {
+			return Holding{}, err
+		}
+	}
 	var cstat *zkclient.Stat
 	err := c.confirmNoNode(ctx, s, p, func() (err error) {
 		h.Children, cstat, err = s.Children(ctx, p)
@@ -257,7 +269,7 @@ type Done struct {
 
 // lifecycleAttempts bounds the readings of a lifecycle change that others
 // keep overtaking (takers, the primary, other operators).
-const lifecycleAttempts = 100
+const lifecycleAttempts = 1000
 
 // ErrContended reports a lifecycle change that gave up because others kept
 // changing the name under it: nothing of it reached ZooKeeper. (Its store
@@ -281,14 +293,16 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 	)
 	meta := false // the root's own znode is known to exist
 	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
-		// Back off once it keeps losing, so that a change that cannot
-		// succeed never spins hot.
-		if attempt >= 3 {
-			if err := retryDelay.Wait(ctx, attempt-3); err != nil {
+		// A taker's write costs a step only its transaction: read again
+		// at once, as takers do, and back off only once it keeps losing
+		// (other operators), so that a change that cannot succeed never
+		// spins hot.
+		if attempt >= lifecycleAttempts/10 {
+			if err := retryDelay.Wait(ctx, attempt-lifecycleAttempts/10); err != nil {
 				return done, err
 			}
 		}
-		h, err := c.Hold(ctx, name)
+		h, err := c.hold(ctx, name, attempt > 0)
 		if errors.Is(err, ErrChangedMeanwhile) || zkclient.IsTransient(err) {
 			continue
 		}
