@@ -27,35 +27,39 @@ func (ch *chaos) killWorkers(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// killPrimary sends SIGKILL to the primary; a successor must take over once
-// its session expires. The old primary starts again after 12 s.
+// killPrimary sends SIGKILL to the primary; a successor must take over
+// once its session expires. The old primary starts again once one has.
 func (ch *chaos) killPrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Kill, "SIGKILL", 12*time.Second, (*Node).Start)
+	return ch.disturbPrimary(ctx, (*Node).Kill, "SIGKILL", 0, (*Node).Start)
 }
 
 // termPrimary stops the primary gracefully (it resigns, pushes back its
-// buffers) and starts it again after 5 s.
+// buffers) and starts it again once a successor leads, after 5 s at the
+// earliest.
 func (ch *chaos) termPrimary(ctx context.Context) error {
 	return ch.disturbPrimary(ctx, (*Node).Stop, "", 5*time.Second, (*Node).Start)
 }
 
-// partitionPrimary cuts the primary off the network for 20 s while it
-// believes it leads; a successor takes over; then the partition heals.
+// partitionPrimary cuts the primary off the network while it believes it
+// leads, until a successor has taken over and for at least twice the
+// session timeout (its session has expired); then the partition heals.
 func (ch *chaos) partitionPrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Disconnect, "", 20*time.Second, (*Node).Reconnect)
+	return ch.disturbPrimary(ctx, (*Node).Disconnect, "", 2*chaosSessionTimeout, (*Node).Reconnect)
 }
 
-// pausePrimary freezes the primary for 15 s, well past its session
-// timeout (the GC pause case): when it thaws it must not act as primary.
+// pausePrimary freezes the primary well past its session timeout (the GC
+// pause case): until a successor has taken over and for at least twice the
+// session timeout. When it thaws it must not act as primary.
 func (ch *chaos) pausePrimary(ctx context.Context) error {
-	return ch.disturbPrimary(ctx, (*Node).Pause, "", 15*time.Second, (*Node).Unpause)
+	return ch.disturbPrimary(ctx, (*Node).Pause, "", 2*chaosSessionTimeout, (*Node).Unpause)
 }
 
 // disturbPrimary applies fault to the current primary, records it as a
 // crash when crash is set (the checker explains IDs buffered at a crash),
-// waits for d, and heals it.
+// waits until another replica leads (at most 2 minutes) and at least
+// least has passed, and heals it, whether or not a successor came.
 func (ch *chaos) disturbPrimary(ctx context.Context, fault func(*Node, context.Context) error, crash string,
-	d time.Duration, heal func(*Node, context.Context) error) error {
+	least time.Duration, heal func(*Node, context.Context) error) error {
 	p, err := ch.w.Primary(ctx)
 	if err != nil {
 		return err
@@ -63,11 +67,31 @@ func (ch *chaos) disturbPrimary(ctx context.Context, fault func(*Node, context.C
 	if err := fault(p, ctx); err != nil {
 		return err
 	}
+	from := time.Now()
 	if crash != "" {
 		ch.hist.Event("crash", p.Name, crash)
 	}
-	sleep(ctx, d)
-	return heal(p, ctx)
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = ch.waitSuccessor(sctx, p)
+	cancel()
+	sleep(ctx, time.Until(from.Add(least)))
+	return errors.Join(err, heal(p, ctx))
+}
+
+// waitSuccessor waits until one replica other than p says it leads.
+func (ch *chaos) waitSuccessor(ctx context.Context, p *Node) error {
+	from := time.Now()
+	for {
+		n, err := ch.w.Primary(ctx)
+		if err != nil {
+			return fmt.Errorf("no replica took over from %s: %w", p.Name, err)
+		}
+		if n != p {
+			ch.hist.Event("note", n.Name, fmt.Sprintf("leads, %.1fs after %s was disturbed", time.Since(from).Seconds(), p.Name))
+			return nil
+		}
+		sleep(ctx, 250*time.Millisecond)
+	}
 }
 
 // restartReplicas stops every replica at once (gracefully) and starts them

@@ -130,29 +130,48 @@ func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
 // should be able to recover (not when it has).
 type fault struct {
 	name string
-	run  func(ch *chaos, ctx context.Context) error
+	// cluster names the cluster TestChaos runs the scenario on (see
+	// chaosClusters).
+	cluster string
+	run     func(ch *chaos, ctx context.Context) error
 }
 
-// faults are the scenarios, cheapest first.
+// faults are the scenarios, cheapest first within each cluster.
 var faults = []fault{
-	{"kill-workers-mid-batch", (*chaos).killWorkers},
-	{"sigkill-primary", (*chaos).killPrimary},
-	{"sigterm-primary", (*chaos).termPrimary},
-	{"partition-primary", (*chaos).partitionPrimary},
-	{"pause-primary", (*chaos).pausePrimary},
-	{"restart-all-replicas", (*chaos).restartReplicas},
-	// Before any ZooKeeper election: each one inflates the reserve (see
-	// docs/guarantees.md), and a reserve larger than the outage's traffic
-	// would hide whether clients block at the stored ceiling.
-	{"s3-down-past-runway", (*chaos).s3Down},
-	{"delete-recreate-sequence", (*chaos).deleteRecreate},
-	{"lose-store-objects", (*chaos).loseStoreObjects},
-	{"lose-one-zookeeper", (*chaos).loseZooKeeper},
-	{"lose-zookeeper-quorum", (*chaos).loseQuorum},
-	{"wipe-zookeeper", (*chaos).wipeZooKeeper},
-	{"rollback-zookeeper-before-raise", (*chaos).rollbackBeforeRaise},
-	{"rollback-zookeeper-after-raise", (*chaos).rollbackAfterRaise},
-	{"rollback-zookeeper-reusing-epoch", (*chaos).rollbackReusingEpoch},
+	{"kill-workers-mid-batch", "replicas", (*chaos).killWorkers},
+	{"sigkill-primary", "replicas", (*chaos).killPrimary},
+	{"sigterm-primary", "replicas", (*chaos).termPrimary},
+	{"partition-primary", "replicas", (*chaos).partitionPrimary},
+	{"pause-primary", "replicas", (*chaos).pausePrimary},
+	{"restart-all-replicas", "replicas", (*chaos).restartReplicas},
+	// Before any ZooKeeper election on its cluster: each one inflates the
+	// reserve (see docs/guarantees.md), and a reserve larger than the
+	// outage's traffic would hide whether clients block at the stored
+	// ceiling.
+	{"s3-down-past-runway", "store", (*chaos).s3Down},
+	{"delete-recreate-sequence", "store", (*chaos).deleteRecreate},
+	{"lose-store-objects", "store", (*chaos).loseStoreObjects},
+	{"lose-one-zookeeper", "store", (*chaos).loseZooKeeper},
+	{"lose-zookeeper-quorum", "store", (*chaos).loseQuorum},
+	{"wipe-zookeeper", "zookeeper", (*chaos).wipeZooKeeper},
+	{"rollback-zookeeper-before-raise", "zookeeper", (*chaos).rollbackBeforeRaise},
+	{"rollback-zookeeper-after-raise", "rollback", (*chaos).rollbackAfterRaise},
+	{"rollback-zookeeper-reusing-epoch", "rollback", (*chaos).rollbackReusingEpoch},
+}
+
+// chaosClusters returns the names of TestChaos's clusters, in the order of
+// their first scenario in faults, and each one's scenarios in the order
+// of faults.
+func chaosClusters() ([]string, map[string][]fault) {
+	var names []string
+	of := map[string][]fault{}
+	for _, f := range faults {
+		if of[f.cluster] == nil {
+			names = append(names, f.cluster)
+		}
+		of[f.cluster] = append(of[f.cluster], f)
+	}
+	return names, of
 }
 
 // run runs f as scenario name: some traffic, the fault, then the wait for
@@ -241,17 +260,33 @@ func (ch *chaos) summary(t *testing.T, from time.Time) (Verdict, Figures) {
 	return v, all
 }
 
-// TestChaos runs every fault scenario in turn on one cluster, the workers
-// taking IDs throughout, and checks the complete history after each.
+// TestChaos runs every fault scenario, the workers taking IDs throughout,
+// and checks the complete history after each. The scenarios are spread
+// over a few clusters that run side by side (a subtest each, named by
+// fault.cluster): each cluster runs its scenarios in turn, in the order of
+// faults, with one workload and one history from its start to its
+// summary. A scenario needs nothing of the scenarios before it but what
+// its own fault leaves, so sharing a cluster only saves its start; the
+// clusters are how many at once the suite's run time needs.
+//
+//	go test -run 'TestChaos$/<cluster>/<scenario>' .
 func TestChaos(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
-	defer cancel()
-	start := time.Now()
-	ch := newChaos(ctx, t, uint64(time.Now().UnixNano()))
-	for _, f := range faults {
-		t.Run(f.name, func(t *testing.T) { ch.run(t, f.name, f) })
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	names, of := chaosClusters()
+	for i, name := range names {
+		t.Run(name, func(t *testing.T) {
+			takeClusterSlot(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+			defer cancel()
+			start := time.Now()
+			ch := newChaos(ctx, t, seed+uint64(i))
+			for _, f := range of[name] {
+				t.Run(f.name, func(t *testing.T) { ch.run(t, f.name, f) })
+			}
+			ch.summary(t, start)
+		})
 	}
-	ch.summary(t, start)
 }
 
 // TestChaosMixed injects faults drawn at random, with random quiet times
@@ -261,6 +296,7 @@ func TestChaos(t *testing.T) {
 // draws only from the faults whose names it matches (a replay needs the
 // same value).
 func TestChaosMixed(t *testing.T) {
+	takeClusterSlot(t)
 	duration := 3 * time.Minute
 	if s := os.Getenv("SEQKEEPER_CHAOS_DURATION"); s != "" {
 		d, err := time.ParseDuration(s)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -10,9 +11,10 @@ import (
 // a wiped ensemble and rollbacks of every server to older data. See
 // docs/guarantees.md.
 
-// loseZooKeeper kills the ensemble's leader for 10 s: the other two elect
-// a new leader, a new ZooKeeper epoch begins, and the primary must
-// revalidate every sequence.
+// loseZooKeeper kills the ensemble's leader until the other two have
+// elected a new leader (at most a minute): a new ZooKeeper epoch begins,
+// and the primary must revalidate every sequence. Then the killed server
+// starts again.
 func (ch *chaos) loseZooKeeper(ctx context.Context) error {
 	leader, _, err := ch.c.ZooKeeperLeader(ctx)
 	if err != nil {
@@ -21,8 +23,22 @@ func (ch *chaos) loseZooKeeper(ctx context.Context) error {
 	if err := leader.Kill(ctx); err != nil {
 		return err
 	}
-	sleep(ctx, 10*time.Second)
-	return ch.startZooKeepers(ctx, leader)
+	killed := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	for {
+		var next *Node
+		if next, _, err = ch.c.ZooKeeperLeader(lctx); err == nil {
+			ch.hist.Event("note", next.Name, fmt.Sprintf("leads the ensemble, %.1fs after %s was killed", time.Since(killed).Seconds(), leader.Name))
+			break
+		}
+		if lctx.Err() != nil {
+			err = fmt.Errorf("no new ZooKeeper leader a minute after %s was killed: %w", leader.Name, err)
+			break
+		}
+		sleep(lctx, 250*time.Millisecond)
+	}
+	cancel()
+	return errors.Join(err, ch.startZooKeepers(ctx, leader))
 }
 
 // loseQuorum kills the leader and a follower for 15 s: nothing can be
@@ -53,14 +69,25 @@ func (ch *chaos) wipeZooKeeper(ctx context.Context) error {
 	return ch.startZooKeepers(ctx, zks...)
 }
 
-// rollbackBeforeRaise copies a follower's data, lets 15 s of traffic (and
-// raises) go by, then rolls the whole ensemble back to the copy.
+// rollbackBeforeRaise copies a follower's data, lets traffic go by until
+// the primary has stored a raise of every sequence the workers take from
+// (at least 3 s, at most 15 s), then rolls the whole ensemble back to the
+// copy.
 func (ch *chaos) rollbackBeforeRaise(ctx context.Context) error {
 	snap, err := ch.snapshotFollower(ctx)
 	if err != nil {
 		return err
 	}
-	sleep(ctx, 15*time.Second)
+	copied := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	before, after, err := ch.w.WaitRaised(rctx, chaosSequences)
+	cancel()
+	if err != nil {
+		ch.hist.Event("note", "zookeeper", fmt.Sprintf("rolling back 15 s after the copy: %v", err))
+	} else {
+		ch.hist.Event("note", "zookeeper", fmt.Sprintf("raised since the copy: %v -> %v", before, after))
+	}
+	sleep(ctx, time.Until(copied.Add(3*time.Second)))
 	return ch.restoreEnsemble(ctx, snap)
 }
 

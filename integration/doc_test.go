@@ -1,7 +1,10 @@
 // Package integration runs seqkeeper against real servers in containers: a
 // ZooKeeper ensemble, MinIO and seqkeeper replicas, each its own host on a
 // private Docker network, so that tests can stop, kill, pause and partition
-// them one by one.
+// them one by one. Every test (and each of TestChaos's clusters) runs its
+// own cluster, a few side by side: they take cluster slots in a fixed
+// order, longest first, and the upgrade tests, which assert timings, two
+// of the three (slots_test.go).
 //
 // The directory is a Go module of its own
 // (github.com/seqkeeper/seqkeeper/integration) holding only test files, so

@@ -131,7 +131,13 @@ func (c *Cluster) checkImages(ctx context.Context) error {
 // which could give a stopped node's address to another node, so that the
 // stopped one could not start again ("address already in use", as after
 // a partition and a restart of every replica).
+//
+// Clusters of tests that run side by side create their networks one at a
+// time (networkMu): between the removal and the re-creation another
+// cluster's network would get the subnet Docker picked for this one.
 func (c *Cluster) createNetwork(ctx context.Context) (netip.Addr, error) {
+	networkMu.Lock()
+	defer networkMu.Unlock()
 	opts := client.NetworkCreateOptions{
 		Driver: "bridge",
 		Labels: map[string]string{labelKey: c.t.Name()},
@@ -165,6 +171,9 @@ func (c *Cluster) createNetwork(ctx context.Context) (netip.Addr, error) {
 	}
 	return netip.Addr{}, fmt.Errorf("create network %s with a fixed subnet: %w", c.Network, err)
 }
+
+// networkMu serialises createNetwork across the clusters of this process.
+var networkMu sync.Mutex
 
 // hostOverride is decided once per process: testcontainers reads its
 // configuration once.

@@ -28,6 +28,7 @@ import (
 // the CA the store is refused, and the log says why. The image also runs as
 // an unprivileged user and carries its OCI labels.
 func TestImageTalksHTTPSToS3(t *testing.T) {
+	takeClusterSlot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// One ZooKeeper in quorum mode, as serve requires.

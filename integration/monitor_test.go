@@ -161,3 +161,32 @@ func (w *Workload) StoredCeilings(ctx context.Context) (map[string]int64, error)
 	}
 	return out, nil
 }
+
+// WaitRaised waits until the primary has stored a ceiling above the one
+// it reported at the call for every sequence of names (a raise of each:
+// a store write), and returns the stored ceilings before and after. The
+// primary may change meanwhile; the error is ctx's.
+func (w *Workload) WaitRaised(ctx context.Context, names []string) (before, after map[string]int64, err error) {
+	if before, err = w.StoredCeilings(ctx); err != nil {
+		return nil, nil, err
+	}
+	for {
+		if after, err = w.StoredCeilings(ctx); err != nil {
+			return before, nil, err
+		}
+		raised := 0
+		for _, name := range names {
+			if after[name] > before[name] {
+				raised++
+			}
+		}
+		if raised == len(names) {
+			return before, after, nil
+		}
+		select {
+		case <-ctx.Done():
+			return before, after, fmt.Errorf("no raise of every sequence of %v stored: %v -> %v: %w", names, before, after, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,6 +30,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
+	flag.Parse()
+	clusterSlotsFirst()
 	// Every request to a replica's API, and every answer, is held to the
 	// OpenAPI document.
 	apitest.InstallDefault()
@@ -42,6 +45,7 @@ func TestMain(m *testing.M) {
 // with 412 through pause and restart; seqkeeper containers that run a
 // command and serve IDs.
 func TestSmoke(t *testing.T) {
+	takeClusterSlot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := NewCluster(ctx, t, Options{

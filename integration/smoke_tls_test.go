@@ -21,6 +21,7 @@ import (
 // talks TLS too, what it created belongs to its identity, and a plain
 // client gets no session.
 func TestSmokeOverTLS(t *testing.T) {
+	takeClusterSlot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, ZooKeeperTLS: true})

@@ -233,8 +233,13 @@ func (w *Workload) Races() []string {
 	return append([]string(nil), w.races...)
 }
 
+// runPause ends an allocator's run of single IDs (readWorker): its calls
+// follow each other within a millisecond or two.
+const runPause = 100 * time.Millisecond
+
 // readWorker turns a worker process's output lines into history. Single
-// IDs that continue the previous range of the same sequence extend it (the
+// IDs that continue the previous range of the same sequence, in a call
+// that started within runPause of the previous one's end, extend it (the
 // allocator reports every ID); a run is recorded at a break, after 200 ms
 // or 1000 IDs, and when the output ends.
 func (w *Workload) readWorker(gw *goWorker, out io.Reader) {
@@ -274,7 +279,10 @@ func (w *Workload) readWorker(gw *goWorker, out io.Reader) {
 			continue
 		}
 		r := m.Ranges[0]
-		if run.ok && run.seq == m.Seq && r[0] == run.end+1 {
+		// A run is calls back to back: a pause between two (a worker
+		// descheduled on a loaded machine) ends it, so that a record's
+		// length stays the time its calls took, never a pause.
+		if run.ok && run.seq == m.Seq && r[0] == run.end+1 && t0.Sub(run.t1) < runPause {
 			run.end, run.t1 = r[1], t1
 		} else {
 			flush()
@@ -421,10 +429,16 @@ func (w *Workload) takeHTTP(r *Node, seq string, count int) ([][2]int64, string,
 }
 
 // WaitProgress waits until every worker (every running Go worker and every
-// HTTP worker) has completed a call that started after since, and a
-// primary is known: the system has recovered. The error lists the workers
-// still stuck.
+// HTTP worker) has completed a call that started after since: the system
+// has recovered. The error lists the workers still stuck.
 func (w *Workload) WaitProgress(ctx context.Context, since time.Time) error {
+	return w.WaitProgressThrough(ctx, since, nil)
+}
+
+// WaitProgressThrough is WaitProgress where an HTTP worker's call counts
+// only if replica via served it (nil: any replica), so that every HTTP
+// worker has been served by a replica that just joined.
+func (w *Workload) WaitProgressThrough(ctx context.Context, since time.Time, via *Node) error {
 	want := map[string]bool{}
 	for _, id := range w.GoWorkers() {
 		want[id] = true
@@ -445,7 +459,7 @@ func (w *Workload) WaitProgress(ctx context.Context, since time.Time) error {
 			if r.T1.Before(since) {
 				break
 			}
-			if !r.T0.Before(since) {
+			if !r.T0.Before(since) && (via == nil || r.Source == via.Name || !strings.HasPrefix(r.Worker, "http")) {
 				delete(stuck, r.Worker)
 			}
 		}
