@@ -266,8 +266,8 @@ func (ch *chaos) summary(t *testing.T, from time.Time) (Verdict, Figures) {
 // fault.cluster): each cluster runs its scenarios in turn, in the order of
 // faults, with one workload and one history from its start to its
 // summary. A scenario needs nothing of the scenarios before it but what
-// its own fault leaves, so sharing a cluster only saves its start; the
-// clusters are how many at once the suite's run time needs.
+// its own fault leaves: sharing a cluster saves its start, and four
+// clusters let the suite's slots (slots_test.go) overlap them.
 //
 //	go test -run 'TestChaos$/<cluster>/<scenario>' .
 func TestChaos(t *testing.T) {
