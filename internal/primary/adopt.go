@@ -40,6 +40,7 @@ func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, state.DefaultStart, state.MaxID, false))
 	var out Adopted
 	var stored int64 // the ceiling an earlier attempt stored
+	room := headroom // the IDs above the floor that ceiling gives
 	var born persist.Record
 	_, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
 		if m := out.State.Marker; m != "" && h.State.Marker == m {
@@ -61,7 +62,11 @@ func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 		// half of its headroom is left (busy takers would otherwise win
 		// every race against a store write).
 		if floor > stored-headroom/2 {
-			stored = reconcile.Ceiling(floor, 2*headroom, state.MaxID-1)
+			// Each new ceiling gives the takers twice the room of the
+			// last, so that a store write slower than they are cannot
+			// keep the adoption from ever finding its ceiling stored.
+			room = min(2*room, state.MaxID/4)
+			stored = reconcile.Ceiling(floor, room, state.MaxID-1)
 		}
 		ceiling := stored
 		st := state.State{Name: name, Start: state.DefaultStart, End: state.MaxID}

@@ -336,6 +336,9 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 			}
 			held = persist.Merge(held, *b)
 			held.Name = name
+			// Read again before the transaction: writes that landed
+			// while the store was written would fail it anyway.
+			continue
 		}
 		if step.None() {
 			return c.finish(ctx, store, done, step, h)
