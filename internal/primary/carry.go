@@ -146,10 +146,10 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 		st, err = p.seq.Initialise(ctx, pl.name, pl.floor, pl.rec.Ceiling, pl.guard)
 		p.count(func(s *Stats) { s.Initialised++ })
 	case planRevalidate:
-		st, err = p.seq.Revalidate(ctx, pl.name, pl.floor, pl.rec.Ceiling)
+		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	case planFastForward:
-		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.rec.Ceiling)
+		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	if errors.Is(err, seqzk.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {

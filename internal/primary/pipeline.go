@@ -138,8 +138,9 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, r
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, seqzk.ErrUnknownSequence):
-				// deleted meanwhile; the watcher reports it
+			case errors.Is(err, seqzk.ErrUnknownSequence), errors.Is(err, seqzk.ErrChangedMeanwhile):
+				// deleted (and perhaps registered again) meanwhile; the
+				// watcher reports it
 			case err != nil:
 				errs = append(errs, err)
 			default:
@@ -162,7 +163,7 @@ func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (st
 		// only up to the ceiling the store just accepted: the next raise
 		// follows from the next decision.
 		log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
-		st, err = p.seq.FastForward(ctx, pl.name, pl.floor, pl.rec.Ceiling)
+		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	return st, err

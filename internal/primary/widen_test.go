@@ -11,6 +11,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // A bounded space smaller than min_reserve (issue 31, item 4): its first
@@ -149,18 +150,27 @@ func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
 		seen.add(t, "before the loss", got)
 		last = got[len(got)-1].End
 	}
-	// ZooKeeper restored from its copy before the widen, and revalidated.
-	data, stat, err := c.ZK().Get(ctx, c.Path("tiny"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.ParseState("tiny", data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.End, st.Next, st.Ceiling, st.Recycled = 300, 301, 300, nil
-	if _, err := c.ZK().Set(ctx, c.Path("tiny"), st.Encode(), stat.Version); err != nil {
-		t.Fatal(err)
+	// ZooKeeper restored from its copy before the widen, and revalidated:
+	// written by compare-and-set, again if the primary's raise after the
+	// takes lands in between.
+	for {
+		data, stat, err := c.ZK().Get(ctx, c.Path("tiny"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := state.ParseState("tiny", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.End, st.Next, st.Ceiling, st.Recycled = 300, 301, 300, nil
+		_, err = c.ZK().Set(ctx, c.Path("tiny"), st.Encode(), stat.Version)
+		if errors.Is(err, zkclient.ErrBadVersion) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
 	rec, err := r.store().Get(ctx, "tiny")
 	if err != nil || rec.Ceiling < last {

@@ -55,7 +55,7 @@ var (
 	// ErrMarkerGone reports that a sequence's state names a marker znode
 	// (State.Marker) that does not exist: the state was written in another
 	// ZooKeeper history or incarnation. Nothing may be taken from it until
-	// the primary validates it again (FastForward).
+	// the primary validates it again (Restamp).
 	ErrMarkerGone = errors.New("validation marker missing")
 
 	// ErrChangedMeanwhile reports that a sequence was deleted, or born,

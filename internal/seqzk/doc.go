@@ -1,6 +1,6 @@
 // Package seqzk reads and writes sequence znodes in ZooKeeper with every
 // power: the workers' take and push, and the writes only the primary and
-// operators may make (Register, Raise, RaiseAll, Revalidate, FastForward,
+// operators may make (Register, Raise, RaiseAll, Revalidate, Restamp,
 // Rotate, OpenWindow, PruneWindows, TopUpWindows, Restore). A take from a
 // sequence with window slots also carves the slot's next window when the
 // current one runs low (windows.go); the primary's TopUpWindows only opens

@@ -279,17 +279,22 @@ var ErrContended = errors.New("the sequence keeps changing under the change")
 // Lifecycle carries out one lifecycle change of name: read, decide, the
 // store's Before, the guarded transaction, the store's After. A guard that
 // fails, or a lost reply, starts it again from a fresh reading. The store
-// is read again only when the name's znode or deletion record changed
-// incarnation, and a Before already stored is not written again. store is
-// nil for a change the store holds already (a repair from it).
+// is read again after a reading of ZooKeeper that may come from another
+// history than the last (a rollback of ZooKeeper between two attempts
+// leaves the same incarnation with an older state, which must move above
+// what the store holds now, not above what it held at the first reading),
+// and a Before already stored is not written again. store is nil for a change the store holds already (a repair from
+// it).
 func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
 	var (
-		done    Done
-		rec     persist.Record
-		read    bool
-		last    Holding
-		held    persist.Record // what this change's Before writes hold
-		pending *Step          // committed, its reply lost: did it land?
+		done     Done
+		rec      persist.Record
+		held     persist.Record // what this change's Before writes hold
+		pending  *Step          // committed, its reply lost: did it land?
+		from     Holding        // what pending was decided from
+		own      *Step          // landed in another epoch than it was stamped for
+		readOnce bool           // rec was read
+		lastH    Holding        // the reading rec was last read after
 	)
 	meta := false // the root's own znode is known to exist
 	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
@@ -309,20 +314,33 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 		if err != nil {
 			return done, err
 		}
-		if pending != nil && landed(h, pending.Change) {
+		if pending != nil && landed(from, h, pending.Change) {
 			return c.finish(ctx, store, done, *pending, h)
 		}
 		pending = nil
-		if store != nil && (!read || h.Czxid != last.Czxid || h.Deletion != last.Deletion) {
+		// The store's record, read after ZooKeeper: again whenever this
+		// reading may come from another history than the last one
+		// (another), so that a state rolled back meanwhile moves above
+		// what the store holds now. Not for every lost transaction: a
+		// store read per attempt widens the window in which busy takers
+		// overtake the change, which then never lands. And not when
+		// ZooKeeper still holds this change's own stamp, which landed in
+		// another epoch: the record read for it still bounds every ID
+		// handed out (ZooKeeper held nothing else since), and a fresh one
+		// would hold the change's own Before as if another incarnation had
+		// used it.
+		mine := own != nil && h.Exists && h.State.Marker == own.State.Marker
+		own = nil
+		if store != nil && !mine && (!readOnce || another(lastH, h)) {
 			if rec, err = store.Get(ctx, name); errors.Is(err, persist.ErrNotFound) {
 				rec, err = persist.Record{}, nil
 			}
 			if err != nil {
 				return done, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
 			}
-			read = true
+			readOnce = true
 		}
-		last = h
+		lastH = h
 		step, err := decide(h, rec)
 		if err != nil || step.None() && step.After == nil {
 			if !done.Committed {
@@ -354,7 +372,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 		case errors.Is(err, ErrChangedMeanwhile):
 			continue
 		case zkclient.IsTransient(err):
-			pending = &step
+			pending, from = &step, h
 			continue
 		case err != nil:
 			return done, err
@@ -366,6 +384,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 		}
 		done.Step = step
 		if stale {
+			own = &step
 			continue // decide again in the epoch now known
 		}
 		return c.finish(ctx, store, done, step, h)
@@ -394,15 +413,34 @@ func stamped(h Holding, ch Change) bool {
 	return ch.State != nil && ch.State.Marker != "" && ch.State.Marker != h.State.Marker
 }
 
-// landed reports whether h shows change ch made: its new marker, its
-// state, or the death it recorded.
-func landed(h Holding, ch Change) bool {
+// another reports whether the reading h may come from another history of
+// the name than last: another incarnation or deletion record, another
+// epoch, marker, stamp or trust, or a version that went back (a rollback).
+func another(last, h Holding) bool {
+	return h.Czxid != last.Czxid || h.Deletion != last.Deletion || h.Epoch != last.Epoch ||
+		h.State.Marker != last.State.Marker || h.State.ZKEpoch != last.State.ZKEpoch ||
+		h.Trusted() != last.Trusted() || h.Version < last.Version
+}
+
+// landed reports whether h shows change ch, decided from the holding
+// from, made: its new marker, its state, or the death it recorded (a
+// deletion record written since from, at ch's ceiling or above, and no
+// znode of the name but one born after it: a registration that came after
+// the death is not to die again).
+func landed(from, h Holding, ch Change) bool {
 	switch {
 	case ch.State == nil:
-		return !h.Exists && h.Deletion.Exists && h.Deletion.Ceiling >= ch.Dead
-	case ch.State.Marker != "":
+		d := h.Deletion
+		written := d.Exists && (!from.Deletion.Exists || d.Mzxid != from.Deletion.Mzxid)
+		return written && d.Ceiling >= ch.Dead && (!h.Exists || d.BornAfter(h.Czxid))
+	case stamped(from, ch):
+		// The new marker is this change's own.
 		return h.Exists && h.State.Marker == ch.State.Marker
 	}
+	// Kept (a widen, an advance of a trusted state) or unstamped: the
+	// marker was there before, so only the state itself tells. A take
+	// since makes it read as not landed, and the change is decided again
+	// from what ZooKeeper holds, which then needs nothing or less.
 	return h.Exists && h.State.Equal(*ch.State)
 }
 

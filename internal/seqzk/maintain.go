@@ -134,7 +134,7 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
 func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, false, nil)
+	return c.revalidate(ctx, name, floor, ceiling, false, nil, 0)
 }
 
 // Initialise is Revalidate for the primary's initialisation of a
@@ -145,18 +145,23 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 // primary decides again. A state that is not a registration any more is
 // revalidated as by Revalidate.
 func (c *Client) Initialise(ctx context.Context, name string, floor, ceiling int64, guard Deletion) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, false, &guard)
+	return c.revalidate(ctx, name, floor, ceiling, false, &guard, 0)
 }
 
-// FastForward is Revalidate that always moves next up to floor and drops
-// recycled IDs and windows, even when the state carries the current epoch.
-// The primary uses it for a znode whose creation zxid differs from the one
-// the store recorded: deleted and re-created, possibly with old data.
-func (c *Client) FastForward(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
-	return c.revalidate(ctx, name, floor, ceiling, true, nil)
+// Restamp is the primary's Revalidate of the incarnation it planned for,
+// the znode created at czxid (0: whichever): a znode created since (a
+// delete and a registration or a re-creation meanwhile) is
+// ErrChangedMeanwhile, nothing written. With force it always moves next
+// up to floor and drops recycled IDs and windows, even when the state
+// carries the current epoch: the primary forces it for a znode whose
+// creation zxid differs from the one the store recorded (deleted and
+// re-created, possibly with old data) and for a state whose marker is
+// gone.
+func (c *Client) Restamp(ctx context.Context, name string, czxid, floor, ceiling int64, force bool) (state.State, error) {
+	return c.revalidate(ctx, name, floor, ceiling, force, nil, czxid)
 }
 
-func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion) (state.State, error) {
+func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion, czxid int64) (state.State, error) {
 	var out state.State
 	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
 		st := nd.state
@@ -166,6 +171,14 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		epoch := c.Epoch()
 		if epoch == 0 {
 			epoch = c.probeEpoch(ctx)
+		}
+		if czxid != 0 && nd.czxid != czxid {
+			// Deleted and created again since the plan was made (a
+			// registration, say: a birth, which only Initialise makes,
+			// guarded by the deletion record). The floor planned for the
+			// old incarnation proves nothing of the IDs handed out since;
+			// the watcher reports the new one.
+			return true, fmt.Errorf("sequence %q: %w: created again since its plan was made", name, ErrChangedMeanwhile)
 		}
 		stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
 		guarded := guard != nil && st.Registered

@@ -146,7 +146,7 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 			t.Fatalf("after %s the retry recycled 3:5: %s", what, st.Recycled)
 		}
 	}
-	st, err := admin.FastForward(ctx, "s", 0, 2000)
+	st, err := admin.Restamp(ctx, "s", 0, 0, 2000, true)
 	if err != nil || len(st.Recycled) != 0 || !st.HasPushKey("k") {
 		t.Fatalf("fast-forward = %+v, %v; want recycled dropped and the key kept", st, err)
 	}
@@ -336,7 +336,7 @@ func TestPushOnceStopsWhenTheStateWasRevalidatedAfterALostWrite(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	proxy.Cut() // drops what it held: the write is lost
 	proxy.Resume()
-	if _, err := admin.FastForward(ctx, "s", 0, 2000); err != nil {
+	if _, err := admin.Restamp(ctx, "s", 0, 0, 2000, true); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Heal()

@@ -229,7 +229,7 @@ func TestClientForgetsVanishedWindows(t *testing.T) {
 		t.Fatalf("%d cached nodes for %d open windows: the worker did not take from windows", before, open)
 	}
 	for round := range 3 {
-		if _, err := admin.FastForward(ctx, "w", 0, 1<<40); err != nil { // drops every window
+		if _, err := admin.Restamp(ctx, "w", 0, 0, 1<<40, true); err != nil { // drops every window
 			t.Fatal(err)
 		}
 		for range 8 {
