@@ -283,8 +283,8 @@ var ErrContended = errors.New("the sequence keeps changing under the change")
 // history than the last (a rollback of ZooKeeper between two attempts
 // leaves the same incarnation with an older state, which must move above
 // what the store holds now, not above what it held at the first reading),
-// and a Before already stored is not written again. store is nil for a change the store holds already (a repair from
-// it).
+// and a Before already stored is not written again. store is nil for a
+// change the store holds already (a repair from it).
 func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
 	var (
 		done     Done
