@@ -184,15 +184,7 @@ func (c *Client) buryAbsent(h Holding, ceiling int64) (Step, error) {
 // written, while a znode of the name exists (an incarnation the record
 // would wrongly claim to be newer than it).
 func (c *Client) Bury(ctx context.Context, name string, ceiling int64) error {
-	_, err := c.Lifecycle(ctx, nil, name, func(h Holding, _ persist.Record) (Step, error) {
-		switch {
-		case h.Exists:
-			return Step{}, fmt.Errorf("sequence %q %w: its deletion record is written only while no znode of the name exists", name, ErrExists)
-		case h.Deletion.Exists && h.Deletion.Ceiling >= ceiling:
-			return Step{}, nil
-		}
-		return Step{Change: Change{Dead: max(ceiling, h.Deletion.Ceiling, 1)}}, nil
-	})
+	_, err := c.Lifecycle(ctx, nil, name, func(h Holding, _ persist.Record) (Step, error) { return c.buryAbsent(h, ceiling) })
 	return err
 }
 
