@@ -249,8 +249,8 @@ type Step struct {
 
 // Decide decides a lifecycle step from what ZooKeeper holds and the
 // store's record (zero Name when it has none), as read (the store is read
-// again when the name changed incarnation, and so may include this
-// change's own Before writes). A step with no change and no After ends
+// again when a reading may come from another history, see Lifecycle, and
+// so may include this change's own Before writes). A step with no change and no After ends
 // the change with nothing done; an error ends it too.
 type Decide func(h Holding, rec persist.Record) (Step, error)
 
@@ -294,7 +294,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 		from     Holding        // what pending was decided from
 		own      *Step          // landed in another epoch than it was stamped for
 		readOnce bool           // rec was read
-		lastH    Holding        // the reading rec was last read after
+		lastH    Holding        // the previous reading: another compares with it
 	)
 	meta := false // the root's own znode is known to exist
 	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
