@@ -315,7 +315,25 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 			return done, err
 		}
 		if pending != nil && landed(from, h, pending.Change) {
-			return c.finish(ctx, store, done, *pending, h)
+			// It replaced what it was decided from. With its reply went
+			// the epoch it landed in: a stamp is good only if the epoch
+			// of now (a write tells it) still trusts it. One that a
+			// leader election ended, before or after it landed, is
+			// decided again from the store read afresh: takers may have
+			// used it before a rollback.
+			good := true
+			if stamped(from, pending.Change) {
+				if h.Epoch = c.probeEpoch(ctx); h.Epoch == 0 {
+					continue // ask again
+				}
+				good = h.Trusted()
+			}
+			if !done.Committed {
+				done.Replaced, done.Committed, done.Landed = from, true, good
+			}
+			if good {
+				return c.finish(ctx, store, done, *pending, h)
+			}
 		}
 		pending = nil
 		// The store's record, read after ZooKeeper: again whenever this
@@ -394,10 +412,8 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 
 // finish writes step's After, once ZooKeeper holds its change.
 func (c *Client) finish(ctx context.Context, store Store, done Done, step Step, h Holding) (Done, error) {
-	if !done.Committed {
-		// Nothing to commit, or a commit whose reply was lost and that
-		// landed: what replaced is not known beyond this reading.
-		done.Replaced, done.Landed, done.Committed = h, true, !step.None()
+	if !done.Committed { // nothing to commit
+		done.Replaced, done.Landed = h, true
 	}
 	done.Step = step
 	if a := step.After; a != nil && store != nil {
