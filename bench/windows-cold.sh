@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# Windows as a user meets them (issue 18, docs/performance.md "Windows,
-# cold"): against one ZooKeeper (quorum mode, one server) and one MinIO,
+# Windows as a user meets them (docs/performance.md, "Cold windows"): against one ZooKeeper (quorum mode, one server) and one MinIO,
 # each round runs, in this order,
 #
 #   for every seqkeeper binary given (interleaved, one 'serve' at a time):

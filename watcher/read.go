@@ -39,7 +39,7 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 // one single read does. With one-shot watches every change cost a read of
 // its own to set the watch again: under a load in which every take calls
 // for a raise, two reads per raise, more than the take itself
-// (docs/performance.md, "Issue 29").
+// (docs/performance.md, "Raises and the pace of ZooKeeper").
 func (w *Watcher) readSome(ctx context.Context, names []string) error {
 	s := w.zk.Session()
 	conn := w.zk.Connection()

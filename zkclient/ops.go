@@ -187,8 +187,9 @@ type Read struct {
 // watches that need no read to stay set.
 //
 // Performance: one request costs the server about as much as a single
-// read (docs/performance.md, "Issue 29"), so a watcher that reads what a
-// batch of notifications names pays one request, not one per znode.
+// read (docs/performance.md, "Raises and the pace of ZooKeeper"), so a
+// watcher that reads what a batch of notifications names pays one
+// request, not one per znode.
 func (s Session) MultiRead(ctx context.Context, paths ...string) ([]Read, error) {
 	rs, err := run(ctx, s, "multiRead", func() ([]zk.ReadResult, error) { return s.conn.MultiRead(paths...) })
 	if err != nil {

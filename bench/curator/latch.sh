@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs one Curator LeaderLatch candidate, the baseline of the crash
-# handover in docs/performance.md (issue 29): it prints "started <ms>",
+# handover in docs/performance.md ("Handover"): it prints "started <ms>",
 # then "leader <ms>" when it leads, and runs until killed.
 #
 #   bash bench/curator/latch.sh ZK_CONNECT PATH SESSION_MS ID

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the Curator baseline of docs/performance.md (issue 18): Apache
+# Runs the Curator baseline of docs/performance.md ("Cold windows"): Apache
 # Curator's DistributedAtomicLong.increment() from THREADS threads (each its
 # own ZooKeeper session) for SECONDS against the ZooKeeper at ZK_CONNECT,
 # and prints one JSON line (ids, ids_per_second, latency_seconds).

@@ -93,7 +93,7 @@ func (p *Primary) releaseHeld() []plan {
 // meanwhile. Performance: under a load in which every take empties a
 // reserve, unpaced writes went out as fast as the events came, about 27
 // raises each; paced, a write carries what a fraction of a second brings
-// (docs/performance.md, "Issue 29").
+// (docs/performance.md, "Raises and the pace of ZooKeeper").
 
 // mayWrite reports whether a store write may go now, and takes its turn
 // if so; if not, paceUntil is when it may.
@@ -125,7 +125,8 @@ func (p *Primary) mayWrite() bool {
 // in which every take empties a reserve (BenchmarkPace), a store write for
 // each loop's emptied reserves carries about 30 raises, against 100-200
 // per paced write, and the store's work then costs about a third of the
-// raises a second (docs/performance.md, "Raises against the raise floor").
+// raises a second (docs/performance.md, "Raises and the pace of
+// ZooKeeper").
 func (p *Primary) pressing(plans []plan) bool {
 	every := time.Duration(float64(time.Second) / p.cfg.StoreWriteRate)
 	for _, pl := range plans {

@@ -73,7 +73,7 @@ func (p *Primary) inFlight(name string) bool {
 // compare-and-set rarely fails, and when it does (a push, an operator) the
 // raise is read and retried one by one. Under a load that empties
 // reserves this is one ZooKeeper read fewer per raise (docs/performance.md,
-// "Issue 29"); a reserve with IDs left is read first, as a take may move
+// "Raises and the pace of ZooKeeper"); a reserve with IDs left is read first, as a take may move
 // it at any moment.
 func (p *Primary) launch(ctx context.Context, plans []plan) {
 	if len(plans) == 0 {

@@ -421,7 +421,8 @@ func (e *Ensemble) Leader(ctx context.Context) (int, error) {
 // zkJIT is the test servers' JIT and GC flags: tuned to start fast (C1
 // only, serial GC), or with SEQKEEPER_TEST_ZK_JIT=full the JVM's defaults,
 // as a production server runs (slower to warm up; for the benchmarks that
-// compare request costs on the server, docs/performance.md "Issue 29").
+// compare request costs on the server, docs/performance.md "Raises and the
+// pace of ZooKeeper").
 func zkJIT() []string {
 	if os.Getenv("SEQKEEPER_TEST_ZK_JIT") == "full" {
 		return nil
