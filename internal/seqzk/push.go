@@ -21,88 +21,8 @@ import (
 // returns an error wrapping ErrUncertain, and the IDs must be treated as
 // lost. PushOnce, given an idempotency key, can retry safely.
 func (c *Client) Push(ctx context.Context, name string, ids state.Ranges) error {
-	if err := ValidateName(name); err != nil {
-		return err
-	}
-	norm, err := state.NormalizeRanges(ids)
-	if err != nil {
-		return fmt.Errorf("sequence %q: %w: %v", name, state.ErrBadPush, err)
-	}
-	if len(norm) == 0 {
-		return nil
-	}
-	nd := c.node(c.Path(name))
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	gone := 0
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		fresh := !nd.usable(c.zk.Connection())
-		if fresh {
-			if _, err := c.load(ctx, name, nd, false); err != nil {
-				if zkclient.IsTransient(err) {
-					// Nothing was written yet: safe to retry.
-					c.stats.retries.Add(1)
-					if err := retryDelay.Wait(ctx, attempt); err != nil {
-						return err
-					}
-					continue
-				}
-				return err
-			}
-		}
-		st := nd.state
-		if err := st.Push(norm); err != nil {
-			if !fresh {
-				// The cache may be behind other clients' takes (it is
-				// kept across their writes): refuse only on what
-				// ZooKeeper holds now.
-				nd.valid = false
-				continue
-			}
-			return err
-		}
-		if err := c.checkWindows(ctx, name, nd, norm); err != nil {
-			if zkclient.IsTransient(err) {
-				c.stats.retries.Add(1)
-				if err := retryDelay.Wait(ctx, attempt); err != nil {
-					return err
-				}
-				continue
-			}
-			return err
-		}
-		stat, err := c.cas(ctx, nd, st)
-		switch {
-		case err == nil:
-			c.observe(stat)
-			if stat.Czxid != nd.czxid {
-				return c.recreated(name, nd, stat)
-			}
-			nd.state, nd.version = st, stat.Version
-			return nil
-		case errors.Is(err, errMarkerGone):
-			// Nothing was written: the cached state was of another
-			// history or incarnation. Read again.
-			nd.valid, nd.deleted = false, nil
-			if gone++; gone > 3 {
-				return fmt.Errorf("sequence %q: push %s: the state's marker %s keeps being missing; the primary must revalidate the sequence first (nothing was pushed)", name, norm, st.Marker)
-			}
-		case errors.As(err, new(*unvalidatedError)):
-			return fmt.Errorf("sequence %q: push %s: %w (nothing was pushed; try again once the primary has rotated it)", name, norm, err)
-		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
-			nd.valid = false
-		case errors.Is(err, zkclient.ErrNoNode):
-			nd.valid, nd.deleted = false, nil
-		default:
-			nd.valid = false
-			return fmt.Errorf("sequence %q: push %s: %w: %v; treat these IDs as lost and do not push them again",
-				name, norm, ErrUncertain, err)
-		}
-	}
+	_, err := c.push(ctx, name, "", ids)
+	return err
 }
 
 // PushOnce is Push made idempotent by key, an idempotency key naming one
@@ -139,6 +59,20 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 	if err := state.ValidatePushKey(key); err != nil {
 		return false, fmt.Errorf("sequence %q: %w", name, err)
 	}
+	return c.push(ctx, name, key, ids)
+}
+
+// push is the one loop of Push (key "") and PushOnce (a valid key). Under
+// the node's lock it prepares the push on the cached state, read afresh
+// when unusable, checks the sequence's windows, and writes by
+// compare-and-set, until the push is written, found already applied,
+// refused, or ctx is done. A refusal is decided on a fresh read only. Reads
+// and conflicts are retried; a write whose reply was lost only with a key
+// (see pushCall.written).
+func (c *Client) push(ctx context.Context, name, key string, ids state.Ranges) (already bool, err error) {
+	if err := ValidateName(name); err != nil {
+		return false, err
+	}
 	norm, err := state.NormalizeRanges(ids)
 	if err != nil {
 		return false, fmt.Errorf("sequence %q: %w: %v", name, state.ErrBadPush, err)
@@ -146,125 +80,162 @@ func (c *Client) PushOnce(ctx context.Context, name, key string, ids state.Range
 	if len(norm) == 0 {
 		return false, nil
 	}
+	p := &pushCall{c: c, name: name, key: key, ids: norm}
 	nd := c.node(c.Path(name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	var (
-		// lost is the error of a write whose reply was lost (it may have
-		// been applied); nil while no write of this call may have landed.
-		lost error
-		// marker is the marker of the state that write was prepared from.
-		marker string
-	)
-	// fail returns err, or, once a write may have landed, an error wrapping
-	// ErrUncertain that says why this call cannot tell.
-	fail := func(err error) (bool, error) {
-		if lost == nil {
-			return false, err
-		}
-		if err == lost {
-			return false, fmt.Errorf("sequence %q: push %s with key %s: %w: %v; push again with the same key to learn whether it was applied",
-				name, norm, key, ErrUncertain, err)
-		}
-		return false, fmt.Errorf("sequence %q: push %s with key %s: %w: %v, after a write whose reply was lost (%v); push again with the same key to learn whether it was applied",
-			name, norm, key, ErrUncertain, err, lost)
-	}
-	gone := 0
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return fail(err)
+			return p.fail(err)
 		}
 		fresh := !nd.usable(c.zk.Connection())
 		if fresh {
 			if _, err := c.load(ctx, name, nd, false); err != nil {
-				if !zkclient.IsTransient(err) {
-					return fail(err)
-				}
 				// Nothing was written by this read: safe to retry.
-				c.stats.retries.Add(1)
-				if err := retryDelay.Wait(ctx, attempt); err != nil {
-					return fail(err)
+				if err := c.backOff(ctx, attempt, err); err != nil {
+					return p.fail(err)
 				}
 				continue
 			}
 		}
 		st := nd.state
-		if st.HasPushKey(key) {
-			// Recorded before this call (already), or by this call's
-			// write whose reply was lost.
-			return lost == nil, nil
-		}
-		if lost != nil && st.Marker != marker {
-			// Rotate and Revalidate keep the keys, but a ZooKeeper
-			// rollback, and the revalidation after it, would lose a key
-			// the lost write recorded, while the IDs it pushed may have
-			// been taken in the lost history: pushing again could hand
-			// them out twice.
-			return fail(fmt.Errorf("the state's marker changed from %q to %q since that write, so a missing key does not prove it was not applied", marker, st.Marker))
-		}
-		already, err := st.PushOnce(norm, key)
-		if already {
-			return true, nil
-		}
-		if err != nil && !fresh {
-			nd.valid = false // refuse only on a fresh read (see Push)
+		already, err := p.prepare(&st)
+		switch {
+		case already:
+			// Recorded before this call, or by this call's write whose
+			// reply was lost.
+			return p.lost == nil, nil
+		case err != nil && !fresh:
+			// The cache may be behind other clients' takes (it is kept
+			// across their writes): refuse only on what ZooKeeper holds
+			// now.
+			nd.valid = false
 			continue
-		}
-		if err != nil {
-			return fail(err)
+		case err != nil:
+			return p.fail(err)
 		}
 		if err := c.checkWindows(ctx, name, nd, norm); err != nil {
-			if !zkclient.IsTransient(err) {
-				return fail(err)
-			}
-			c.stats.retries.Add(1)
-			if err := retryDelay.Wait(ctx, attempt); err != nil {
-				return fail(err)
+			if err := c.backOff(ctx, attempt, err); err != nil {
+				return p.fail(err)
 			}
 			continue
 		}
 		stat, err := c.cas(ctx, nd, st)
-		switch {
-		case err == nil:
+		if err == nil {
 			c.observe(stat)
 			if stat.Czxid != nd.czxid {
 				return false, c.recreated(name, nd, stat)
 			}
 			nd.state, nd.version = st, stat.Version
 			return false, nil
-		case errors.Is(err, errMarkerGone):
-			// Nothing was written: the cached state was of another
-			// history or incarnation. Read again.
-			nd.valid, nd.deleted = false, nil
-			if gone++; gone > 3 {
-				return fail(fmt.Errorf("sequence %q: push %s: the state's marker %s keeps being missing; the primary must revalidate the sequence first (nothing was pushed by this attempt)", name, norm, st.Marker))
-			}
-		case errors.As(err, new(*unvalidatedError)):
-			return fail(fmt.Errorf("sequence %q: push %s: %w (nothing was pushed by this attempt; try again once the primary has rotated it)", name, norm, err))
-		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
-			nd.valid = false
-		case errors.Is(err, zkclient.ErrNoNode):
-			nd.valid, nd.deleted = false, nil
-		case zkclient.IsTransient(err):
-			// The write may have landed. With the key that is safe to
-			// find out: the next read shows the key if it did.
-			nd.valid = false
-			if lost == nil {
-				lost, marker = err, st.Marker
-			}
-			c.stats.retries.Add(1)
-			if berr := retryDelay.Wait(ctx, attempt); berr != nil {
-				return fail(berr)
-			}
-		default:
-			nd.valid = false
-			if lost == nil {
-				lost = err
-			}
-			return fail(err)
+		}
+		if err := p.written(ctx, nd, st.Marker, attempt, err); err != nil {
+			return p.fail(err)
 		}
 	}
+}
+
+// pushCall is one call of push: what it pushes, and whether one of its
+// writes may have landed unseen.
+type pushCall struct {
+	c         *Client
+	name, key string       // key is "" for a plain Push
+	ids       state.Ranges // normalized, not empty
+	// lost is the error of a write whose reply was lost (it may have
+	// been applied); nil while no write of this call may have landed.
+	lost error
+	// marker is the marker of the state that write was prepared from.
+	marker string
+	// gone counts the writes refused because the state's marker was
+	// missing.
+	gone int
+}
+
+// prepare applies the push to st, a copy of the cached state. It reports
+// already when st records the key. With a key it refuses once the state's
+// marker changed since a lost write: Rotate and Revalidate keep the keys,
+// but a ZooKeeper rollback, and the revalidation after it, would lose a key
+// the lost write recorded, while the IDs it pushed may have been taken in
+// the lost history, so pushing again could hand them out twice.
+func (p *pushCall) prepare(st *state.State) (already bool, err error) {
+	switch {
+	case p.key == "":
+		return false, st.Push(p.ids)
+	case st.HasPushKey(p.key):
+		return true, nil
+	case p.lost != nil && st.Marker != p.marker:
+		return false, fmt.Errorf("the state's marker changed from %q to %q since that write, so a missing key does not prove it was not applied", p.marker, st.Marker)
+	}
+	return st.PushOnce(p.ids, p.key)
+}
+
+// written settles a compare-and-set of the push, prepared from a state
+// with marker, that failed with err: it returns nil when the loop should
+// read and try again, or the error to end the call with (passed through
+// fail). A write that may have landed (connection loss, session expiry) is
+// recorded as lost; only a keyed push retries it, since the next read shows
+// its key if it landed, while a plain Push would recycle the IDs twice.
+func (p *pushCall) written(ctx context.Context, nd *node, marker string, attempt int, err error) error {
+	c := p.c
+	switch {
+	case errors.Is(err, errMarkerGone):
+		// Nothing was written: the cached state was of another
+		// history or incarnation. Read again.
+		nd.valid, nd.deleted = false, nil
+		if p.gone++; p.gone > 3 {
+			return fmt.Errorf("sequence %q: push %s: the state's marker %s keeps being missing; the primary must revalidate the sequence first (nothing was pushed by this attempt)", p.name, p.ids, marker)
+		}
+		return nil
+	case errors.As(err, new(*unvalidatedError)):
+		return fmt.Errorf("sequence %q: push %s: %w (nothing was pushed by this attempt; try again once the primary has rotated it)", p.name, p.ids, err)
+	case errors.Is(err, zkclient.ErrBadVersion):
+		c.stats.conflicts.Add(1)
+		nd.valid = false
+		return nil
+	case errors.Is(err, zkclient.ErrNoNode):
+		nd.valid, nd.deleted = false, nil
+		return nil
+	}
+	nd.valid = false
+	if p.lost == nil {
+		p.lost, p.marker = err, marker
+	}
+	if p.key == "" {
+		return err
+	}
+	return c.backOff(ctx, attempt, err)
+}
+
+// fail returns err, or, once a write of this call may have landed, an error
+// wrapping ErrUncertain that says why this call cannot tell and what the
+// caller may do: retry with the same key, or, for a plain Push, treat the
+// IDs as lost.
+func (p *pushCall) fail(err error) (bool, error) {
+	if p.lost == nil {
+		return false, err
+	}
+	what, advice := "push "+p.ids.String(), "treat these IDs as lost and do not push them again"
+	if p.key != "" {
+		what += " with key " + p.key
+		advice = "push again with the same key to learn whether it was applied"
+	}
+	if err == p.lost {
+		return false, fmt.Errorf("sequence %q: %s: %w: %v; %s", p.name, what, ErrUncertain, err, advice)
+	}
+	return false, fmt.Errorf("sequence %q: %s: %w: %v, after a write whose reply was lost (%v); %s",
+		p.name, what, ErrUncertain, err, p.lost, advice)
+}
+
+// backOff decides whether to try again after err: when err is transient it
+// counts a retry, waits before the next attempt and returns nil (or ctx's
+// error if ctx ends first); otherwise it returns err. The caller knows a
+// retry is safe.
+func (c *Client) backOff(ctx context.Context, attempt int, err error) error {
+	if !zkclient.IsTransient(err) {
+		return err
+	}
+	c.stats.retries.Add(1)
+	return retryDelay.Wait(ctx, attempt)
 }
 
 // checkWindows refuses a push of IDs that an open window of the sequence
