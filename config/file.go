@@ -68,35 +68,58 @@ func (c *Config) Parse(name string, data []byte) error {
 		}
 		return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, args...))
 	}
+	root, err := decodeMapping(data, errorf)
+	if root == nil || err != nil {
+		return err
+	}
+	next := *c // applied to c only if the whole file is good
+	if errs := next.setAll(root, errorf); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	*c = next
+	return nil
+}
+
+// decodeMapping decodes data, which must hold one YAML document, and
+// returns its top-level mapping, or nil and no error when the document is
+// empty (or only comments, or null). errorf makes an error about a line of
+// the file (0: the file as a whole).
+func decodeMapping(data []byte, errorf func(line int, format string, args ...any) error) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty, or only comments
+			return nil, nil // empty, or only comments
 		}
-		return errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case err == nil:
-		return errorf(extra.Line, "a second YAML document ('---'): put every setting in one mapping")
+		return nil, errorf(extra.Line, "a second YAML document ('---'): put every setting in one mapping")
 	case !errors.Is(err, io.EOF):
-		return errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, errorf(0, "%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(doc.Content) == 0 {
-		return nil
+		return nil, nil
 	}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil
+		return nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		return errorf(root.Line, "want 'key: value' lines (a mapping), found %s", kindName(root))
+		return nil, errorf(root.Line, "want 'key: value' lines (a mapping), found %s", kindName(root))
 	}
+	return root, nil
+}
 
-	next := *c // applied to c only if the whole file is good
-	seen := map[string]int{}
-	var errs []error // every bad line, not only the first
+// setAll sets in c every key of the mapping root, and returns a problem
+// for every bad line (errorf makes each): a key that is not a plain
+// setting name, unknown or repeated, a value of the wrong type, and root
+// or store beside a roots: list. c is partly set when there are problems.
+func (c *Config) setAll(root *yaml.Node, errorf func(line int, format string, args ...any) error) []error {
+	seen := map[string]int{} // the line of each key set
+	var errs []error
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
@@ -104,14 +127,14 @@ func (c *Config) Parse(name string, data []byte) error {
 			continue
 		}
 		key := k.Value
+		if prev, dup := seen[key]; dup {
+			errs = append(errs, errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev))
+			continue
+		}
 		if key == "roots" {
-			if prev, dup := seen[key]; dup {
-				errs = append(errs, errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev))
-				continue
-			}
 			seen[key] = k.Line
 			roots, rerrs := parseRoots(v, errorf)
-			next.Roots = roots
+			c.Roots = roots
 			errs = append(errs, rerrs...)
 			continue
 		}
@@ -120,17 +143,12 @@ func (c *Config) Parse(name string, data []byte) error {
 			errs = append(errs, errorf(k.Line, "unknown key %q%s", key, didYouMean(key)))
 			continue
 		}
-		if prev, dup := seen[key]; dup {
-			errs = append(errs, errorf(k.Line, "key %q repeated (first at line %d): give each setting once", key, prev))
-			continue
-		}
 		seen[key] = k.Line
 		text, err := scalarText(s, v)
-		if err != nil {
-			errs = append(errs, errorf(v.Line, "%s: %v", key, err))
-			continue
+		if err == nil {
+			err = s.set(c, text)
 		}
-		if err := s.set(&next, text); err != nil {
+		if err != nil {
 			errs = append(errs, errorf(v.Line, "%s: %v", key, err))
 		}
 	}
@@ -141,11 +159,7 @@ func (c *Config) Parse(name string, data []byte) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	*c = next
-	return nil
+	return errs
 }
 
 // scalarText returns the text of value v for setting s: a scalar, or for a
@@ -193,8 +207,8 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 
 // binary refuses a value tagged !!binary: its text is base64, and the
 // value it means is the decoded bytes, which a setting would not get
-// ("zk: !!binary aGVsbG8=" was read as the server aGVsbG8=; found by
-// FuzzParse).
+// ("zk: !!binary aGVsbG8=" would be read as the server aGVsbG8=; FuzzParse
+// holds it).
 func binary(v *yaml.Node) error {
 	if v.ShortTag() == "!!binary" {
 		return fmt.Errorf("a !!binary value: write the text itself")

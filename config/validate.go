@@ -27,133 +27,170 @@ import (
 // they are not set (DerivedPaths).
 func (c *Config) Validate() error {
 	c.derivePaths()
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, settingError(key, fmt.Sprintf(format, args...)))
+	var p problems
+	c.checkZK(&p)
+	c.checkPaths(&p)
+	if len(c.Roots) > 0 {
+		p = append(p, c.validateRoots()...)
 	}
+	if msg := storeProblem(c.Store); msg != "" {
+		p.bad("store", "%s: %s", RedactURL(c.Store), msg)
+	}
+	c.checkHTTPAndTLS(&p)
+	c.checkService(&p)
+	c.checkPacing(&p)
+	switch {
+	case c.ID == "":
+		p.bad("id", "empty: each replica needs a unique id")
+	case len(c.ID) > 255 || strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
+		p.bad("id", "%q must be at most 255 printable characters without spaces", c.ID)
+	}
+	return errors.Join(p...)
+}
 
+// problems collects what Validate finds wrong, in the order it checks.
+type problems []error
+
+// bad records a problem with setting key (see settingError).
+func (p *problems) bad(key, format string, args ...any) {
+	*p = append(*p, settingError(key, fmt.Sprintf(format, args...)))
+}
+
+// positive records a problem with setting key unless d is positive and at
+// most limit.
+func (p *problems) positive(key string, d, limit time.Duration) {
+	if d <= 0 || d > limit {
+		p.bad(key, "%s must be positive and at most %s", d, limit)
+	}
+}
+
+// checkZK checks the ZooKeeper servers (host:port each, no chroot), the
+// session and connect timeouts, and the shape of zk_digest (never echoing
+// its value).
+func (c *Config) checkZK(p *problems) {
 	if len(c.ZK) == 0 {
-		bad("zk", "no ZooKeeper servers given")
+		p.bad("zk", "no ZooKeeper servers given")
 	}
 	for _, s := range c.ZK {
 		if hp, chroot, ok := strings.Cut(s, "/"); ok {
-			bad("zk", "server %q: a chroot (%q) is not supported in the server list; give %q and move the paths instead, e.g. --root /%s/all-sequences, --election-path /%s/election and --marker-path /%s/cluster",
+			p.bad("zk", "server %q: a chroot (%q) is not supported in the server list; give %q and move the paths instead, e.g. --root /%s/all-sequences, --election-path /%s/election and --marker-path /%s/cluster",
 				s, "/"+chroot, hp, chroot, chroot, chroot)
 			continue
 		}
 		if msg := hostPortProblem(s, false); msg != "" {
-			bad("zk", "server %q: %s", s, msg)
+			p.bad("zk", "server %q: %s", s, msg)
 		}
 	}
-	positive := func(key string, d, limit time.Duration) {
-		if d <= 0 || d > limit {
-			bad(key, "%s must be positive and at most %s", d, limit)
-		}
-	}
-	positive("zk_session_timeout", c.ZKSessionTimeout, 10*time.Minute)
+	p.positive("zk_session_timeout", c.ZKSessionTimeout, 10*time.Minute)
 	if c.ZKConnectTimeout != 0 {
-		positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
+		p.positive("zk_connect_timeout", c.ZKConnectTimeout, time.Hour)
 	}
 	if d := c.ZKDigest.Reveal(); d != "" {
 		if user, _, ok := strings.Cut(d, ":"); !ok || user == "" {
-			bad("zk_digest", "must be user:password") // never echo the value
+			p.bad("zk_digest", "must be user:password") // never echo the value
 		}
 	}
+}
 
+// checkPaths checks that root, election_path and marker_path are valid
+// znode paths and that none contains another. An invalid marker_path is
+// left to the primary's checks (Primary.problems), which report it.
+func (c *Config) checkPaths(p *problems) {
 	paths := []struct{ key, val string }{{"root", c.Root}, {"election_path", c.ElectionPath}, {"marker_path", c.MarkerPath}}
 	pathsOK := true
-	for _, p := range paths {
-		if err := zkclient.ValidateRoot(p.val); err != nil {
-			if p.key != "marker_path" { // reported with the primary's settings below
-				bad(p.key, "%v", err)
+	for _, q := range paths {
+		if err := zkclient.ValidateRoot(q.val); err != nil {
+			if q.key != "marker_path" {
+				p.bad(q.key, "%v", err)
 			}
 			pathsOK = false
 		}
 	}
-	for i, p := range paths {
-		for _, q := range paths[i+1:] {
-			if pathsOK && (within(p.val, q.val) || within(q.val, p.val)) {
-				bad(q.key, "%s and %s %s must not contain each other (a node of one under the other would be misread)", q.val, p.key, p.val)
+	if !pathsOK {
+		return
+	}
+	for i, a := range paths {
+		for _, b := range paths[i+1:] {
+			if within(a.val, b.val) || within(b.val, a.val) {
+				p.bad(b.key, "%s and %s %s must not contain each other (a node of one under the other would be misread)", b.val, a.key, a.val)
 			}
 		}
 	}
+}
 
-	if len(c.Roots) > 0 {
-		errs = append(errs, c.validateRoots()...)
-	}
-	if msg := storeProblem(c.Store); msg != "" {
-		bad("store", "%s: %s", RedactURL(c.Store), msg)
-	}
-
+// checkHTTPAndTLS checks the HTTP listener's address, its tokens (one
+// source each, no white space), and that TLS settings come in pairs and
+// only where TLS is on.
+func (c *Config) checkHTTPAndTLS(p *problems) {
 	if msg := hostPortProblem(c.HTTP, true); msg != "" {
-		bad("http", "%q: %s", c.HTTP, msg)
+		p.bad("http", "%q: %s", c.HTTP, msg)
 	}
-	if c.HTTPToken.Reveal() != "" && c.HTTPTokenFile != "" {
-		bad("http_token", "set either http_token or http_token_file, not both")
-	}
-	if t := c.HTTPToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
-		bad("http_token", "must not contain white space")
-	}
-	if c.HTTPAdminToken.Reveal() != "" && c.HTTPAdminTokenFile != "" {
-		bad("http_admin_token", "set either http_admin_token or http_admin_token_file, not both")
-	}
-	if t := c.HTTPAdminToken.Reveal(); t != "" && strings.ContainsFunc(t, unicode.IsSpace) {
-		bad("http_admin_token", "must not contain white space")
+	for _, t := range []struct {
+		key, token, file string
+	}{{"http_token", c.HTTPToken.Reveal(), c.HTTPTokenFile}, {"http_admin_token", c.HTTPAdminToken.Reveal(), c.HTTPAdminTokenFile}} {
+		if t.token != "" && t.file != "" {
+			p.bad(t.key, "set either %s or %s_file, not both", t.key, t.key)
+		}
+		if strings.ContainsFunc(t.token, unicode.IsSpace) {
+			p.bad(t.key, "must not contain white space")
+		}
 	}
 	if (c.ZKTLSCertFile == "") != (c.ZKTLSKeyFile == "") {
-		bad("zk_tls_cert_file", "set both zk_tls_cert_file and zk_tls_key_file, or neither")
+		p.bad("zk_tls_cert_file", "set both zk_tls_cert_file and zk_tls_key_file, or neither")
 	}
 	if c.ZKTLSServerName != "" && !c.ZKTLSOn() {
-		bad("zk_tls_server_name", "only means something with TLS: set zk_tls_ca_file (or zk_tls: true)")
+		p.bad("zk_tls_server_name", "only means something with TLS: set zk_tls_ca_file (or zk_tls: true)")
 	}
 	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {
-		bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
+		p.bad("http_tls_cert_file", "set both http_tls_cert_file and http_tls_key_file, or neither")
 	}
 	if c.HTTPTLSClientCAFile != "" && c.HTTPTLSCertFile == "" {
-		bad("http_tls_client_ca_file", "client certificates need TLS: set http_tls_cert_file and http_tls_key_file too")
+		p.bad("http_tls_client_ca_file", "client certificates need TLS: set http_tls_cert_file and http_tls_key_file too")
 	}
+}
+
+// checkService checks the settings of the running replica: the metrics'
+// top sequences, the shutdown delay, the crash probe, the advertised
+// address and logging.
+func (c *Config) checkService(p *problems) {
 	if c.MetricsTopSequences < 0 || c.MetricsTopSequences > MaxMetricsTopSequences {
-		bad("metrics_top_sequences", "%d must be between 0 and %d", c.MetricsTopSequences, MaxMetricsTopSequences)
+		p.bad("metrics_top_sequences", "%d must be between 0 and %d", c.MetricsTopSequences, MaxMetricsTopSequences)
 	}
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > 10*time.Minute {
-		bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)
+		p.bad("shutdown_delay", "%s must be between 0 and 10m", c.ShutdownDelay)
 	}
 	if c.CrashProbe < 0 || c.CrashProbe > c.ZKSessionTimeout {
-		bad("crash_probe", "%s must be between 0 (off) and zk_session_timeout (%s)", c.CrashProbe, c.ZKSessionTimeout)
+		p.bad("crash_probe", "%s must be between 0 (off) and zk_session_timeout (%s)", c.CrashProbe, c.ZKSessionTimeout)
 	}
 	if c.Advertise != "" {
 		if msg := hostPortProblem(c.Advertise, false); msg != "" {
-			bad("advertise", "%q: %s", c.Advertise, msg)
+			p.bad("advertise", "%q: %s", c.Advertise, msg)
 		}
 	}
-
 	if c.LogLevel != "" {
 		if _, err := zerolog.ParseLevel(c.LogLevel); err != nil || c.LogLevel != strings.ToLower(c.LogLevel) {
-			bad("log_level", "%q is not one of trace, debug, info, warn, error, fatal, panic, disabled", c.LogLevel)
+			p.bad("log_level", "%q is not one of trace, debug, info, warn, error, fatal, panic, disabled", c.LogLevel)
 		}
 	}
 	switch c.LogFormat {
 	case LogFormatAuto, LogFormatJSON, LogFormatConsole:
 	default:
-		bad("log_format", "%q is not one of auto, json, console", c.LogFormat)
+		p.bad("log_format", "%q is not one of auto, json, console", c.LogFormat)
 	}
+}
 
-	positive("ceiling_wait", c.CeilingWait, time.Hour)
-	errs = append(errs, c.Primary.problems()...)
+// checkPacing checks the primary's settings (Primary.problems) and how
+// its intervals fit together: the ceiling wait, and an audit and a runway
+// that the sweep interval can keep up with.
+func (c *Config) checkPacing(p *problems) {
+	p.positive("ceiling_wait", c.CeilingWait, time.Hour)
+	*p = append(*p, c.Primary.problems()...)
 	if c.AuditInterval > 0 && c.AuditInterval < c.SweepInterval {
-		bad("audit_interval", "%s is shorter than the sweep interval %s: the audit runs at a sweep", c.AuditInterval, c.SweepInterval)
+		p.bad("audit_interval", "%s is shorter than the sweep interval %s: the audit runs at a sweep", c.AuditInterval, c.SweepInterval)
 	}
 	if c.Runway > 0 && c.SweepInterval > c.Runway {
-		bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)
+		p.bad("sweep_interval", "%s is longer than the runway %s: a sequence could use up its reserve between two sweeps", c.SweepInterval, c.Runway)
 	}
-
-	switch {
-	case c.ID == "":
-		bad("id", "empty: each replica needs a unique id")
-	case len(c.ID) > 255 || strings.ContainsFunc(c.ID, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }):
-		bad("id", "%q must be at most 255 printable characters without spaces", c.ID)
-	}
-	return errors.Join(errs...)
 }
 
 // settingError makes an error about one setting that says how to set it.
