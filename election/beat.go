@@ -15,8 +15,8 @@ import (
 // The crash probe (crash.go) learns of a crash only from a host that
 // answers. A host that vanishes (a node failure, a pod deleted with its
 // IP, a cut network) or a leader cut off from ZooKeeper gives no
-// refusal, and its node stayed until the server expired its session, one
-// session timeout after the process last spoke; the leader itself had
+// refusal, and its node stays until the server expires its session, one
+// session timeout after the process last spoke; the leader itself has
 // stopped long before, at lossAfter (guard). So the leader's heartbeat
 // is a write the others can see: every lossAfter/4 it sets the beat
 // znode (Path/leader-beat) to its own node's name and its lossAfter, in
@@ -35,8 +35,8 @@ import (
 // its session, and the store's epoch fences it (docs/guarantees.md).
 //
 // A leader of an older version writes no beat: the beat then names
-// another node or none, and the candidate waits for the session as
-// before.
+// another node or none, and the candidate waits for the session to
+// expire.
 
 // beatName is the beat znode's name in the candidate directory; it does
 // not parse as a candidate (parseNode), so every version ignores it.

@@ -21,10 +21,10 @@ import (
 
 // parseQuery reads a route's raw query strictly. r.URL.Query() drops a
 // pair it cannot read (a bad escape, a ';') and Get takes the first of a
-// repeated parameter, so "count=500;" was read as no count (1), and
-// "count=5&count=50" as 5: a request read as another (found by
-// FuzzIDsQuery). Both are errors here; multi names the parameters that
-// may be repeated.
+// repeated parameter, so "count=500;" would be read as no count (1), and
+// "count=5&count=50" as 5: a request read as another. Both are errors here
+// (FuzzIDsQuery holds it); multi names the parameters that may be
+// repeated.
 func parseQuery(raw string, multi ...string) (url.Values, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
@@ -82,7 +82,7 @@ func listOptions(raw string) (ListOptions, error) {
 	}
 	if c := q.Get("cursor"); c != "" {
 		// Only as listCursor spells it: base64 also reads "YR" (non-zero
-		// padding bits) and "Y\nQ" as "a" (found by FuzzListQuery).
+		// padding bits) and "Y\nQ" as "a" (FuzzListQuery holds it).
 		after, err := base64.RawURLEncoding.DecodeString(c)
 		if err != nil || sequence.ValidateName(string(after)) != nil || listCursor(string(after)) != c {
 			return ListOptions{}, fmt.Errorf("cursor %q is not one this API gave: pass next_cursor from the previous page as it is", c)
@@ -104,7 +104,7 @@ func tinyidParams(form url.Values, maxCount int64) (name string, count int64, er
 			return "", 0, fmt.Errorf("unknown parameter %q of nextIdSimple; it takes bizType, batchSize and token", key)
 		}
 		// Get would take the first (the form body's, where the query has
-		// it too): found by FuzzTinyidParams.
+		// it too; FuzzTinyidParams holds it).
 		if len(vs) > 1 {
 			return "", 0, fmt.Errorf("%q given %d times (in the query and the form body together): give it once", key, len(vs))
 		}
@@ -163,10 +163,10 @@ func recycleRanges(body io.Reader, name string) (sequence.Ranges, error) {
 }
 
 // decodeBody reads a request body, one JSON object, into v strictly
-// (strictjson): dec.More() let "{...}]" and "{...}}" through, and
+// (strictjson): dec.More() lets "{...}]" and "{...}}" through, and
 // encoding/json reads a key given twice or in another case, and null
-// for a number, as a request the body does not spell (found by
-// FuzzCreateRequest and FuzzRecycleBody).
+// for a number, as a request the body does not spell
+// (FuzzCreateRequest and FuzzRecycleBody hold it).
 func decodeBody(body io.Reader, v any) error {
 	data, err := io.ReadAll(body)
 	if err != nil {

@@ -131,9 +131,9 @@ func encodeObject(magic string, version int, header string, recs []Record) ([]by
 }
 
 // bucketEncoder is the reusable state of encodeBucket. Performance: a
-// gzip writer holds about 1 MB of compressor state, and a store write
-// that touches every bucket encoded 256 objects, each allocating (and
-// zeroing) its own; pooling them removes that from every raise.
+// gzip writer holds about 1 MB of compressor state, and a write that
+// touches every bucket encodes 256 objects; pooled, they do not each
+// allocate (and zero) their own.
 type bucketEncoder struct {
 	zw *gzip.Writer
 	w  *bufio.Writer
@@ -461,7 +461,7 @@ func decodeEpoch(data []byte) (epochState, error) {
 		return epochState{}, corruptf("bad holder %.40q", f["holder"])
 	}
 	// Canonical, as every number of the formats: "+5" or "05" is not what
-	// a writer writes (found by FuzzDecodeEpoch).
+	// a writer writes (FuzzDecodeEpoch holds it).
 	ms, ok := parseCanonical(f["updated"])
 	if !ok {
 		return epochState{}, corruptf("bad update time %.30q", f["updated"])

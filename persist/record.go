@@ -36,8 +36,8 @@ func recordFields(line []byte, n int) (string, []string, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("bad name: %v", err)
 	}
-	// Only as the writers quote it (in every format version): "\x61" was
-	// read as "a" (found by FuzzDecodeSegment).
+	// Only as the writers quote it (in every format version): "\x61"
+	// would otherwise be read as "a" (FuzzDecodeSegment holds it).
 	name, ok := unquote(q)
 	if !ok || name == "" {
 		return "", nil, fmt.Errorf("bad name %.80s", q)

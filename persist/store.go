@@ -203,9 +203,8 @@ type bucketState struct {
 // cachedBucket is a bucket kept between writes: its encoded bytes and
 // ETag, decoded again when a write uses it. Encoded, a record takes about
 // 20 bytes (the object is compressed) instead of some 170 decoded, and a
-// primary's store reads every bucket at start (issue 29: a primary of a
-// million sequences held 160 MB of decoded records only to spare each
-// compaction a GET).
+// primary's store reads every bucket at start: a decoded cache would hold
+// every record of the root only to spare each compaction a GET.
 type cachedBucket struct {
 	etag string
 	data []byte

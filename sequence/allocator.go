@@ -96,7 +96,7 @@ type batch struct {
 
 	// Performance: pos is written by every Next, so it sits on a cache
 	// line of its own. Sharing a line with the read-only fields above
-	// made every core re-fetch them after each other core's Add.
+	// would make every core re-fetch them after each other core's Add.
 	_   [64]byte
 	pos atomic.Int64
 	_   [56]byte

@@ -36,10 +36,10 @@ func (w *Watcher) readAll(ctx context.Context, names []string) error {
 // when it fires, so a notification is answered by a read that sets
 // nothing, and the reads of a batch of notifications go out in multiRead
 // requests of up to readBatch znodes, each costing the server about what
-// one single read does. With one-shot watches every change cost a read of
-// its own to set the watch again: under a load in which every take calls
-// for a raise, two reads per raise, more than the take itself
-// (docs/performance.md, "Raises and the pace of ZooKeeper").
+// one single read does. A one-shot watch would cost a read per change to
+// set it again: under a load in which every take calls for a raise, two
+// reads per raise, more than the take itself (docs/performance.md,
+// "Raises and the pace of ZooKeeper").
 func (w *Watcher) readSome(ctx context.Context, names []string) error {
 	s := w.zk.Session()
 	conn := w.zk.Connection()

@@ -90,10 +90,10 @@ func (p *Primary) releaseHeld() []plan {
 // Store writes are paced (config.Primary.StoreWriteRate): an urgent plan
 // that finds no write allowed now is held back like a routine one, until
 // the pace allows the next write, and goes then with everything held
-// meanwhile. Performance: under a load in which every take empties a
-// reserve, unpaced writes went out as fast as the events came, about 27
-// raises each; paced, a write carries what a fraction of a second brings
-// (docs/performance.md, "Raises and the pace of ZooKeeper").
+// meanwhile. Performance: a paced write carries the raises of a fraction
+// of a second, not of the few events since the last write, so a store
+// write's cost is shared by many raises (docs/performance.md, "Raises and
+// the pace of ZooKeeper").
 
 // mayWrite reports whether a store write may go now, and takes its turn
 // if so; if not, paceUntil is when it may.
@@ -121,12 +121,11 @@ func (p *Primary) mayWrite() bool {
 // Performance: a reserve with nothing left is most often one a single
 // take emptied whole (the raise at the low-water mark comes first
 // otherwise), and a taker that takes a reserve's worth at once comes back,
-// at the sequence's demand, no sooner than a reserve lasts. Under a load
-// in which every take empties a reserve (BenchmarkPace), a store write for
-// each loop's emptied reserves carries about 30 raises, against 100-200
-// per paced write, and the store's work then costs about a third of the
-// raises a second (docs/performance.md, "Raises and the pace of
-// ZooKeeper").
+// at the sequence's demand, no sooner than a reserve lasts. So an emptied
+// reserve alone does not press: a store write for each loop's emptied
+// reserves would carry a fraction of a paced write's raises, and the
+// store's work would then cost raises a second (docs/performance.md,
+// "Raises and the pace of ZooKeeper").
 func (p *Primary) pressing(plans []plan) bool {
 	every := time.Duration(float64(time.Second) / p.cfg.StoreWriteRate)
 	for _, pl := range plans {

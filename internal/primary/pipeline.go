@@ -20,7 +20,7 @@ import (
 // batch waits for the previous flight to land before it sends its own, so
 // ZooKeeper sees the raises in the order the store accepted them.
 //
-// The rules hold as before: a flight carries only ceilings the store
+// The loop's rules still hold: a flight carries only ceilings the store
 // accepted (invariant 2), and a sequence in flight is not decided again
 // until its flight lands (its tracked state is about to change); the
 // events it had meanwhile are decided then (recheck). Everything that
@@ -73,8 +73,8 @@ func (p *Primary) inFlight(name string) bool {
 // compare-and-set rarely fails, and when it does (a push, an operator) the
 // raise is read and retried one by one. Under a load that empties
 // reserves this is one ZooKeeper read fewer per raise (docs/performance.md,
-// "Raises and the pace of ZooKeeper"); a reserve with IDs left is read first, as a take may move
-// it at any moment.
+// "Raises and the pace of ZooKeeper"); a reserve with IDs left is read
+// first, as a take may move it at any moment.
 func (p *Primary) launch(ctx context.Context, plans []plan) {
 	if len(plans) == 0 {
 		return

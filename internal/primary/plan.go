@@ -19,9 +19,9 @@ import (
 // taken in one rate sample, decaying over the runway; the sample in
 // progress counts, so that a burst is covered before its sample closes) and
 // twice MinReserve. A burst is covered by headroom sized to the burst, not
-// by a runway of its peak rate: one take of 5,000 IDs used to read as 5,000
-// IDs/s and put the ceiling 600,000 ahead, all of it skipped at the next
-// ZooKeeper data loss (issue 29). A bounded space caps the reserve
+// by a runway of its peak rate, so that one large take does not put the
+// ceiling far ahead: every ID reserved above next is skipped at the next
+// ZooKeeper data loss. A bounded space caps the reserve
 // (reconcile.CapReserve).
 //
 // A legacy counter has no ceiling: decide sets its mark reserve above the
@@ -52,12 +52,11 @@ const rateWindow = time.Second
 // that starts at nil when this primary first sees the sequence: right for
 // one it saw registered (born), whose demand before was nil. One it took
 // over has an unknown past, and that mean would count every second before
-// the term as a second without takes: a new primary sized reserves from a
-// fifth of the demand 15 s into its term and half of it after 40 s, so
-// after a takeover that found reserves used up (a failover that took long,
-// a refused rollback) a raise delayed a few seconds by a loaded disk left
-// takes waiting at the ceiling (TestRollingUpgrade's roll forward). So its
-// rate is the mean over the time this term watched, every second weighted
+// the term as a second without takes (a fifth of the demand 15 s into the
+// term, half of it after 40 s), so after a takeover that found reserves
+// used up (a failover that took long, a refused rollback) a raise delayed
+// a few seconds by a loaded disk would leave takes waiting at the ceiling.
+// So its rate is the mean over the time this term watched, every second weighted
 // as observe weighs it (the bias correction of an exponential mean started
 // at zero), counting at least a quarter runway: a burst in a term's first
 // second sizes the reserve as if spread over 15 s (at the default runway),

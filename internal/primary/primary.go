@@ -138,8 +138,8 @@ type Primary struct {
 
 // tracked is what the primary knows of one sequence.
 // One per sequence, so its size counts: 240 bytes (a Go size class; a
-// time.Time and a second error took it to 256), the store's record of the
-// sequence included (records.go).
+// time.Time or a second error field would take it to 256), the store's
+// record of the sequence included (records.go).
 type tracked struct {
 	state   state.State
 	czxid   int64

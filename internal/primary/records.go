@@ -53,10 +53,9 @@ func (s stored) record(name string) persist.Record {
 // every name it has one for, in one place per name: in the name's tracked
 // while it follows the sequence, in p.records otherwise (tombstones,
 // sequences to restore, names whose znode is gone). One map entry per
-// followed sequence instead of two: at a million sequences an entry of
-// map[string]stored cost 87 bytes (issue 29). Everything goes through the
-// methods below, which keep that rule; callers hold p.view where they
-// change anything, as they did for the map.
+// followed sequence, not two: an entry of a map by name costs tens of
+// bytes, paid per sequence. Everything goes through the methods below,
+// which keep that rule; callers hold p.view where they change anything.
 
 // record returns what the primary knows of name's record in the store.
 func (p *Primary) record(name string) (stored, bool) {

@@ -74,9 +74,9 @@ func (p *Primary) Status() Status {
 }
 
 // Following returns how many sequences the primary follows: what
-// StatusOf would visit, counted in O(1) (a caller that polls, such as a
-// benchmark waiting for a million, must not rebuild the sorted list each
-// time while the primary is still learning of sequences).
+// StatusOf would visit, counted in O(1) (a caller that polls while the
+// primary is still learning of a million sequences must not rebuild the
+// sorted list each time).
 func (p *Primary) Following() int {
 	p.view.Lock()
 	defer p.view.Unlock()

@@ -119,7 +119,7 @@ type Layout struct {
 // LayoutOf reads the layout from the root's ACL. A root open to everyone
 // and no one else (world:anyone alone, ZooKeeper's default) has none: the
 // znodes created under it keep their creator's ACL (its digest or
-// certificate identity, or open), as before layouts existed.
+// certificate identity, or open), as ZooKeeper sets it without a layout.
 func LayoutOf(rootACL []zkclient.ACL) Layout {
 	if !slices.ContainsFunc(rootACL, func(e zkclient.ACL) bool { return e.Scheme != "world" }) {
 		return Layout{}

@@ -142,9 +142,8 @@ func (c *Client) takeWindow(ctx context.Context, name string, seq *node, slots i
 	// contention; after contention (and at the first take) move to the
 	// slot written longest ago. Clients then settle on distinct slots
 	// (one compare-and-set per take) instead of colliding at random on
-	// every take (with 8 clients on 8 windows, random starts cost 3.5
-	// requests per take, and random moves after contention 1.8); and a
-	// slot keeps its clients when its window is replaced. A slot busy
+	// every take, and a slot keeps its clients when its window is
+	// replaced. A slot busy
 	// with another goroutine of this client is skipped the same way, so
 	// one client still uses several windows at once.
 	preferred := int(seq.preferred.Load()) - 1

@@ -340,10 +340,10 @@ func parse(r io.Reader) ([]line, []Outcome, error) {
 			header = true
 			continue
 		}
-		// Strictly: encoding/json alone read a line with more after the
+		// Strictly: encoding/json alone reads a line with more after the
 		// object, a key given twice or in another case, or a range of
-		// three numbers, as an entry the line does not spell (found by
-		// FuzzParseExport).
+		// three numbers, as an entry the line does not spell
+		// (FuzzParseExport holds it).
 		var e Entry
 		err := strictjson.Decode(b, &e)
 		if err == nil {
