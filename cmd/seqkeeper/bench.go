@@ -177,26 +177,49 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				rs, err := c.seqs.Take(runCtx, name, batch)
-				if err != nil {
-					if runCtx.Err() == nil {
-						c.err = err
-						cancel() // one failure ends the run for all
-					}
-					return
-				}
-				c.lat = append(c.lat, time.Since(t0))
-				c.got = append(c.got, rs...)
-			}
+			c.run(runCtx, cancel, name, batch)
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	res := &benchResult{Sequence: name, Clients: clients, Batch: batch, InitWaitSeconds: initWait.Seconds()}
+	errs := res.tally(cs, time.Since(start))
+	switch {
+	case len(errs) > 0:
+		return res, fmt.Errorf("bench stopped early: %w", errors.Join(errs...))
+	case res.Duplicates > 0:
+		return res, fmt.Errorf("%d IDs were handed out more than once: this is a bug, please report it", res.Duplicates)
+	case res.IDs == 0 && ctx.Err() == nil && res.Waits > 0:
+		return res, fmt.Errorf("no IDs taken in %s: sequence %q is at its ceiling; is 'seqkeeper serve' running and reaching its store?", duration, name)
+	case res.IDs == 0 && ctx.Err() == nil:
+		return res, fmt.Errorf("no take finished in %s (%d ZooKeeper requests sent, none waiting for the primary): ZooKeeper is too slow for so short a run; give a longer --duration", duration, res.ZKRequests)
+	}
+	return res, ctx.Err()
+}
 
-	res := &benchResult{Sequence: name, Clients: clients, Batch: batch, DurationSeconds: elapsed.Seconds(),
-		InitWaitSeconds: initWait.Seconds()}
+// run takes batches of name until ctx is done, recording each take's
+// latency and IDs. A failure is kept in c.err and ends the run for every
+// client (cancel); a take cut short by the end of the run is no failure.
+func (c *benchClient) run(ctx context.Context, cancel context.CancelFunc, name string, batch int64) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		rs, err := c.seqs.Take(ctx, name, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.err = err
+				cancel() // one failure ends the run for all
+			}
+			return
+		}
+		c.lat = append(c.lat, time.Since(t0))
+		c.got = append(c.got, rs...)
+	}
+}
+
+// tally fills in res from the clients' runs over elapsed: takes, IDs,
+// duplicates, rates, ZooKeeper requests and retries since each client's
+// before, and latency percentiles. It returns the clients' errors.
+func (res *benchResult) tally(cs []*benchClient, elapsed time.Duration) []error {
+	res.DurationSeconds = elapsed.Seconds()
 	var lat []time.Duration
 	var all []sequence.Range
 	var errs []error
@@ -226,17 +249,7 @@ func (g *globals) bench(ctx context.Context, name string, clients int, batch int
 		res.Latency.P50, res.Latency.P99, res.Latency.P999 = pct(0.50), pct(0.99), pct(0.999)
 		res.Latency.Max = lat[len(lat)-1].Seconds()
 	}
-	switch {
-	case len(errs) > 0:
-		return res, fmt.Errorf("bench stopped early: %w", errors.Join(errs...))
-	case res.Duplicates > 0:
-		return res, fmt.Errorf("%d IDs were handed out more than once: this is a bug, please report it", res.Duplicates)
-	case res.IDs == 0 && ctx.Err() == nil && res.Waits > 0:
-		return res, fmt.Errorf("no IDs taken in %s: sequence %q is at its ceiling; is 'seqkeeper serve' running and reaching its store?", duration, name)
-	case res.IDs == 0 && ctx.Err() == nil:
-		return res, fmt.Errorf("no take finished in %s (%d ZooKeeper requests sent, none waiting for the primary): ZooKeeper is too slow for so short a run; give a longer --duration", duration, res.ZKRequests)
-	}
-	return res, ctx.Err()
+	return errs
 }
 
 // duplicates counts IDs that appear in more than one of rs.

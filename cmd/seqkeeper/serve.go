@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -67,6 +68,9 @@ type replica struct {
 	readyGrace time.Duration
 }
 
+// serve is the serve command: it checks the settings, dials ZooKeeper,
+// opens every root, serves the HTTP API and runs the roots' elections
+// until a SIGINT or SIGTERM (or an election's failure), then shuts down.
 func (g *globals) serve(ctx context.Context) error {
 	cfg := g.cfg
 	log := g.logger(zerolog.InfoLevel)
@@ -109,9 +113,20 @@ func (g *globals) serve(ctx context.Context) error {
 		return err
 	}
 	go reloadTokens(ctx, cfg, r.api, log)
+	srv, err := r.listen(cfg, tlsConfig, log)
+	if err != nil {
+		return err
+	}
+	return r.runRoots(ctx, stop, cfg, srv, log)
+}
+
+// listen listens on cfg.HTTP and serves r.api there in the background,
+// with TLS when tlsConfig is set, and logs where and what it serves. It
+// returns the server, for shutdown; a failure to listen says what to set.
+func (r *replica) listen(cfg *config.Config, tlsConfig *tls.Config, log zerolog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
-		return fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
+		return nil, fmt.Errorf("listen on %s for the HTTP API: %w (is another replica or program using it? set --http)", cfg.HTTP, err)
 	}
 	srv := &http.Server{Handler: r.api, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConfig, ErrorLog: httpErrorLog(log)}
 	go func() {
@@ -139,7 +154,15 @@ func (g *globals) serve(ctx context.Context) error {
 	if cfg.LoopbackOnly() {
 		log.Info().Msg("the HTTP API listens on loopback only: other hosts, containers and Kubernetes probes cannot reach it; set --http 0.0.0.0:7070 (with http_token_file or client certificates) to serve them")
 	}
+	return srv, nil
+}
 
+// runRoots runs every root's election (and, with several roots, spreads
+// their primaries over the replicas) until ctx is done, then shuts down
+// (see shutdown) and returns nil. If an election stops on its own, it
+// returns that error; with several roots it first calls stop, so that the
+// other roots hand over as at a SIGTERM, and shuts down.
+func (r *replica) runRoots(ctx context.Context, stop context.CancelFunc, cfg *config.Config, srv *http.Server, log zerolog.Logger) error {
 	elected := make(chan error, len(r.roots))
 	for _, root := range r.roots {
 		go func() { elected <- root.Run(ctx) }()
