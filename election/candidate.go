@@ -126,36 +126,9 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 			continue
 		}
 
-		if err := e.ready(ctx); err != nil {
+		r, sid, err := e.create(ctx, c)
+		if err != nil {
 			return err
-		}
-		acl := e.leafACL(ctx)
-		s := e.client.Session()
-		sid = s.ID()
-		if e.beforeCreate != nil {
-			e.beforeCreate()
-		}
-		c.created = true
-		done := make(chan createResult, 1)
-		go func() {
-			// Not bound to ctx: leave needs the outcome of a create that
-			// was still running when join gave up waiting.
-			path, flags := e.path+"/"+nodePrefix+c.guid+seqMarker, zkclient.Ephemeral|zkclient.Sequential
-			var p string
-			var err error
-			if acl != nil {
-				p, err = s.CreateWithACL(context.WithoutCancel(ctx), path, e.data, flags, acl)
-			} else {
-				p, err = s.Create(context.WithoutCancel(ctx), path, e.data, flags)
-			}
-			done <- createResult{p, err}
-		}()
-		var r createResult
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			c.inflight = done
-			return ctx.Err()
 		}
 		switch {
 		case r.err == nil && e.client.SessionID() == sid:
@@ -177,6 +150,44 @@ func (e *Election) join(ctx context.Context, c *candidate) error {
 			}
 			failures++
 		}
+	}
+}
+
+// create makes c's node, an ephemeral sequential node named by c.guid, in
+// the session current now, and returns the create's outcome and that
+// session's ID. It first waits until the election is ready (e.ready). The
+// create is not bound to ctx: if ctx ends before its outcome, create
+// returns ctx's error and leaves the outcome to come on c.inflight, which
+// leave needs.
+func (e *Election) create(ctx context.Context, c *candidate) (createResult, int64, error) {
+	if err := e.ready(ctx); err != nil {
+		return createResult{}, 0, err
+	}
+	acl := e.leafACL(ctx)
+	s := e.client.Session()
+	sid := s.ID()
+	if e.beforeCreate != nil {
+		e.beforeCreate()
+	}
+	c.created = true
+	done := make(chan createResult, 1)
+	go func() {
+		path, flags := e.path+"/"+nodePrefix+c.guid+seqMarker, zkclient.Ephemeral|zkclient.Sequential
+		var p string
+		var err error
+		if acl != nil {
+			p, err = s.CreateWithACL(context.WithoutCancel(ctx), path, e.data, flags, acl)
+		} else {
+			p, err = s.Create(context.WithoutCancel(ctx), path, e.data, flags)
+		}
+		done <- createResult{p, err}
+	}()
+	select {
+	case r := <-done:
+		return r, sid, nil
+	case <-ctx.Done():
+		c.inflight = done
+		return createResult{}, 0, ctx.Err()
 	}
 }
 
