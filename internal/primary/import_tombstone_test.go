@@ -1,8 +1,10 @@
 package primary_test
 
+// Tombstones imported beside a running primary: they floor a new
+// registration of the name, and they end only the incarnations they name.
+
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,45 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
-
-// loseZnodes makes ZooKeeper lose the named sequences' znodes (with their
-// windows and markers) and the root's own znode (its era and deletion
-// records), in one transaction: what a restore of ZooKeeper from a copy
-// taken before the sequences were created does to them. Unlike a delete by
-// hand, a primary knows it for a loss.
-func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
-	t.Helper()
-	ctx := context.Background()
-	paths := []string{c.MetaPath()}
-	for _, n := range names {
-		paths = append(paths, c.Path(n))
-	}
-	// One multi, so the loss is atomic. A window child can close between
-	// the listing and the multi (takes use windows up while the primary
-	// runs): list again and retry, a bounded number of times.
-	for attempt := 0; ; attempt++ {
-		var ops []zkclient.Op
-		for _, p := range paths {
-			children, _, err := c.ZK().Children(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ch := range children {
-				ops = append(ops, zkclient.DeleteOp(p+"/"+ch, zkclient.AnyVersion))
-			}
-			ops = append(ops, zkclient.DeleteOp(p, zkclient.AnyVersion))
-		}
-		_, err := c.ZK().Multi(ctx, ops...)
-		if err == nil {
-			return
-		}
-		if !errors.Is(err, zkclient.ErrNoNode) && !errors.Is(err, zkclient.ErrNotEmpty) || attempt == 20 {
-			t.Fatal(err)
-		}
-	}
-}
 
 const importedExport = `{"seqkeeper_export":1,"root":"/old","exported_at":"2026-11-26T00:00:00Z"}
 {"name":"x","deleted":true,"ceiling":500}
@@ -62,14 +26,12 @@ func importTombstone(t *testing.T, c *seqzk.Client, r *fileRig) {
 	}
 }
 
-// Regression (a repro of issue 26, "import beside a running primary"):
-// seqkeeper import records a tombstone behind the running primary's back.
-// The primary decided a new registration's floor from its in-memory copy
-// of the store's records, read at start and at an audit, so a name
-// imported as deleted (IDs up to 500 handed out in the old root) and
-// created again before the next audit started at 1. A registration's
-// floor is now read afresh once it is seen, from the store and from
-// ZooKeeper's deletion record (which the import writes too).
+// seqkeeper import records a tombstone behind the running primary's back:
+// a name imported as deleted (IDs up to 500 handed out in the old root)
+// and created again before the next audit starts above 500, not at 1. A
+// registration's floor is read afresh once it is seen, from the store and
+// from ZooKeeper's deletion record (which the import writes too), not from
+// the primary's in-memory copy of the store's records.
 func TestImportedTombstoneFloorsARegistrationBesideThePrimary(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
@@ -95,14 +57,12 @@ func TestImportedTombstoneFloorsARegistrationBesideThePrimary(t *testing.T) {
 	}
 }
 
-// Regression (a repro of issue 26, "an imported tombstone sticks"): an
-// imported tombstone carried no creation zxid, and the store's merge took
-// a creation zxid of 0 for "the same znode as any". When the name was
-// created again in the target, every record the primary wrote for the new,
-// live znode kept Deleted, for good; when ZooKeeper lost its znode, the
-// live sequence was not restored. A deletion now names the incarnations it
-// ends (persist.Record.Dead), and a new incarnation is born above it
-// (Live): "deleted" follows from comparing them.
+// An imported tombstone carries no creation zxid. When the name is created
+// again in the target, the records the primary writes for the new, live
+// znode are live, and when ZooKeeper loses that znode the live sequence is
+// restored: a deletion names the incarnations it ends
+// (persist.Record.Dead), a new incarnation is born above it (Live), and
+// "deleted" follows from comparing them.
 func TestImportedTombstoneDoesNotStickToANewIncarnation(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
