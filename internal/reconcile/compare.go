@@ -291,6 +291,42 @@ func cover(st state.State, rec persist.Record) int64 {
 	return max(rec.Ceiling, st.Ceiling, st.Next)
 }
 
+// storeRecords returns what Apply writes to the store for r's findings,
+// one record each: the re-created sequences' records with their new
+// ceilings (and, in recreate, the states to re-create them with, see
+// Recreate), the tombstones to record, the ceilings that cover what
+// ZooKeeper holds, and the stale sequences' raised ceilings. Tombstones to
+// mirror into ZooKeeper and findings without an action write nothing.
+func storeRecords(r *Report, minReserve int64) (recs []persist.Record, recreate []seqzk.Restoration) {
+	n := Headroom(minReserve)
+	for _, f := range r.Findings {
+		rec := f.Record
+		rec.Name = f.Sequence
+		switch f.Action {
+		case RecreateZnode:
+			var st state.State
+			st, rec = Recreate(rec, minReserve)
+			recreate = append(recreate, seqzk.Restoration{State: st, Guard: f.Deletion})
+		case RecordTombstone:
+			rec = persist.Record{Name: f.Sequence, Ceiling: f.Deletion.Ceiling, Dead: f.Deletion.Ceiling}
+		case CoverInStore:
+			rec.Ceiling = cover(f.State, rec)
+			rec.Legacy = f.State.Legacy
+			if !rec.Legacy {
+				// What the primary records too: a restore after a
+				// ZooKeeper data loss brings the sequence back with them.
+				rec.Start, rec.End, rec.Windows = f.State.Start, f.State.End, f.State.Windows
+			}
+		case Revalidate:
+			rec.Ceiling = max(rec.Ceiling, Ceiling(Floor(f.State, f.Record, true), n, f.State.End))
+		default: // MirrorTombstone: after the store write (see Apply)
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs, recreate
+}
+
 // Apply carries out the report's actions, the store always first: it
 // writes every new ceiling to the store (at the store's current leader
 // epoch, so a primary that takes over later fences it out), then
@@ -303,35 +339,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		return err
 	}
 	n := Headroom(minReserve)
-	var recs []persist.Record
-	var recreate []seqzk.Restoration
-	for _, f := range r.Findings {
-		rec := f.Record
-		rec.Name = f.Sequence
-		switch f.Action {
-		case RecreateZnode:
-			var st state.State
-			st, rec = Recreate(rec, minReserve)
-			recreate = append(recreate, seqzk.Restoration{State: st, Guard: f.Deletion})
-		case RecordTombstone:
-			rec = persist.Record{Name: f.Sequence, Ceiling: f.Deletion.Ceiling, Dead: f.Deletion.Ceiling}
-		case MirrorTombstone:
-			continue // after the store write: see below
-		case CoverInStore:
-			rec.Ceiling = cover(f.State, rec)
-			rec.Legacy = f.State.Legacy
-			if !rec.Legacy {
-				// What the primary records too: a restore after a
-				// ZooKeeper data loss brings the sequence back with them.
-				rec.Start, rec.End, rec.Windows = f.State.Start, f.State.End, f.State.Windows
-			}
-		case Revalidate:
-			rec.Ceiling = max(rec.Ceiling, Ceiling(Floor(f.State, f.Record, true), n, f.State.End))
-		default:
-			continue
-		}
-		recs = append(recs, rec)
-	}
+	recs, recreate := storeRecords(r, minReserve)
 	if len(recs) == 0 {
 		return nil
 	}
