@@ -87,17 +87,9 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	if err != nil {
 		return nil, err
 	}
-	type zkRead struct {
-		st   state.State
-		live bool
-	}
-	reads := make([]zkRead, len(lines))
-	for i, l := range lines {
-		st, _, err := seqs.Describe(ctx, l.e.Name)
-		if err != nil && !errors.Is(err, seqzk.ErrUnknownSequence) {
-			return out, fmt.Errorf("line %d: %w", l.n, err)
-		}
-		reads[i] = zkRead{st: st, live: err == nil}
+	reads, err := describe(ctx, seqs, lines)
+	if err != nil {
+		return out, err
 	}
 	deletions, err := seqs.Deletions(ctx)
 	if err != nil {
@@ -163,6 +155,28 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	}
 	slices.SortStableFunc(out, func(a, b Outcome) int { return cmp.Compare(a.Line, b.Line) })
 	return out, err
+}
+
+// zkRead is what ZooKeeper held for a line's name when Import read it.
+type zkRead struct {
+	st   state.State
+	live bool // the name is a sequence in ZooKeeper (st is its state)
+}
+
+// describe reads every line's name in ZooKeeper, one read per line, in
+// order. Import reads ZooKeeper before the store: the lifecycle protocol's
+// order (see Import). An unknown name is no error (not live); any other
+// failure is, naming its line.
+func describe(ctx context.Context, seqs *seqzk.Client, lines []line) ([]zkRead, error) {
+	reads := make([]zkRead, len(lines))
+	for i, l := range lines {
+		st, _, err := seqs.Describe(ctx, l.e.Name)
+		if err != nil && !errors.Is(err, seqzk.ErrUnknownSequence) {
+			return nil, fmt.Errorf("line %d: %w", l.n, err)
+		}
+		reads[i] = zkRead{st: st, live: err == nil}
+	}
+	return reads, nil
 }
 
 // apply creates by the lifecycle protocol, in bulk (the ceilings into the
