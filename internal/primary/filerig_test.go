@@ -231,7 +231,7 @@ func (g *gate) fail(t *testing.T, err error) {
 	t.Fatal(err)
 }
 
-// parallelUnderShort makes a regression test of a gated primary parallel
+// parallelUnderShort makes a test of a gated primary parallel
 // under -short: each holds the store writes of a primary of its own, on a
 // root and a store of its own. The full run keeps them one at a time, as
 // they always ran.

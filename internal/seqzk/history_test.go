@@ -46,16 +46,16 @@ func (s *issuedSet) add(who string, rs state.Ranges) {
 	}
 }
 
-// Regression (review finding 1): after ZooKeeper is restored from a full
-// copy, its new epoch is the copy's accepted epoch + 1. When the lost
-// history had an ordinary restart after the copy, that epoch number was
-// used already, so an epoch stamp alone cannot tell the two histories
-// apart. A worker whose session outlives the rollback must not write its
-// cached state, stamped in the lost history, once the znode's version has
-// caught up with the one it cached. (The cache is dropped on any
-// reconnect, and the new history's validation marker fires the worker's
-// child watch; TestStaleWriteIsRefusedByItsMarker covers the write that
-// gets out before either is noticed.)
+// After ZooKeeper is restored from a full copy, its new epoch is the
+// copy's accepted epoch + 1. When the lost history had an ordinary restart
+// after the copy, that epoch number was used already, so an epoch stamp
+// alone cannot tell the two histories apart. A worker whose session
+// outlives the rollback must not write its cached state, stamped in the
+// lost history, once the znode's version has caught up with the one it
+// cached. (The cache is dropped on any reconnect, and the new history's
+// validation marker fires the worker's child watch;
+// TestStaleWriteIsRefusedByItsMarker covers the write that gets out before
+// either is noticed.)
 func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
@@ -184,7 +184,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 // be refused by ZooKeeper itself: the transaction checks the marker of the
 // state it was prepared from, and the marker dies with the incarnation (or
 // history) it belongs to. Here the znode is deleted and re-created at the
-// worker's cached version (the ABA case of review finding 2).
+// worker's cached version (the ABA case).
 func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -269,10 +269,10 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	}
 }
 
-// Regression (review finding 6): IDs carved into a window and not handed
-// out yet lie below the sequence's next, yet were never issued. A push of
-// them must be refused, or they would be handed out twice: once recycled
-// from the sequence, once from the window.
+// IDs carved into a window and not handed out yet lie below the
+// sequence's next, yet were never issued. A push of them must be refused,
+// or they would be handed out twice: once recycled from the sequence,
+// once from the window.
 func TestPushOfIDsAWindowHoldsIsRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)

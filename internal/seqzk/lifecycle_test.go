@@ -11,13 +11,12 @@ import (
 	"github.com/seqkeeper/seqkeeper/persist"
 )
 
-// Regression (model seed 0x18ec4f062688cbe4, an advance beside a
-// ZooKeeper restart): a stamp lands, its reply is lost, and ZooKeeper
-// elects its leader again before the change reads the name. The stamp is
-// in the epoch ZooKeeper left, so nobody may take from it; the change is
-// decided again in the epoch of now (the client learns it by a write, not
-// from the reading), and reports what its first transaction replaced: the
-// state it was decided from, not its own.
+// An advance beside a ZooKeeper restart: a stamp lands, its reply is lost,
+// and ZooKeeper elects its leader again before the change reads the name.
+// The stamp is in the epoch ZooKeeper left, so nobody may take from it;
+// the change is decided again in the epoch of now (the client learns it by
+// a write, not from the reading), and reports what its first transaction
+// replaced: the state it was decided from, not its own.
 func TestAStampWhoseReplyWasLostAcrossAnElectionIsDecidedAgain(t *testing.T) {
 	ens := testenv.StartEnsemble(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -276,11 +276,11 @@ func TestImportRefuses(t *testing.T) {
 
 func jsonInt(v int64) string { b, _ := json.Marshal(v); return string(b) }
 
-// Regression (found by the model test, seed 0x18eba237b9d25720): an
-// exhausted sequence whose stored ceiling lies past its end (a tombstone
-// of an exhausted incarnation ends the next ID too) was created exhausted
-// by the import, and a second import tried to advance it past its end and
-// refused the line. An exhausted sequence is at or past any export.
+// An exhausted sequence whose stored ceiling lies past its end (a
+// tombstone of an exhausted incarnation ends the next ID too) is created
+// exhausted by the import, and a second import accepts the line rather
+// than try to advance it past its end: an exhausted sequence is at or
+// past any export.
 func TestImportExhaustedAboveItsEnd(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
