@@ -161,41 +161,19 @@ func (c *Client) Restamp(ctx context.Context, name string, czxid, floor, ceiling
 	return c.revalidate(ctx, name, floor, ceiling, force, nil, czxid)
 }
 
+// revalidate is Revalidate, Initialise (with guard) and Restamp (with
+// czxid, and force): under the node's lock it plans the state (planStamp)
+// and writes it, a stamp by transaction (writeStamp) and a raise by
+// compare-and-set, until it lands in the epoch it was stamped for. It
+// rides out conflicts and connection errors, and a state whose marker is
+// gone is stamped anew.
 func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion, czxid int64) (state.State, error) {
 	var out state.State
 	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
-		st := nd.state
-		if st.Legacy {
-			return true, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+		st, stamp, err := c.planStamp(ctx, name, nd, floor, ceiling, force, czxid)
+		if err != nil {
+			return true, err
 		}
-		epoch := c.Epoch()
-		if epoch == 0 {
-			epoch = c.probeEpoch(ctx)
-		}
-		if czxid != 0 && nd.czxid != czxid {
-			// Deleted and created again since the plan was made (a
-			// registration, say: a birth, which only Initialise makes,
-			// guarded by the deletion record). The floor planned for the
-			// old incarnation proves nothing of the IDs handed out since;
-			// the watcher reports the new one.
-			return true, fmt.Errorf("sequence %q: %w: created again since its plan was made", name, ErrChangedMeanwhile)
-		}
-		stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
-		guarded := guard != nil && st.Registered
-		if stamp {
-			next := st.Next
-			if st.Registered {
-				next = st.Start
-				st = state.State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
-			}
-			st.Next = next
-			skipTo(&st, floor)
-			st.Recycled = nil
-			st.ZKEpoch = epoch
-			st.Marker = newMarker()
-			st.PushFloor = st.Next
-		}
-		st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 		if st.Equal(nd.state) {
 			out = st
 			return true, nil // already valid in this epoch and high enough
@@ -203,30 +181,9 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		if err := st.Validate(); err != nil {
 			return true, err
 		}
-		var err error
 		var stat *zkclient.Stat
 		if stamp {
-			// One transaction: the new state, its new marker, and the
-			// removal of every window and older marker (their IDs and
-			// writes may belong to a lost history). The children come
-			// from the load just made, which lists them afresh after any
-			// reconnect or child event. No marker check: next moves to at
-			// least floor, above everything the store covers, whatever
-			// history this lands in.
-			h := Holding{Name: name, Exists: true, State: nd.state, Version: nd.version, Children: slices.Concat(nd.windows, nd.markers)}
-			ops := c.changeOps(ctx, h, Change{State: &st})
-			unguarded := len(ops)
-			if guarded {
-				ops = append(ops, c.guardOps(name, *guard)...)
-			}
-			var res []zkclient.OpResult
-			res, err = c.zk.Multi(sent(ctx), ops...)
-			c.stats.requests.Add(1)
-			if err == nil {
-				stat = res[0].Stat
-			} else if guarded && zkclient.FailedOp(err) >= unguarded {
-				return true, fmt.Errorf("sequence %q: %w: its deletion record changed after it was read", name, ErrChangedMeanwhile)
-			}
+			stat, err = c.writeStamp(ctx, name, nd, st, guard)
 		} else {
 			stat, err = c.cas(ctx, nd, st)
 		}
@@ -260,6 +217,8 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 					return true, err
 				}
 			}
+		case errors.Is(err, ErrChangedMeanwhile):
+			return true, err
 		case errors.As(err, new(*unvalidatedError)):
 			return true, fmt.Errorf("sequence %q: %w", name, err)
 		case zkclient.IsTransient(err):
@@ -276,6 +235,77 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		return state.State{}, err
 	}
 	return out, nil
+}
+
+// planStamp decides, from nd's state just read, the state revalidate
+// writes and whether it is a stamp. It refuses a legacy counter, and a
+// znode created again since czxid (when czxid is not 0) with
+// ErrChangedMeanwhile. It stamps when forced, for a registration, and for a
+// state not validated in the current epoch: next moves up to floor (a
+// registration starts over from its settings), recycled IDs are dropped,
+// and the state gets the epoch, a new marker and a push floor at next. The
+// ceiling is raised to ceiling, within the space.
+func (c *Client) planStamp(ctx context.Context, name string, nd *node, floor, ceiling int64, force bool, czxid int64) (state.State, bool, error) {
+	st := nd.state
+	if st.Legacy {
+		return st, false, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no state to validate", name)
+	}
+	epoch := c.Epoch()
+	if epoch == 0 {
+		epoch = c.probeEpoch(ctx)
+	}
+	if czxid != 0 && nd.czxid != czxid {
+		// Deleted and created again since the plan was made (a
+		// registration, say: a birth, which only Initialise makes,
+		// guarded by the deletion record). The floor planned for the
+		// old incarnation proves nothing of the IDs handed out since;
+		// the watcher reports the new one.
+		return st, false, fmt.Errorf("sequence %q: %w: created again since its plan was made", name, ErrChangedMeanwhile)
+	}
+	stamp := force || st.Registered || !st.Validated() || st.ZKEpoch != epoch
+	if stamp {
+		next := st.Next
+		if st.Registered {
+			next = st.Start
+			st = state.State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
+		}
+		st.Next = next
+		skipTo(&st, floor)
+		st.Recycled = nil
+		st.ZKEpoch = epoch
+		st.Marker = newMarker()
+		st.PushFloor = st.Next
+	}
+	st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
+	return st, stamp, nil
+}
+
+// writeStamp writes the stamped state st over nd's state in one
+// transaction: the new state, its new marker, and the removal of every
+// window and older marker (their IDs and writes may belong to a lost
+// history). The children come from the load just made, which lists them
+// afresh after any reconnect or child event. No marker check: next moves to
+// at least floor, above everything the store covers, whatever history this
+// lands in. With guard, a registration's stamp (a birth) also requires the
+// name's deletion record to be as guard read it, and fails with
+// ErrChangedMeanwhile if it changed.
+func (c *Client) writeStamp(ctx context.Context, name string, nd *node, st state.State, guard *Deletion) (*zkclient.Stat, error) {
+	h := Holding{Name: name, Exists: true, State: nd.state, Version: nd.version, Children: slices.Concat(nd.windows, nd.markers)}
+	ops := c.changeOps(ctx, h, Change{State: &st})
+	unguarded := len(ops)
+	guarded := guard != nil && nd.state.Registered
+	if guarded {
+		ops = append(ops, c.guardOps(name, *guard)...)
+	}
+	res, err := c.zk.Multi(sent(ctx), ops...)
+	c.stats.requests.Add(1)
+	if err == nil {
+		return res[0].Stat, nil
+	}
+	if guarded && zkclient.FailedOp(err) >= unguarded {
+		return nil, fmt.Errorf("sequence %q: %w: its deletion record changed after it was read", name, ErrChangedMeanwhile)
+	}
+	return nil, err
 }
 
 // newMarker returns a fresh marker name (see State.Marker).

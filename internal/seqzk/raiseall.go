@@ -57,72 +57,11 @@ type Raised struct {
 // store first, as for Raise.
 func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Raised, rest []int) {
 	done = make(map[int]Raised, len(reqs))
-	type item struct {
-		i       int
-		st      state.State
-		version int32
-	}
-	read := make([]*item, len(reqs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i, r := range reqs {
-		if ValidateName(r.Name) != nil {
-			continue
-		}
-		if r.Base != nil {
-			read[i] = &item{i, *r.Base, r.Version}
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c.stats.requests.Add(1)
-			data, stat, err := c.zk.Get(ctx, c.Path(r.Name))
-			if err != nil {
-				return
-			}
-			if st, err := state.ParseState(r.Name, data); err == nil {
-				read[i] = &item{i, st, stat.Version}
-			}
-		})
-	}
-	wg.Wait()
-	var batch []item
+	read := c.readForRaise(ctx, reqs)
+	var batch []raiseItem
 	flush := func() {
-		for len(batch) > 0 {
-			ops := make([]zkclient.Op, 0, 2*len(batch))
-			data := make([][]byte, len(batch))
-			for k, it := range batch {
-				path := c.Path(reqs[it.i].Name)
-				data[k] = it.st.Encode()
-				ops = append(ops,
-					zkclient.CheckOp(path+"/"+it.st.Marker, 0),
-					zkclient.SetOp(path, data[k], it.version))
-			}
-			c.stats.requests.Add(1)
-			res, err := c.zk.Multi(sent(ctx), ops...)
-			if err == nil {
-				for k, it := range batch {
-					done[it.i] = Raised{it.st, res[2*k+1].Stat.Version, data[k], res[2*k+1]}
-				}
-				batch = nil
-				return
-			}
-			failed := zkclient.FailedOp(err)
-			if failed < 0 || failed >= len(ops) || ctx.Err() != nil {
-				for _, it := range batch { // outcome unknown, or no index
-					rest = append(rest, it.i)
-				}
-				batch = nil
-				return
-			}
-			if errors.Is(err, zkclient.ErrBadVersion) {
-				c.stats.conflicts.Add(1)
-			}
-			k := failed / 2
-			rest = append(rest, batch[k].i)
-			batch = append(batch[:k], batch[k+1:]...)
-		}
+		rest = append(rest, c.raiseBatch(ctx, reqs, batch, done)...)
+		batch = nil
 	}
 	for i, r := range reqs {
 		it := read[i]
@@ -143,4 +82,86 @@ func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Ra
 	}
 	flush()
 	return done, rest
+}
+
+// raiseItem is a state RaiseAll raises: reqs[i]'s, at data version version.
+type raiseItem struct {
+	i       int
+	st      state.State
+	version int32
+}
+
+// readForRaise returns, by index, the state of each request with a valid
+// name: its Base if it carries one, else read from ZooKeeper, up to 64
+// reads at once. A request whose read failed, or whose data does not
+// parse, is nil.
+func (c *Client) readForRaise(ctx context.Context, reqs []RaiseReq) []*raiseItem {
+	read := make([]*raiseItem, len(reqs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i, r := range reqs {
+		if ValidateName(r.Name) != nil {
+			continue
+		}
+		if r.Base != nil {
+			read[i] = &raiseItem{i, *r.Base, r.Version}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c.stats.requests.Add(1)
+			data, stat, err := c.zk.Get(ctx, c.Path(r.Name))
+			if err != nil {
+				return
+			}
+			if st, err := state.ParseState(r.Name, data); err == nil {
+				read[i] = &raiseItem{i, st, stat.Version}
+			}
+		})
+	}
+	wg.Wait()
+	return read
+}
+
+// raiseBatch writes batch's raised states in one transaction, each set
+// conditional on its data version and its marker, and records each raise
+// in done by request index. When a condition fails it takes that raise out
+// and sends the rest again. It returns the indexes left to the caller: the
+// raises taken out, and all of a transaction whose outcome is unknown (a
+// connection error, or ctx done).
+func (c *Client) raiseBatch(ctx context.Context, reqs []RaiseReq, batch []raiseItem, done map[int]Raised) (rest []int) {
+	for len(batch) > 0 {
+		ops := make([]zkclient.Op, 0, 2*len(batch))
+		data := make([][]byte, len(batch))
+		for k, it := range batch {
+			path := c.Path(reqs[it.i].Name)
+			data[k] = it.st.Encode()
+			ops = append(ops,
+				zkclient.CheckOp(path+"/"+it.st.Marker, 0),
+				zkclient.SetOp(path, data[k], it.version))
+		}
+		c.stats.requests.Add(1)
+		res, err := c.zk.Multi(sent(ctx), ops...)
+		if err == nil {
+			for k, it := range batch {
+				done[it.i] = Raised{it.st, res[2*k+1].Stat.Version, data[k], res[2*k+1]}
+			}
+			return rest
+		}
+		failed := zkclient.FailedOp(err)
+		if failed < 0 || failed >= len(ops) || ctx.Err() != nil {
+			for _, it := range batch { // outcome unknown, or no index
+				rest = append(rest, it.i)
+			}
+			return rest
+		}
+		if errors.Is(err, zkclient.ErrBadVersion) {
+			c.stats.conflicts.Add(1)
+		}
+		k := failed / 2
+		rest = append(rest, batch[k].i)
+		batch = append(batch[:k], batch[k+1:]...)
+	}
+	return rest
 }
