@@ -18,13 +18,8 @@ import (
 func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 	var mu sync.Mutex
 	var errs []error
-	type result struct {
-		st    state.State
-		moved int64
-		czxid int64 // of a rotated sequence's new znode
-	}
 	var births []persist.Record // initialised: the store learns their incarnation
-	done := make(map[string]result, len(plans))
+	done := make(map[string]carried, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
 	for _, pl := range plans {
@@ -51,7 +46,7 @@ func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 			if err != nil {
 				errs = append(errs, err)
 			} else if st.Name != "" {
-				done[pl.name] = result{st, moved, czxid}
+				done[pl.name] = carried{st, moved, czxid}
 				if pl.kind == planInit {
 					r := pl.rec
 					r.Live = pl.floor
@@ -64,37 +59,51 @@ func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 	if err := p.confirmBirths(ctx, births); err != nil {
 		errs = append(errs, err)
 	}
-	// What we wrote is the state now: deciding again from the events of
-	// our own writes, or from a sweep before they arrive, must not redo it.
+	p.noteCarried(done)
+	return errors.Join(errs...)
+}
+
+// carried is what carryOut wrote for one sequence.
+type carried struct {
+	st    state.State
+	moved int64 // how far it moved next itself
+	czxid int64 // of a rotated sequence's new znode
+}
+
+// noteCarried records what carryOutAll wrote, by sequence name, as the
+// state now: deciding again from the events of our own writes, or from a
+// sweep before they arrive, must not redo it.
+func (p *Primary) noteCarried(done map[string]carried) {
 	p.view.Lock()
 	defer p.view.Unlock()
 	for name, r := range done {
-		if t := p.seqs[name]; t != nil {
-			t.state, t.fresh = r.st, false
-			// Our own move of next is not consumption: shift the rate's
-			// baseline by it, or every fast-forward would look like a
-			// burst, size a bigger reserve, and the next fast-forward skip
-			// more (the reserve would grow exponentially).
-			t.lastNext += r.moved
-			if r.st.Legacy {
-				// Written by us in this epoch: no further forward until
-				// the next election, even before our write's event.
-				t.mzxid = max(t.mzxid, p.zkEpoch<<32)
-			}
-			if r.czxid != 0 {
-				// Rotated: recognise the new znode as ours, not as one
-				// re-created by someone else. The next store write of the
-				// sequence records it; a successor primary that reads the
-				// old one fast-forwards the sequence (one reserve).
-				t.czxid, t.version = r.czxid, 0
-				if rec, ok := p.record(name); ok {
-					rec.czxid = r.czxid
-					p.setRecord(name, rec)
-				}
+		t := p.seqs[name]
+		if t == nil {
+			continue
+		}
+		t.state, t.fresh = r.st, false
+		// Our own move of next is not consumption: shift the rate's
+		// baseline by it, or every fast-forward would look like a
+		// burst, size a bigger reserve, and the next fast-forward skip
+		// more (the reserve would grow exponentially).
+		t.lastNext += r.moved
+		if r.st.Legacy {
+			// Written by us in this epoch: no further forward until
+			// the next election, even before our write's event.
+			t.mzxid = max(t.mzxid, p.zkEpoch<<32)
+		}
+		if r.czxid != 0 {
+			// Rotated: recognise the new znode as ours, not as one
+			// re-created by someone else. The next store write of the
+			// sequence records it; a successor primary that reads the
+			// old one fast-forwards the sequence (one reserve).
+			t.czxid, t.version = r.czxid, 0
+			if rec, ok := p.record(name); ok {
+				rec.czxid = r.czxid
+				p.setRecord(name, rec)
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // confirmBirths tells the store of the incarnations ZooKeeper now holds

@@ -236,17 +236,26 @@ func (p *Primary) Run(ctx context.Context) error {
 	defer func() { stopCompactor(); <-comp.done }()
 	defer func() { _ = p.land() }()
 
+	p.mu.Lock()
+	p.status.Leading = true
+	p.mu.Unlock()
+	return p.loop(ctx, w, comp)
+}
+
+// loop is the primary's work once it leads: it answers the watcher's
+// events (in batches), lands writes in flight, plans what is due, releases
+// held raises, checks the fence, and sweeps, one at a time, until ctx is
+// done or the watcher stops (nil), or the store shows a newer leader
+// (ErrFenced, wrapped). Any other failure is logged and retried on the
+// next event or sweep.
+func (p *Primary) loop(ctx context.Context, w *watcher.Watcher, comp *compactor) error {
 	sweep := time.NewTicker(p.cfg.SweepInterval)
 	defer sweep.Stop()
 	fence := time.NewTicker(p.cfg.FenceCheckInterval)
 	defer fence.Stop()
 	batchTimer := time.NewTimer(time.Hour)
 	defer batchTimer.Stop()
-	p.mu.Lock()
-	p.status.Leading = true
-	p.mu.Unlock()
 	for {
-		var batch []watcher.Event
 		if wait, ok := p.batchWait(); ok {
 			batchTimer.Reset(wait)
 		} else {
@@ -256,6 +265,7 @@ func (p *Primary) Run(ctx context.Context) error {
 		if p.hasDue() {
 			recheck = ready
 		}
+		var err error
 		select {
 		case <-ctx.Done():
 			return nil
@@ -278,22 +288,7 @@ func (p *Primary) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
-			batch = append(batch, ev)
-			// Take whatever else is ready, so the store sees one write for
-			// many raises.
-		drain:
-			for len(batch) < 1000 {
-				select {
-				case ev, ok := <-w.Events():
-					if !ok {
-						break drain
-					}
-					batch = append(batch, ev)
-				default:
-					break drain
-				}
-			}
-			err = p.handle(ctx, batch)
+			err = p.handle(ctx, drainEvents(w, ev))
 		}
 		p.nudge(comp)
 		p.noteLegacy()
@@ -305,6 +300,24 @@ func (p *Primary) Run(ctx context.Context) error {
 			p.log.Warn().Err(err).Msg("primary: work failed; will retry on the next event or sweep")
 		}
 	}
+}
+
+// drainEvents returns first and whatever other events w has ready, up to
+// 1000 in all, so that the store sees one write for many raises.
+func drainEvents(w *watcher.Watcher, first watcher.Event) []watcher.Event {
+	batch := []watcher.Event{first}
+	for len(batch) < 1000 {
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				return batch
+			}
+			batch = append(batch, ev)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // start makes sure the root and marker exist, and restores whatever

@@ -96,39 +96,15 @@ func (p *Primary) prepareBirths(ctx context.Context, names []string) {
 // ZooKeeper's deletion record says is deleted is not restored either: its
 // tombstone is written into the store again, which lost it.
 func (p *Primary) restore(ctx context.Context) error {
-	var candidates []string
-	for name, r := range p.records {
-		if !r.deleted && p.seqs[name] == nil {
-			if _, gone := p.handGone[name]; !gone {
-				candidates = append(candidates, name)
-			}
-		}
-	}
+	candidates := p.restoreCandidates()
 	if len(candidates) == 0 {
 		p.wiped = false
 		return nil
 	}
 	// The watcher may simply not have reported them yet: list once.
-	children, err := p.seq.Names(ctx)
-	if errors.Is(err, seqzk.ErrUnknownSequence) {
-		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
-		p.wiped = true
-		children = nil
-	} else if err != nil {
+	children, err := p.listForRestore(ctx)
+	if err != nil {
 		return fmt.Errorf("restore: %w", err)
-	}
-	if era, err := p.seq.ReadEra(ctx); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	} else if !era.Exists || era.Value != p.era.Value {
-		// The root's own znode is gone (or was replaced): its data was
-		// lost under this primary.
-		p.wiped = true
-		if p.era, err = p.seq.CurrentEra(ctx, p.zkEpoch); err != nil {
-			return fmt.Errorf("restore: %w", err)
-		}
-		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
-			return fmt.Errorf("restore: cluster marker: %w", err)
-		}
 	}
 	present := make(map[string]bool, len(children))
 	for _, c := range children {
@@ -149,6 +125,70 @@ func (p *Primary) restore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	lost, err := p.sortMissing(ctx, candidates, dels, fresh)
+	if err != nil {
+		return err
+	}
+	if len(lost) == 0 {
+		p.wiped = false
+		return nil
+	}
+	return p.recreateLost(ctx, lost, dels)
+}
+
+// restoreCandidates returns the sequences the store holds live that the
+// primary does not know in ZooKeeper, except those already found deleted
+// by hand.
+func (p *Primary) restoreCandidates() []string {
+	var candidates []string
+	for name, r := range p.records {
+		if !r.deleted && p.seqs[name] == nil {
+			if _, gone := p.handGone[name]; !gone {
+				candidates = append(candidates, name)
+			}
+		}
+	}
+	return candidates
+}
+
+// listForRestore lists the sequences ZooKeeper holds now, and notices data
+// ZooKeeper lost under this primary: the sequences root gone (then none
+// are listed), or the root's era znode gone or replaced. Either sets
+// p.wiped; a lost era is read again (CurrentEra) and the cluster marker
+// claimed again.
+func (p *Primary) listForRestore(ctx context.Context) ([]string, error) {
+	children, err := p.seq.Names(ctx)
+	if errors.Is(err, seqzk.ErrUnknownSequence) {
+		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
+		p.wiped = true
+		children = nil
+	} else if err != nil {
+		return nil, err
+	}
+	if era, err := p.seq.ReadEra(ctx); err != nil {
+		return nil, err
+	} else if !era.Exists || era.Value != p.era.Value {
+		// The root's own znode is gone (or was replaced): its data was
+		// lost under this primary.
+		p.wiped = true
+		if p.era, err = p.seq.CurrentEra(ctx, p.zkEpoch); err != nil {
+			return nil, err
+		}
+		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
+			return nil, fmt.Errorf("cluster marker: %w", err)
+		}
+	}
+	return children, nil
+}
+
+// sortMissing decides, for each candidate ZooKeeper lacks, from its
+// deletion record dels and its store record fresh (both just read), and
+// returns the lost ones to re-create. A name deleted meanwhile is left
+// alone; one whose deletion record the store's tombstone lacks gets that
+// tombstone written into the store (and the view); one missing in the
+// era it was last seen in, with the root not wiped, was deleted by hand:
+// logged, counted, remembered, and not restored.
+func (p *Primary) sortMissing(ctx context.Context, candidates []string, dels map[string]seqzk.Deletion, fresh map[string]persist.Record) ([]persist.Record, error) {
 	var lost, handGone []persist.Record
 	var repairs []persist.Record
 	for _, name := range candidates {
@@ -174,7 +214,7 @@ func (p *Primary) restore(ctx context.Context) error {
 	}
 	if len(repairs) > 0 {
 		if err := p.put(ctx, repairs); err != nil {
-			return fmt.Errorf("restore: write %d tombstones the store lost: %w", len(repairs), err)
+			return nil, fmt.Errorf("restore: write %d tombstones the store lost: %w", len(repairs), err)
 		}
 		p.count(func(s *Stats) { s.Repaired += int64(len(repairs)) })
 		p.log.Warn().Int("tombstones", len(repairs)).Msg("primary: the store lacked tombstones that ZooKeeper's deletion records hold (lost, or a delete not done writing them); written")
@@ -184,10 +224,14 @@ func (p *Primary) restore(ctx context.Context) error {
 		}
 		p.view.Unlock()
 	}
-	if len(lost) == 0 {
-		p.wiped = false
-		return nil
-	}
+	return lost, nil
+}
+
+// recreateLost re-creates the lost sequences above their stored ceilings
+// (reconcile.Recreate), the store first: it persists their new ceilings,
+// then creates them in ZooKeeper, each guarded by its deletion record in
+// dels. It clears p.wiped once every one is settled.
+func (p *Primary) recreateLost(ctx context.Context, lost []persist.Record, dels map[string]seqzk.Deletion) error {
 	sort.Slice(lost, func(i, j int) bool { return lost[i].Name < lost[j].Name })
 	rs := make([]seqzk.Restoration, 0, len(lost))
 	recs := make([]persist.Record, 0, len(lost))
