@@ -371,6 +371,7 @@ func TestCreateWithLostReplyLeavesOneNode(t *testing.T) {
 // When a non-leader dies, only the candidate queued right behind it is
 // woken; the leader and the others sleep through it.
 func TestNoHerdWhenACandidateDies(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	c := newCluster(t, clusterOpts{})
 	five(t, c)

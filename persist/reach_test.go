@@ -19,6 +19,7 @@ import (
 // not answer yet (serve beside a MinIO that is starting), and only for
 // one: an endpoint that answers, even with an error, fails at once.
 func TestCreateBucketWaitsForAnEndpointThatDoesNotAnswerYet(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	m, err := testenv.NewMinIO(t.TempDir())

@@ -18,11 +18,14 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // The status console is tested in a real headless Chromium against real
-// replicas (ZooKeeper, a file store). The test never skips: without the
-// browser it fails and says how to install it.
+// replicas (ZooKeeper, a file store). It never skips for want of the
+// browser: without it, it fails and says how to install it (-short skips
+// it as slow).
 
 // screenshotEnv, set to 1, makes TestConsoleInABrowser write
 // docs/console.png (after a minute of traffic, so the charts have data).
@@ -244,6 +247,7 @@ func traffic(replicas []*replicaProc, rates map[string]float64) (stop func()) {
 // (unhealthy first), follows the traffic without a reload, and shows the
 // new primary after a handover. It loads nothing from outside the replica.
 func TestConsoleInABrowser(t *testing.T) {
+	testenv.Slow(t)
 	browser := newBrowser(t)
 	c := newCLI(t)
 	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir() + "/store"

@@ -35,6 +35,7 @@ import (
 // path, refuses an unrooted root route (root_required) and an unknown
 // root (unknown_root), and labels each root's metrics.
 func TestServeSeveralRootsSpreadsLeadership(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	roots := 6
 	if testing.Short() {

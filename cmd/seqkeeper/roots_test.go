@@ -37,6 +37,7 @@ import (
 // handed out twice within a sequence, and the stores must not share an
 // object or a record.
 func TestFourRootsEachWithItsOwnPrimary(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	const roots = 4
 	z := testenv.ZooKeeper(t)

@@ -50,6 +50,7 @@ func settle(t *testing.T, run *running, quiet time.Duration) {
 // Before the rate was smoothed, the rate read 5,000 IDs/s after each burst
 // and the ceiling went 600,000 ahead and more.
 func TestReserveFitsBursts(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
@@ -101,6 +102,7 @@ func TestReserveFitsBursts(t *testing.T) {
 // has warmed up (two runways: 86 % of it), and after four runways the
 // raise target (twice the reserve) is about a runway of the demand.
 func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
@@ -154,6 +156,7 @@ func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
 // left takes waiting at the ceiling whenever a raise was slow
 // (TestRollingUpgrade's roll forward under load).
 func TestReserveAfterTakeoverFitsTheDemand(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)

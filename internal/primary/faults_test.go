@@ -89,6 +89,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 // 10,000 sequences (2,000 with -short) are watched and maintained at
 // once, and a new one is usable soon after its znode appears.
 func TestMaintainsTenThousandSequences(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	r := newRig(t, z.Servers, z.Root)
@@ -257,6 +258,7 @@ func corruptBucketOf(t *testing.T, r *rig, name string) (string, func()) {
 // the reserve (and the IDs skipped at the next election) would grow
 // exponentially.
 func TestReserveStaysBoundedAcrossElections(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 1)
 	r := newRig(t, ens.Servers(), "/test")

@@ -93,6 +93,17 @@ func run(m *testing.M, shortParallel bool) int {
 	return code
 }
 
+// Slow skips t under -short, the everyday loop (README, "Test"): a
+// test of scale, pace or many processes whose behaviour other tests of
+// its package cover in part, and that the full run (scripts/test.sh, CI)
+// always runs.
+func Slow(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: runs in the full suite (bash scripts/test.sh, or go test without -short)")
+	}
+}
+
 // ShortParallel is how many parallel tests a package runs at once under
 // -short (go test's default is GOMAXPROCS, 2 on a small CI machine). The
 // tests of this module spend most of their time waiting: for a session
