@@ -37,6 +37,9 @@ done)
 if [[ -n "$long" ]]; then
 	echo "files over 500 lines (split them by job):"; echo "$long"; exit 1
 fi
+# And no product function over 80 lines (internal/tools/funclen says
+# which): split it into named steps.
+go run ./internal/tools/funclen
 go vet ./...
 staticcheck ./...
 (cd integration && go vet ./... && staticcheck ./...)

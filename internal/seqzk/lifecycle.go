@@ -18,110 +18,6 @@ import (
 // tells the store of the birth or the death (Step.After). Lifecycle is the
 // loop; the primary's births and an import's creates are its steps in bulk.
 
-// Holding is what ZooKeeper holds of a name, as a lifecycle change reads
-// it (Hold): the sequence znode, if any, and the name's deletion record.
-type Holding struct {
-	Name string
-	// Exists reports whether the sequence znode exists; State, Version,
-	// Czxid and Children (its windows and markers, sorted) are its.
-	Exists   bool
-	State    state.State
-	Version  int32
-	Czxid    int64
-	Children []string
-	// Deletion is the name's deletion record (Exists false: none).
-	Deletion Deletion
-	// Epoch is the current ZooKeeper epoch as far as the client knows:
-	// the stamp of a state written now.
-	Epoch int64
-	// guarded is set when Deletion was read, so that a transaction
-	// decided from this holding checks it.
-	guarded bool
-	root    string
-}
-
-// Missing returns an error matching ErrUnknownSequence when no znode of the
-// name exists, else nil.
-func (h Holding) Missing() error {
-	if h.Exists {
-		return nil
-	}
-	return &UnknownSequenceError{Name: h.Name, Root: h.root}
-}
-
-// Trusted reports whether the held state may keep its next and recycled
-// IDs: validated in the current ZooKeeper epoch, its marker present. Any
-// other state may have been rolled back since it was written, and must
-// move above everything the store covers.
-func (h Holding) Trusted() bool {
-	st := h.State
-	_, marker := slices.BinarySearch(h.Children, st.Marker)
-	return h.Exists && st.Validated() && st.ZKEpoch == h.Epoch && marker
-}
-
-// Hold reads name for a lifecycle change: the znode's children, then in
-// one request its data and the name's deletion record (so that a step
-// decided from it has one round trip to lose before its transaction). A
-// state that cannot be parsed is its error.
-func (c *Client) Hold(ctx context.Context, name string) (Holding, error) {
-	return c.hold(ctx, name, false)
-}
-
-// hold is Hold, after a sync of the session with the ZooKeeper leader when
-// synced is set: a step whose transaction lost to a write read a server
-// behind the leader, and busy takers keep it behind.
-func (c *Client) hold(ctx context.Context, name string, synced bool) (Holding, error) {
-	if err := ValidateName(name); err != nil {
-		return Holding{}, err
-	}
-	h := Holding{Name: name, guarded: true, Epoch: c.Epoch(), root: c.opts.Root}
-	if h.Epoch == 0 {
-		h.Epoch = c.probeEpoch(ctx)
-	}
-	s, p := c.zk.Session(), c.Path(name)
-	if synced {
-		if err := c.sync(ctx, s, p); err != nil {
-			return Holding{}, err
-		}
-	}
-	var cstat *zkclient.Stat
-	err := c.confirmNoNode(ctx, s, p, func() (err error) {
-		h.Children, cstat, err = s.Children(ctx, p)
-		c.stats.requests.Add(1)
-		return err
-	})
-	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
-		return Holding{}, c.zkError(name, err)
-	}
-	h.Exists = err == nil
-	reads, err := s.MultiRead(ctx, p, c.deletionPath(name))
-	c.stats.requests.Add(1)
-	if err != nil {
-		return Holding{}, c.zkError(name, err)
-	}
-	if z := reads[0]; h.Exists {
-		if z.Err != nil || z.Stat.Czxid != cstat.Czxid {
-			return Holding{}, fmt.Errorf("sequence %q: %w", name, ErrChangedMeanwhile)
-		}
-		if h.State, err = state.ParseState(name, z.Data); err != nil {
-			return Holding{}, err
-		}
-		slices.Sort(h.Children)
-		h.Version, h.Czxid = z.Stat.Version, z.Stat.Czxid
-	} else if z.Err == nil {
-		return Holding{}, fmt.Errorf("sequence %q: %w", name, ErrChangedMeanwhile)
-	}
-	d := reads[1]
-	switch {
-	case errors.Is(d.Err, zkclient.ErrNoNode):
-	case d.Err != nil:
-		return Holding{}, fmt.Errorf("read the deletion record %s: %w", c.deletionPath(name), d.Err)
-	default:
-		h.Deletion, err = deletionOf(c.deletionPath(name), d.Data, d.Stat)
-	}
-	return h, err
-}
-
 // Change is one lifecycle change of a name in ZooKeeper.
 type Change struct {
 	// State is what the name's znode is to hold: a birth (no znode held,
@@ -286,17 +182,7 @@ var ErrContended = errors.New("the sequence keeps changing under the change")
 // and a Before already stored is not written again. store is nil for a
 // change the store holds already (a repair from it).
 func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
-	var (
-		done     Done
-		rec      persist.Record
-		held     persist.Record // what this change's Before writes hold
-		pending  *Step          // committed, its reply lost: did it land?
-		from     Holding        // what pending was decided from
-		own      *Step          // landed in another epoch than it was stamped for
-		readOnce bool           // rec was read
-		lastH    Holding        // the previous reading: another compares with it
-	)
-	meta := false // the root's own znode is known to exist
+	l := &change{c: c, store: store, name: name}
 	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
 		// A taker's write costs a step only its transaction: read again
 		// at once, as takers do, and back off only once it keeps losing
@@ -304,7 +190,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 		// spins hot.
 		if attempt >= lifecycleAttempts/10 {
 			if err := retryDelay.Wait(ctx, attempt-lifecycleAttempts/10); err != nil {
-				return done, err
+				return l.done, err
 			}
 		}
 		h, err := c.hold(ctx, name, attempt > 0)
@@ -312,102 +198,144 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 			continue
 		}
 		if err != nil {
-			return done, err
+			return l.done, err
 		}
-		if pending != nil && landed(from, h, pending.Change) {
-			// It replaced what it was decided from. With its reply went
-			// the epoch it landed in: a stamp is good only if the epoch
-			// of now (a write tells it) still trusts it. One that a
-			// leader election ended, before or after it landed, is
-			// decided again from the store read afresh: takers may have
-			// used it before a rollback.
-			good := true
-			if stamped(from, pending.Change) {
-				if h.Epoch = c.probeEpoch(ctx); h.Epoch == 0 {
-					continue // ask again
-				}
-				good = h.Trusted()
-			}
-			if !done.Committed {
-				done.Replaced, done.Committed, done.Landed = from, true, good
-			}
-			if good {
-				return c.finish(ctx, store, done, *pending, h)
+		if l.pending != nil && landed(l.from, h, l.pending.Change) {
+			switch good, known := l.judge(ctx, &h); {
+			case !known:
+				continue // ask again
+			case good:
+				return c.finish(ctx, store, l.done, *l.pending, h)
 			}
 		}
-		pending = nil
-		// The store's record, read after ZooKeeper: again whenever this
-		// reading may come from another history than the last one
-		// (another), so that a state rolled back meanwhile moves above
-		// what the store holds now. Not for every lost transaction: a
-		// store read per attempt widens the window in which busy takers
-		// overtake the change, which then never lands. And not when
-		// ZooKeeper still holds this change's own stamp, which landed in
-		// another epoch: the record read for it still bounds every ID
-		// handed out (ZooKeeper held nothing else since), and a fresh one
-		// would hold the change's own Before as if another incarnation had
-		// used it.
-		mine := own != nil && h.Exists && h.State.Marker == own.State.Marker
-		own = nil
-		if store != nil && !mine && (!readOnce || another(lastH, h)) {
-			if rec, err = store.Get(ctx, name); errors.Is(err, persist.ErrNotFound) {
-				rec, err = persist.Record{}, nil
-			}
-			if err != nil {
-				return done, fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", name, err)
-			}
-			readOnce = true
+		l.pending = nil
+		if err := l.read(ctx, h); err != nil {
+			return l.done, err
 		}
-		lastH = h
-		step, err := decide(h, rec)
+		step, err := decide(h, l.rec)
 		if err != nil || step.None() && step.After == nil {
-			if !done.Committed {
-				done.Replaced, done.Step = h, step
+			if !l.done.Committed {
+				l.done.Replaced, l.done.Step = h, step
 			}
-			return done, err
+			return l.done, err
 		}
-		if b := step.Before; b != nil && !covers(held, *b) {
+		if b := step.Before; b != nil && !covers(l.held, *b) {
 			if err := PutAtCurrentEpoch(ctx, store, *b); err != nil {
-				return done, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, b.Ceiling, err)
+				return l.done, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, b.Ceiling, err)
 			}
-			held = persist.Merge(held, *b)
-			held.Name = name
+			l.held = persist.Merge(l.held, *b)
+			l.held.Name = name
 			// Read again before the transaction: writes that landed
 			// while the store was written would fail it anyway.
 			continue
 		}
 		if step.None() {
-			return c.finish(ctx, store, done, step, h)
+			return c.finish(ctx, store, l.done, step, h)
 		}
-		if !meta {
-			if err := c.EnsureMeta(ctx); err != nil {
-				return done, err
-			}
-			meta = true
+		if again, err := l.commit(ctx, h, step); err != nil || !again {
+			return l.done, err
 		}
-		stat, err := c.Commit(ctx, h, step.Change)
-		switch {
-		case errors.Is(err, ErrChangedMeanwhile):
-			continue
-		case zkclient.IsTransient(err):
-			pending, from = &step, h
-			continue
-		case err != nil:
-			return done, err
-		}
-		// A stamp is good only in the epoch it landed in.
-		stale := stamped(h, step.Change) && stat != nil && epochOf(stat.Mzxid) != step.State.ZKEpoch
-		if !done.Committed {
-			done.Replaced, done.Committed, done.Landed = h, true, !stale
-		}
-		done.Step = step
-		if stale {
-			own = &step
-			continue // decide again in the epoch now known
-		}
-		return c.finish(ctx, store, done, step, h)
 	}
-	return done, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again", name, ErrContended, lifecycleAttempts)
+	return l.done, fmt.Errorf("sequence %q: %w (%d attempts); stop its clients and try again", name, ErrContended, lifecycleAttempts)
+}
+
+// change is one Lifecycle call's memory between its attempts.
+type change struct {
+	c        *Client
+	store    Store
+	name     string
+	done     Done
+	rec      persist.Record // the store's record, as last read
+	held     persist.Record // what this change's Before writes hold
+	pending  *Step          // committed, its reply lost: did it land?
+	from     Holding        // what pending was decided from
+	own      *Step          // landed in another epoch than it was stamped for
+	readOnce bool           // rec was read
+	lastH    Holding        // the previous reading: another compares with it
+	meta     bool           // the root's own znode is known to exist
+}
+
+// judge settles pending, which h shows landed: it replaced what it was
+// decided from. With its reply went the epoch it landed in: a stamp is
+// good only if the epoch of now (a write tells it, known reports whether
+// it could) still trusts it. One that a leader election ended, before or
+// after it landed, is decided again (from h, now of that epoch) from the
+// store read afresh: takers may have used it before a rollback.
+func (l *change) judge(ctx context.Context, h *Holding) (good, known bool) {
+	good = true
+	if stamped(l.from, l.pending.Change) {
+		if h.Epoch = l.c.probeEpoch(ctx); h.Epoch == 0 {
+			return false, false
+		}
+		good = h.Trusted()
+	}
+	if !l.done.Committed {
+		l.done.Replaced, l.done.Committed, l.done.Landed = l.from, true, good
+	}
+	return good, true
+}
+
+// read reads the store's record after ZooKeeper's reading h: again
+// whenever h may come from another history than the last reading
+// (another), so that a state rolled back meanwhile moves above what the
+// store holds now. Not for every lost transaction: a store read per
+// attempt widens the window in which busy takers overtake the change,
+// which then never lands. And not when ZooKeeper still holds this change's
+// own stamp, which landed in another epoch: the record read for it still
+// bounds every ID handed out (ZooKeeper held nothing else since), and a
+// fresh one would hold the change's own Before as if another incarnation
+// had used it.
+func (l *change) read(ctx context.Context, h Holding) error {
+	mine := l.own != nil && h.Exists && h.State.Marker == l.own.State.Marker
+	l.own = nil
+	defer func() { l.lastH = h }()
+	if l.store == nil || mine || l.readOnce && !another(l.lastH, h) {
+		return nil
+	}
+	rec, err := l.store.Get(ctx, l.name)
+	if errors.Is(err, persist.ErrNotFound) {
+		rec, err = persist.Record{}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("sequence %q: read its record in the store: %w; nothing was changed", l.name, err)
+	}
+	l.rec, l.readOnce = rec, true
+	return nil
+}
+
+// commit makes step's transaction, decided from h, and writes its After
+// once it holds. again reports a change to decide afresh: a guard that
+// failed, a reply lost (pending), or a stamp that landed in another epoch
+// than it was made for (own).
+func (l *change) commit(ctx context.Context, h Holding, step Step) (again bool, err error) {
+	if !l.meta {
+		if err := l.c.EnsureMeta(ctx); err != nil {
+			return false, err
+		}
+		l.meta = true
+	}
+	stat, err := l.c.Commit(ctx, h, step.Change)
+	switch {
+	case errors.Is(err, ErrChangedMeanwhile):
+		return true, nil
+	case zkclient.IsTransient(err):
+		l.pending, l.from = &step, h
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	// A stamp is good only in the epoch it landed in.
+	stale := stamped(h, step.Change) && stat != nil && epochOf(stat.Mzxid) != step.State.ZKEpoch
+	if !l.done.Committed {
+		l.done.Replaced, l.done.Committed, l.done.Landed = h, true, !stale
+	}
+	l.done.Step = step
+	if stale {
+		l.own = &step
+		return true, nil // decide again in the epoch now known
+	}
+	l.done, err = l.c.finish(ctx, l.store, l.done, step, h)
+	return false, err
 }
 
 // finish writes step's After, once ZooKeeper holds its change.
