@@ -72,7 +72,10 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	if !needsAdvance(st, windows, to) {
 		return Advanced{}, nil
 	}
-	var stored, storedFloor int64 // the ceiling this advance stored; above the store's
+	// stored is the ceiling this advance stored, and storedFloor the
+	// store's floor before it did: what a lost history may have handed
+	// out lies below it.
+	var stored, storedFloor int64
 	done, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
 		st := h.State
 		if err := cmp.Or(h.Missing(), seqzk.CheckAdvance(st, to)); err != nil {
@@ -84,16 +87,18 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 		// only the operator's to, it could be stamped valid below IDs a
 		// lost history handed out.
 		trusted := h.Trusted()
-		storedFloor = state.AddSat(rec.Ceiling, 1)
+		if stored == 0 {
+			storedFloor = state.AddSat(rec.Ceiling, 1)
+		}
 		floor := to
 		if !trusted {
-			floor = max(to, storedFloor)
+			floor = max(to, state.AddSat(rec.Ceiling, 1))
 		} else if !needsAdvance(st, nil, to) && len(h.Children) == 1 {
 			return seqzk.Step{}, nil // advanced by someone else meanwhile
 		}
 		if stored < max(floor, st.Next, st.Ceiling) {
 			headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, st.Start, st.End, st.Legacy))
-			stored = max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, storedFloor), headroom, st.End))
+			stored = max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, state.AddSat(rec.Ceiling, 1)), headroom, st.End))
 		}
 		next := seqzk.Advanced(st, floor, stored, h.Epoch)
 		before := persist.Record{Name: name, Ceiling: stored, Start: st.Start, End: st.End, Windows: st.Windows}
