@@ -35,10 +35,8 @@ import (
 // ZooKeeper's timing is the test's own. The chaos lasts 9 s, 4 s with
 // -short (four rounds: the first still kills the primary).
 func TestFailoverAgainstServeProcesses(t *testing.T) {
-	chaosFor := 9 * time.Second
-	if testing.Short() {
-		chaosFor = 4 * time.Second
-	}
+	testenv.Slow(t)
+	const chaosFor = 9 * time.Second
 	const (
 		round     = time.Second // a replica down and up again
 		takers    = 4

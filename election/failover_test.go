@@ -236,6 +236,7 @@ func TestRapidResigns(t *testing.T) {
 // Not parallel, like TestEnsembleMemberDown: starting server JVMs loads the
 // machine enough to stall the shared server under the parallel tests.
 func TestZooKeeperRestart(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	for _, tc := range []struct {
 		name string
 		down time.Duration // beyond the time a stop and start take
@@ -295,6 +296,7 @@ func TestZooKeeperRestart(t *testing.T) {
 // connected to), and later the quorum leader does: replicas move to the
 // other servers.
 func TestEnsembleMemberDown(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 3)
 	c := newCluster(t, clusterOpts{servers: ens.Servers(), timeout: 4 * time.Second})
 	rs := five(t, c)

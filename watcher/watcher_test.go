@@ -146,6 +146,7 @@ func TestBurstOfChangesEndsOnTheLatest(t *testing.T) {
 // reports every sequence removed and a sync without a root, then picks the
 // new tree up.
 func TestWipedEnsembleIsReportedAndFollowed(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 1)
 	c := dial(t, ens.Servers())
@@ -214,6 +215,7 @@ func TestInitialSyncOfManySequences(t *testing.T) {
 // reach the version the watcher last reported with other data. The watcher
 // must report it, not take it for what it has seen.
 func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	root := "/seqs"
 	setup := dial(t, ens.Servers())

@@ -22,6 +22,7 @@ import (
 // created with the operator commands' --root-name, from the file serve
 // runs with.
 func TestConsoleOfSeveralRoots(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	browser := newBrowser(t)
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()

@@ -90,6 +90,7 @@ func grepLines(s, sub string) string {
 // limit and deletes its node, long before the server could expire its
 // session. Thawed, the old primary finds its node gone and does not lead.
 func TestServeTakesOverFromAFrozenPrimaryBeforeItsSessionExpires(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	// lossAfter 10 s: the beat must stand still 12.5 s; the server keeps
 	// the frozen session for 20 s after its last beat.

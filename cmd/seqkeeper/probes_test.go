@@ -65,6 +65,7 @@ func (p *probeLoop) run(r *replicaProc, stop <-chan struct{}, done *sync.WaitGro
 // turns unready only when it has had no session for the session timeout:
 // the quorum lost for longer. It is ready again once ZooKeeper is back.
 func TestReadyThroughZooKeeperLeaderElection(t *testing.T) {
+	testenv.Slow(t)
 	ens := testenv.StartEnsemble(t, 3)
 	c := newCLI(t)
 	c.env["SEQKEEPER_ZK"] = strings.Join(ens.Servers(), ",")

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // TestModel runs a random sequence of operations, chosen by one seed, on a
@@ -104,7 +106,7 @@ import (
 // index, and which operations are possible depends on earlier outcomes), so
 // a replay usually, not always, takes the same path.
 func TestModel(t *testing.T) {
-	shortParallel(t)
+	testenv.ParallelUnderShort(t)
 	set := loadSettings(t)
 	t.Logf("seed %#x (SEQKEEPER_MODEL_SEED=%d), duration %s, ops limit %d, skipping %v",
 		set.seed, set.seed, set.duration, set.maxOps, slices.Sorted(maps.Keys(set.skip)))
@@ -127,9 +129,9 @@ func TestModel(t *testing.T) {
 // port. SEQKEEPER_MODEL_TLS_DURATION sets its length (default 20s, 8s with
 // -short); the other settings are TestModel's.
 func TestModelOverTLS(t *testing.T) {
-	shortParallel(t)
+	testenv.Slow(t)
 	set := loadSettings(t)
-	set.tls, set.duration = true, shortOr(20*time.Second, 8*time.Second)
+	set.tls, set.duration = true, 20*time.Second
 	if v := os.Getenv("SEQKEEPER_MODEL_TLS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -439,13 +441,4 @@ func runDeadline(began time.Time, d time.Duration) time.Time {
 		return time.Now().Add(d)
 	}
 	return began.Add(d)
-}
-
-// shortParallel runs the model's runs side by side under -short: each has
-// its own ZooKeeper and store and spends most of its time waiting on
-// them. The full run keeps them one at a time, as long runs under -race.
-func shortParallel(t *testing.T) {
-	if testing.Short() {
-		t.Parallel()
-	}
 }

@@ -68,9 +68,9 @@ const severalRoots = 4
 // scheduler lets them, so a replay takes another path more often than
 // TestModel's; there is no operation limit and no shrinking.
 func TestModelSeveralRoots(t *testing.T) {
-	shortParallel(t)
+	testenv.Slow(t)
 	set := loadSettings(t)
-	set.duration = shortOr(30*time.Second, 10*time.Second)
+	set.duration = 30 * time.Second
 	if v := os.Getenv("SEQKEEPER_MODEL_ROOTS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {

@@ -91,7 +91,8 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 	defer cancel()
 	// The admin session redials at once after a loss, and a request in
 	// flight then fails with its connection: retry it; one that applied
-	// before the failure left the counter there.
+	// before the failure left the counter there. After a wipe the root
+	// is gone until the primary restores it: wait for it.
 	counter := binary.BigEndian.AppendUint64(nil, uint64(value))
 	for {
 		_, err := e.admin.ZK().Create(ctx, e.admin.Path(name), counter, 0)
@@ -103,7 +104,7 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 				break
 			}
 		}
-		if !zkclient.IsTransient(err) || ctx.Err() != nil {
+		if !zkclient.IsTransient(err) && !errors.Is(err, zkclient.ErrNoNode) || ctx.Err() != nil {
 			e.fatalf("create the legacy counter %s: %v", name, err)
 		}
 		time.Sleep(100 * time.Millisecond)

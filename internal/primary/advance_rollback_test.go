@@ -17,6 +17,7 @@ import (
 // as it was at its first reading: that one lies below IDs the lost
 // history handed out.
 func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	r := &fileRig{t: t, root: "/adv/all-sequences"}

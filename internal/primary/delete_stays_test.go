@@ -22,7 +22,7 @@ import (
 // second tombstone, and no later restore or import brings the deleted name
 // back.
 func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s")
 	ctx := context.Background()
@@ -79,7 +79,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 // so it does not take that znode for a new incarnation, write its birth
 // into the store, and restore the deleted name.
 func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, func(c *config.Primary) { c.AuditInterval = 300 * time.Millisecond }, "s")
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
 // decided, so the delete's record makes the primary's create fail. The
 // primary's store write is held here to widen the window.
 func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	dir := t.TempDir()
 	r, _, c, pgate := gatedPrimary(t, dir, nil, "s", "t")
 	ctx := context.Background()
@@ -196,7 +196,7 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 // delete that read the znode before the rotation reads it again: its
 // transaction is guarded by the version it read.)
 func TestRotationCannotUndoADelete(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
 	pstore, pgate := gatedFileStore(t, dir)

@@ -231,16 +231,6 @@ func (g *gate) fail(t *testing.T, err error) {
 	t.Fatal(err)
 }
 
-// parallelUnderShort makes a test of a gated primary parallel
-// under -short: each holds the store writes of a primary of its own, on a
-// root and a store of its own. The full run keeps them one at a time, as
-// they always ran.
-func parallelUnderShort(t *testing.T) {
-	if testing.Short() {
-		t.Parallel()
-	}
-}
-
 // gatedPrimary starts a primary on a file store in dir whose log writes
 // the test can hold (gatedBackend), with StoreTimeout a minute (a held write
 // must not time out), and registers names, taking one ID of each (so the

@@ -21,7 +21,7 @@ import (
 
 // The primary's tests keep the CPU busy: -short runs them at go test's
 // parallelism, not testenv.ShortParallel.
-func TestMain(m *testing.M) { testenv.MainCPUBound(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // rig is a ZooKeeper root and a store bucket for one test.
 type rig struct {
@@ -222,6 +222,7 @@ func TestInitialisesAndRaisesStoreFirst(t *testing.T) {
 // The whole ensemble loses its data while workers take IDs; the primary
 // restores every sequence above its stored ceiling and the workers go on.
 func TestWipedEnsembleIsRestoredWithoutDuplicates(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 3)
 	r := newRig(t, ens.Servers(), "/test")
@@ -279,6 +280,7 @@ func (l *ledger) issuedNow() int {
 // The ensemble is rolled back to a copy made before (and, separately, after)
 // the last raise. IDs taken after the copy must never be taken again.
 func TestRollbackNeverReissues(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	for _, tc := range []struct {
 		name       string
 		copyBefore bool // copy before the last raise (version and ceiling look old)

@@ -107,7 +107,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 // once it is seen. Here the primary's loop is held by a slow store write
 // of another sequence while the operator's commands run.
 func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	dir := t.TempDir()
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s", "other")
 	ctx := context.Background()
@@ -170,7 +170,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 // above the tombstone, not at the stored mark + 1, which is below IDs the
 // counter handed out.
 func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
-	parallelUnderShort(t)
+	testenv.ParallelUnderShort(t)
 	z := testenv.ZooKeeper(t)
 	dir := t.TempDir()
 	pstore, pgate := gatedFileStore(t, dir)

@@ -22,6 +22,7 @@ import (
 // leave the new registration to its birth (Initialise, above the deletion
 // record), not stamp it at F, below IDs the first incarnation handed out.
 func TestAPlannedRevalidationLeavesANewIncarnationToItsBirth(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -98,6 +98,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 // rollback, revalidation moves next past every ID the lost history may
 // have handed out.
 func TestRollbackAtTheTopOfTheSpace(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	r := newFileRig(t, ens.Servers(), "/test")
 	w := r.client(ens.Servers(), 10*time.Second)

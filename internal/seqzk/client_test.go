@@ -532,6 +532,7 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 // current, yet IDs taken after the copy would be taken again. The epoch
 // stamp makes clients wait for the primary instead.
 func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()

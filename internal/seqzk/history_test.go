@@ -57,6 +57,7 @@ func (s *issuedSet) add(who string, rs state.Ranges) {
 // TestStaleWriteIsRefusedByItsMarker covers the write that gets out before
 // either is noticed.)
 func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	const root = "/all-sequences"

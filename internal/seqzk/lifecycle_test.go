@@ -18,6 +18,7 @@ import (
 // a write, not from the reading), and reports what its first transaction
 // replaced: the state it was decided from, not its own.
 func TestAStampWhoseReplyWasLostAcrossAnElectionIsDecidedAgain(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

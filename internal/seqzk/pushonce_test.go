@@ -177,6 +177,7 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 // The primary's stamp sets a push floor at next, below which a keyed push
 // with an unknown key is refused.
 func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	ctx := context.Background()
 	const root = "/all-sequences"

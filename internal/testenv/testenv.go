@@ -64,21 +64,11 @@ func atExit(f func()) {
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) { os.Exit(Run(m)) }
 
-// MainCPUBound is Main for a package whose tests keep the CPU busy rather
-// than wait (internal/primary: paced loads, thousands of sequences): it
-// keeps go test's parallelism under -short too, where more tests at once
-// would gain nothing and starve the timing they measure.
-func MainCPUBound(m *testing.M) { os.Exit(run(m, false)) }
-
 // Run runs the tests as Main does and returns the exit code, for a
 // TestMain that checks more after the tests.
-func Run(m *testing.M) int { return run(m, true) }
-
-func run(m *testing.M, shortParallel bool) int {
+func Run(m *testing.M) int {
 	flag.Parse()
-	if shortParallel {
-		shortParallelism()
-	}
+	shortParallelism()
 	code := m.Run()
 	registry.mu.Lock()
 	procs, after := registry.procs, registry.atExit
@@ -101,6 +91,17 @@ func Slow(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("slow: runs in the full suite (bash scripts/test.sh, or go test without -short)")
+	}
+}
+
+// ParallelUnderShort makes t parallel under -short only: a test with
+// servers of its own (an ensemble it restarts, a primary whose store it
+// holds, a model run) that spends most of its time waiting on them. The
+// full run, under -race, keeps such tests one at a time.
+func ParallelUnderShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Parallel()
 	}
 }
 
