@@ -340,11 +340,10 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 	}
 	n := Headroom(minReserve)
 	recs, recreate := storeRecords(r, minReserve)
-	if len(recs) == 0 {
-		return nil
-	}
-	if err := store.Put(ctx, storeEpoch, recs...); err != nil {
-		return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
+	if len(recs) > 0 {
+		if err := store.Put(ctx, storeEpoch, recs...); err != nil {
+			return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
+		}
 	}
 	for i := range r.Findings {
 		if f := &r.Findings[i]; f.Action == RecordTombstone || f.Action == CoverInStore {

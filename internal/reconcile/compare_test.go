@@ -290,6 +290,32 @@ func TestApplySaysWhatItDidNotDo(t *testing.T) {
 	}
 }
 
+// A report whose only finding is a store tombstone missing from ZooKeeper
+// still records the deletion there: nothing has to reach the store first.
+func TestApplyMirrorsALoneTombstone(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	ctx := context.Background()
+	r.put(persist.Record{Name: "gone", Ceiling: 900, Dead: 900})
+	rep, err := reconcile.Compare(ctx, r.seqs, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Plan()
+	if len(rep.Findings) != 1 || rep.Findings[0].Action != reconcile.MirrorTombstone {
+		t.Fatalf("findings %+v; want one tombstone to mirror", rep.Findings)
+	}
+	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, 50); err != nil {
+		t.Fatal(err)
+	}
+	if f := rep.Findings[0]; f.Outcome != "done" {
+		t.Errorf("outcome %q; want done", f.Outcome)
+	}
+	if left := r.compare(); len(left) != 0 {
+		t.Errorf("after Apply: %+v; want nothing left to do", left)
+	}
+}
+
 // Apply writes nothing to ZooKeeper when the store cannot take the new
 // ceilings.
 func TestApplyStoreFirst(t *testing.T) {
