@@ -23,24 +23,21 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// One serve process hosts several roots from one config file (issue 30),
-// and the replicas spread the roots' leadership: six roots (three with
-// -short), each with its own election, primary and store, served by one,
-// then two, then three real 'seqkeeper serve' processes. With R roots and
-// N replicas no replica may lead more than ceil(R/N) once it settles: 6,
-// 3, then 2 (3, 2, then 1). A SIGKILLed replica's roots are taken over by
-// the others (and spread again, 3 each; 2). Workers take IDs from every root all along, through the
-// library and through the rooted HTTP routes of every replica; no ID may
-// be handed out twice within a sequence. The HTTP API addresses roots by
-// path, refuses an unrooted root route (root_required) and an unknown
-// root (unknown_root), and labels each root's metrics.
+// One serve process hosts several roots from one config file, and the
+// replicas spread the roots' leadership: six roots, each with its own
+// election, primary and store, served by one, then two, then three real
+// 'seqkeeper serve' processes. With R roots and N replicas no replica may
+// lead more than ceil(R/N) once it settles: 6, 3, then 2. A SIGKILLed
+// replica's roots are taken over by the others (and spread again: 3 each).
+// Workers take IDs from every root all along, through the library and
+// through the rooted HTTP routes of every replica; no ID may be handed out
+// twice within a sequence. The HTTP API addresses roots by path, refuses
+// an unrooted root route (root_required) and an unknown root
+// (unknown_root), and labels each root's metrics.
 func TestServeSeveralRootsSpreadsLeadership(t *testing.T) {
 	testenv.Slow(t)
 	t.Parallel()
-	roots := 6
-	if testing.Short() {
-		roots = 3 // every step still moves a root: at most 3, 2, 1, then 2
-	}
+	const roots = 6
 	most := func(replicas int) int { return (roots + replicas - 1) / replicas }
 	z := testenv.ZooKeeper(t)
 	conn := testenv.Connect(t, z.Servers, 10*time.Second)

@@ -86,8 +86,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	t.Logf("ran on the reserve up to %d (stored %d), then waited; resumed after the store came back", highest, before)
 }
 
-// 10,000 sequences (2,000 with -short) are watched and maintained at
-// once, and a new one is usable soon after its znode appears.
+// 10,000 sequences are watched and maintained at once, and a new one is usable soon after its znode appears.
 func TestMaintainsTenThousandSequences(t *testing.T) {
 	testenv.Slow(t)
 	t.Parallel()
@@ -99,10 +98,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 	if err := conn.EnsurePath(ctx, r.root); err != nil {
 		t.Fatal(err)
 	}
-	n := 10_000
-	if testing.Short() {
-		n = 2_000
-	}
+	const n = 10_000
 	reg := state.State{Registered: true, Start: 1, End: state.MaxID}.Encode()
 	ops := make([]zkclient.Op, 0, 1000)
 	for i := 0; i < n; i++ {
