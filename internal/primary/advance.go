@@ -87,18 +87,19 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 		// only the operator's to, it could be stamped valid below IDs a
 		// lost history handed out.
 		trusted := h.Trusted()
+		floorNow := state.AddSat(rec.Ceiling, 1)
 		if stored == 0 {
-			storedFloor = state.AddSat(rec.Ceiling, 1)
+			storedFloor = floorNow
 		}
 		floor := to
 		if !trusted {
-			floor = max(to, state.AddSat(rec.Ceiling, 1))
+			floor = max(to, floorNow)
 		} else if !needsAdvance(st, nil, to) && len(h.Children) == 1 {
 			return seqzk.Step{}, nil // advanced by someone else meanwhile
 		}
 		if stored < max(floor, st.Next, st.Ceiling) {
 			headroom := reconcile.Headroom(reconcile.CapReserve(minReserve, st.Start, st.End, st.Legacy))
-			stored = max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, state.AddSat(rec.Ceiling, 1)), headroom, st.End))
+			stored = max(st.Ceiling, reconcile.Ceiling(max(to, st.Next, floorNow), headroom, st.End))
 		}
 		next := seqzk.Advanced(st, floor, stored, h.Epoch)
 		before := persist.Record{Name: name, Ceiling: stored, Start: st.Start, End: st.End, Windows: st.Windows}

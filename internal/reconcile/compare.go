@@ -334,13 +334,13 @@ func storeRecords(r *Report, minReserve int64) (recs []persist.Record, recreate 
 // ones, each with Headroom(minReserve) IDs (see Recreate). Nothing reaches
 // ZooKeeper if the store write fails.
 func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Report, minReserve int64) error {
-	storeEpoch, _, err := store.Epoch(ctx)
-	if err != nil {
-		return err
-	}
 	n := Headroom(minReserve)
 	recs, recreate := storeRecords(r, minReserve)
 	if len(recs) > 0 {
+		storeEpoch, _, err := store.Epoch(ctx)
+		if err != nil {
+			return err
+		}
 		if err := store.Put(ctx, storeEpoch, recs...); err != nil {
 			return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
 		}

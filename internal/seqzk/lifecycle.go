@@ -205,7 +205,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 			case !known:
 				continue // ask again
 			case good:
-				return c.finish(ctx, store, l.done, *l.pending, h)
+				return l.finish(ctx, *l.pending, h)
 			}
 		}
 		l.pending = nil
@@ -230,7 +230,7 @@ func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide
 			continue
 		}
 		if step.None() {
-			return c.finish(ctx, store, l.done, step, h)
+			return l.finish(ctx, step, h)
 		}
 		if again, err := l.commit(ctx, h, step); err != nil || !again {
 			return l.done, err
@@ -334,22 +334,23 @@ func (l *change) commit(ctx context.Context, h Holding, step Step) (again bool, 
 		l.own = &step
 		return true, nil // decide again in the epoch now known
 	}
-	l.done, err = l.c.finish(ctx, l.store, l.done, step, h)
+	_, err = l.finish(ctx, step, h)
 	return false, err
 }
 
-// finish writes step's After, once ZooKeeper holds its change.
-func (c *Client) finish(ctx context.Context, store Store, done Done, step Step, h Holding) (Done, error) {
-	if !done.Committed { // nothing to commit
-		done.Replaced, done.Landed = h, true
+// finish writes step's After, once ZooKeeper holds its change, and
+// returns what the change did.
+func (l *change) finish(ctx context.Context, step Step, h Holding) (Done, error) {
+	if !l.done.Committed { // nothing to commit
+		l.done.Replaced, l.done.Landed = h, true
 	}
-	done.Step = step
-	if a := step.After; a != nil && store != nil {
-		if err := PutAtCurrentEpoch(ctx, store, *a); err != nil {
-			return done, fmt.Errorf("sequence %q: ZooKeeper holds the change, the store does not know it yet (the primary's audit copies it): %w", a.Name, err)
+	l.done.Step = step
+	if a := step.After; a != nil && l.store != nil {
+		if err := PutAtCurrentEpoch(ctx, l.store, *a); err != nil {
+			return l.done, fmt.Errorf("sequence %q: ZooKeeper holds the change, the store does not know it yet (the primary's audit copies it): %w", a.Name, err)
 		}
 	}
-	return done, nil
+	return l.done, nil
 }
 
 // stamped reports whether ch stamps a state anew (a new marker).
