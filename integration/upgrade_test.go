@@ -79,16 +79,18 @@ const (
 	// rewriting the store the other's primary writes, HTTP takes through
 	// both); a raise by its primary is not what the hold waits for: at
 	// this workload the reserves last several runways (448 s left in one
-	// run), so no hold of minutes would be sure to see one.
-	upgradeMixedHold = 45 * time.Second
+	// run), so no hold of minutes would be sure to see one. It spans two
+	// of the primary's sweeps (sweep_interval, 10 s) and a margin.
+	upgradeMixedHold = 25 * time.Second
 	// upgradeStepHold bounds the traffic after every other replacement:
 	// until every worker has taken IDs since, the HTTP workers through
 	// the new replica too (settle), and at least upgradeStepMin.
 	upgradeStepHold = 20 * time.Second
 	upgradeStepMin  = 5 * time.Second
 	// upgradeRefusedHold is how long a refused rollback is left running
-	// with none of the replicas able to write, before rolling forward.
-	upgradeRefusedHold = 40 * time.Second
+	// with none of the replicas able to write, before rolling forward:
+	// two sweeps of a primary that cannot raise.
+	upgradeRefusedHold = 20 * time.Second
 )
 
 // upgradeSequences are a plain sequence and one of two windows.

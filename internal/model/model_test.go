@@ -106,7 +106,9 @@ import (
 // index, and which operations are possible depends on earlier outcomes), so
 // a replay usually, not always, takes the same path.
 func TestModel(t *testing.T) {
-	testenv.ParallelUnderShort(t)
+	// Each run has servers of its own and a fixed length, and the oracle
+	// judges outcomes, not timings: the package's runs overlap.
+	t.Parallel()
 	set := loadSettings(t)
 	t.Logf("seed %#x (SEQKEEPER_MODEL_SEED=%d), duration %s, ops limit %d, skipping %v",
 		set.seed, set.seed, set.duration, set.maxOps, slices.Sorted(maps.Keys(set.skip)))
@@ -130,6 +132,7 @@ func TestModel(t *testing.T) {
 // -short); the other settings are TestModel's.
 func TestModelOverTLS(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	set := loadSettings(t)
 	set.tls, set.duration = true, 20*time.Second
 	if v := os.Getenv("SEQKEEPER_MODEL_TLS_DURATION"); v != "" {

@@ -69,6 +69,7 @@ const severalRoots = 4
 // TestModel's; there is no operation limit and no shrinking.
 func TestModelSeveralRoots(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	set := loadSettings(t)
 	set.duration = 30 * time.Second
 	if v := os.Getenv("SEQKEEPER_MODEL_ROOTS_DURATION"); v != "" {
