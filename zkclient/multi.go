@@ -46,6 +46,9 @@ func CheckOp(path string, version int32) Op {
 // Path is the znode the operation is on.
 func (o Op) Path() string { return o.path }
 
+// IsCheck reports whether o is a CheckOp.
+func (o Op) IsCheck() bool { return o.kind == "check" }
+
 func (o Op) String() string {
 	if o.kind == "create" {
 		return o.kind + " " + o.path

@@ -230,8 +230,7 @@ func (c *Client) ensure(ctx context.Context, k Kind, p string) error {
 			return err
 		}
 	}
-	_, err = c.zk.Multi(sent(ctx), c.createOp(ctx, k, p, nil, 0))
-	c.stats.requests.Add(1)
+	_, err = c.write(ctx, c.createOp(ctx, k, p, nil, 0))
 	if err != nil && !errors.Is(err, zkclient.ErrNodeExists) {
 		return fmt.Errorf("create %s: %w", p, err)
 	}

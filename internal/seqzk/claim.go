@@ -50,8 +50,7 @@ func (c *Client) Claim(ctx context.Context, path, what string) error {
 			}
 			return nil
 		}
-		_, err = c.zk.Set(sent(ctx), path, want, stat.Version)
-		c.stats.requests.Add(1)
+		_, err = c.write(ctx, zkclient.SetOp(path, want, stat.Version))
 		switch {
 		case err == nil:
 			return nil

@@ -187,8 +187,9 @@ type Stats struct {
 	// Requests is the number of ZooKeeper requests sent (reads, writes,
 	// watches): the round trips the client paid.
 	Requests int64
-	// Conflicts is the number of compare-and-set writes that lost to
-	// another writer (BadVersion).
+	// Conflicts is the number of writes that lost to another writer: a
+	// guard failed (a version, or a znode that exists or does not), so
+	// nothing was written.
 	Conflicts int64
 	// Retries is the number of operations retried after a connection
 	// error.
@@ -337,10 +338,6 @@ type unvalidatedError struct {
 
 func (e *unvalidatedError) Error() string { return e.reason }
 
-// errMarkerGone reports a write refused because the marker of the state it
-// was prepared from no longer exists: nothing was written.
-var errMarkerGone = errors.New("marker znode gone")
-
 // cas writes st to nd at the cached version. A validated state is written
 // in a transaction that first checks that its marker exists (markers are
 // created at version 0 and never written), so the write cannot land in
@@ -351,17 +348,16 @@ func (c *Client) cas(ctx context.Context, nd *node, st state.State) (*zkclient.S
 		return nil, &unvalidatedError{marker: st.Marker,
 			reason: fmt.Sprintf("znode %s is at data version %d, at the limit %d: the primary rotates it onto a fresh znode", nd.path, nd.version, state.VersionLimit)}
 	}
-	c.stats.requests.Add(1)
+	set := zkclient.SetOp(nd.path, st.Encode(), nd.version)
 	if st.Legacy || !st.Validated() {
-		return c.zk.Set(sent(ctx), nd.path, st.Encode(), nd.version)
+		res, err := c.write(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		return res[0].Stat, nil
 	}
-	res, err := c.zk.Multi(sent(ctx),
-		zkclient.CheckOp(nd.seq+"/"+st.Marker, 0),
-		zkclient.SetOp(nd.path, st.Encode(), nd.version))
-	switch {
-	case zkclient.FailedOp(err) == 0 && errors.Is(err, zkclient.ErrNoNode):
-		return nil, errMarkerGone
-	case err != nil:
+	res, err := c.write(ctx, zkclient.CheckOp(nd.seq+"/"+st.Marker, 0), set)
+	if err != nil {
 		return nil, err
 	}
 	return res[1].Stat, nil

@@ -99,8 +99,7 @@ func (c *Client) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.St
 		// A create has no stat: the root's tells the epoch it landed in.
 		ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
 	}
-	res, err := c.zk.Multi(sent(ctx), ops...)
-	c.stats.requests.Add(1)
+	res, err := c.write(ctx, ops...)
 	nd.valid, nd.deleted = false, nil // this client reads the name afresh
 	switch {
 	case err == nil:
@@ -111,11 +110,9 @@ func (c *Client) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.St
 		if i < 0 {
 			return nil, nil
 		}
-		c.observe(res[i].Stat)
 		return res[i].Stat, nil
 	case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNodeExists),
 		errors.Is(err, zkclient.ErrNotEmpty):
-		c.stats.conflicts.Add(1)
 		return nil, fmt.Errorf("sequence %q: %w", h.Name, ErrChangedMeanwhile)
 	case zkclient.IsTransient(err):
 		return nil, err

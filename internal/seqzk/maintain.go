@@ -40,8 +40,7 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 	if err := st.Validate(); err != nil {
 		return err
 	}
-	_, err := c.zk.Multi(sent(ctx), c.createOp(ctx, KindSequence, c.Path(name), st.Encode(), 0))
-	c.stats.requests.Add(1)
+	_, err := c.write(ctx, c.createOp(ctx, KindSequence, c.Path(name), st.Encode(), 0))
 	if errors.Is(err, zkclient.ErrNodeExists) {
 		return fmt.Errorf("sequence %q %w", name, ErrExists)
 	}
@@ -207,7 +206,6 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			// read again, listing the children afresh. Back off once it
 			// keeps happening, so that a transaction that cannot succeed
 			// never spins hot.
-			c.stats.conflicts.Add(1)
 			nd.valid, nd.deleted = false, nil
 			if errors.Is(err, errMarkerGone) {
 				force = true // the state is not of this history: stamp it
@@ -297,8 +295,7 @@ func (c *Client) writeStamp(ctx context.Context, name string, nd *node, st state
 	if guarded {
 		ops = append(ops, c.guardOps(name, *guard)...)
 	}
-	res, err := c.zk.Multi(sent(ctx), ops...)
-	c.stats.requests.Add(1)
+	res, err := c.write(ctx, ops...)
 	if err == nil {
 		return res[0].Stat, nil
 	}
@@ -329,12 +326,18 @@ func clampNext(next, end int64) int64 {
 // probeEpoch learns the current ZooKeeper epoch with a write (the empty data
 // of the root znode, which nothing else uses), or returns 0.
 func (c *Client) probeEpoch(ctx context.Context) int64 {
-	stat, err := c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
-	c.stats.requests.Add(1)
+	e, _ := c.touchRoot(ctx)
+	return e
+}
+
+// touchRoot writes the root's empty data and returns the epoch it landed
+// in.
+func (c *Client) touchRoot(ctx context.Context) (int64, error) {
+	res, err := c.write(ctx, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	return c.observe(stat)
+	return epochOf(res[0].Stat.Mzxid), nil
 }
 
 // CurrentEpoch returns the current ZooKeeper epoch, learned by writing the
@@ -346,19 +349,17 @@ func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	stat, err := c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
-	c.stats.requests.Add(1)
+	e, err := c.touchRoot(ctx)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		if err := c.zk.EnsurePath(ctx, c.opts.Root); err != nil {
 			return 0, fmt.Errorf("probe zookeeper epoch: create the root %s: %w", c.opts.Root, err)
 		}
-		stat, err = c.zk.Set(sent(ctx), c.opts.Root, nil, zkclient.AnyVersion)
-		c.stats.requests.Add(1)
+		e, err = c.touchRoot(ctx)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("probe zookeeper epoch at %s: %w", c.opts.Root, err)
 	}
-	return c.observe(stat), nil
+	return e, nil
 }
 
 // update applies change to a freshly read state of sequence name and writes
@@ -387,7 +388,6 @@ func (c *Client) update(ctx context.Context, name string, change func(*state.Sta
 		case errors.As(err, new(*unvalidatedError)):
 			return true, fmt.Errorf("sequence %q: %w", name, err)
 		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
 			return false, nil
 		case zkclient.IsTransient(err):
 			// A raise is idempotent: re-reading shows whether it landed.

@@ -189,7 +189,6 @@ func (p *pushCall) written(ctx context.Context, nd *node, marker string, attempt
 	case errors.As(err, new(*unvalidatedError)):
 		return fmt.Errorf("sequence %q: push %s: %w (nothing was pushed by this attempt; try again once the primary has rotated it)", p.name, p.ids, err)
 	case errors.Is(err, zkclient.ErrBadVersion):
-		c.stats.conflicts.Add(1)
 		nd.valid = false
 		return nil
 	case errors.Is(err, zkclient.ErrNoNode):

@@ -2,7 +2,6 @@ package seqzk
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -141,8 +140,7 @@ func (c *Client) raiseBatch(ctx context.Context, reqs []RaiseReq, batch []raiseI
 				zkclient.CheckOp(path+"/"+it.st.Marker, 0),
 				zkclient.SetOp(path, data[k], it.version))
 		}
-		c.stats.requests.Add(1)
-		res, err := c.zk.Multi(sent(ctx), ops...)
+		res, err := c.write(ctx, ops...)
 		if err == nil {
 			for k, it := range batch {
 				done[it.i] = Raised{it.st, res[2*k+1].Stat.Version, data[k], res[2*k+1]}
@@ -155,9 +153,6 @@ func (c *Client) raiseBatch(ctx context.Context, reqs []RaiseReq, batch []raiseI
 				rest = append(rest, it.i)
 			}
 			return rest
-		}
-		if errors.Is(err, zkclient.ErrBadVersion) {
-			c.stats.conflicts.Add(1)
 		}
 		k := failed / 2
 		rest = append(rest, batch[k].i)

@@ -136,14 +136,13 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 		ops = append(ops, c.changeOps(ctx, absent(r), Change{State: &r.State})...)
 	}
 	ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
-	res, err := c.zk.Multi(sent(ctx), ops...)
-	c.stats.requests.Add(1)
+	res, err := c.write(ctx, ops...)
 	switch {
 	case err == nil:
 		for _, r := range batch {
 			created = append(created, r.State.Name)
 		}
-		if c.observe(res[len(res)-1].Stat) != epoch {
+		if epochOf(res[len(res)-1].Stat.Mzxid) != epoch {
 			stale = append(stale, created...)
 		}
 		return created, stale, nil

@@ -269,11 +269,10 @@ func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
 			panic("seqzk: crypto/rand failed: " + err.Error())
 		}
 		next := epoch<<32 | int64(binary.BigEndian.Uint32(b[:])|1)
-		stat, err := c.zk.Set(sent(ctx), c.MetaPath(), encodeEra(next), e.Version)
-		c.stats.requests.Add(1)
+		res, err := c.write(ctx, zkclient.SetOp(c.MetaPath(), encodeEra(next), e.Version))
 		switch {
 		case err == nil:
-			return Era{Value: next, Epoch: epoch, Exists: true, Version: stat.Version}, nil
+			return Era{Value: next, Epoch: epoch, Exists: true, Version: res[0].Stat.Version}, nil
 		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), zkclient.IsTransient(err):
 			if attempt >= 10 {
 				return Era{}, fmt.Errorf("set the era of %s: %w", c.opts.Root, err)

@@ -43,8 +43,7 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 		}
 		ops = append(ops, zkclient.DeleteOp(nd.path, nd.version))
 		ops = append(ops, c.changeOps(ctx, Holding{Name: name}, Change{State: &st})...)
-		_, err := c.zk.Multi(sent(ctx), ops...)
-		c.stats.requests.Add(1)
+		_, err := c.write(ctx, ops...)
 		switch {
 		case err == nil:
 			nd.valid, nd.deleted = false, nil
@@ -58,7 +57,6 @@ func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, e
 			czxid = stat.Czxid
 			return true, nil
 		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNotEmpty):
-			c.stats.conflicts.Add(1)
 			nd.valid, nd.deleted = false, nil
 			return false, retryDelay.Wait(ctx, attempt)
 		case zkclient.IsTransient(err):

@@ -184,7 +184,6 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 		case errors.As(err, new(*unvalidatedError)):
 			return nil, t, err
 		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
 			t.conflicts++
 			nd.valid = false
 			if t.conflicts == maxConflicts {

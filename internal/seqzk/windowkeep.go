@@ -49,19 +49,17 @@ func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (strin
 		st.Next += k
 		// The marker check keeps a carve prepared from a state of a lost
 		// history (or an earlier incarnation) from landing.
-		res, err := c.zk.Multi(sent(ctx),
+		res, err := c.write(ctx,
 			zkclient.CheckOp(nd.path+"/"+st.Marker, 0),
 			c.createOp(ctx, KindSequenceChild, nd.path+"/"+state.WindowPrefix, w.Encode(), zkclient.Sequential),
 			zkclient.SetOp(nd.path, st.Encode(), nd.version),
 		)
-		c.stats.requests.Add(1)
 		switch {
 		case err == nil:
-			c.observe(res[2].Stat)
 			nd.valid = false // the child watch fired; re-read next time
 			return strings.TrimPrefix(res[1].Path, nd.path+"/"), nil
 		case errors.Is(err, zkclient.ErrBadVersion):
-			c.stats.conflicts.Add(1)
+			// Lost to another writer: read again.
 		case errors.Is(err, zkclient.ErrNoNode):
 			return "", fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
 		default:
@@ -136,7 +134,6 @@ func (c *Client) readWindows(ctx context.Context, name string) ([]openWindow, er
 // the newest one pruned in each slot.
 func (c *Client) prune(ctx context.Context, name string, ws []openWindow, maxVersion int32) (open []openWindow, gone map[int]openWindow, err error) {
 	gone = make(map[int]openWindow)
-	s := c.zk.Session()
 	for _, w := range ws {
 		if w.state.Available() > 0 && w.stat.Version < maxVersion {
 			open = append(open, w)
@@ -145,8 +142,7 @@ func (c *Client) prune(ctx context.Context, name string, ws []openWindow, maxVer
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		err := s.Delete(sent(ctx), c.Path(name)+"/"+w.name, w.stat.Version)
-		c.stats.requests.Add(1)
+		_, err := c.write(ctx, zkclient.DeleteOp(c.Path(name)+"/"+w.name, w.stat.Version))
 		if err != nil && !errors.Is(err, zkclient.ErrNoNode) && !errors.Is(err, zkclient.ErrBadVersion) {
 			return nil, nil, c.zkError(name, err)
 		}
@@ -274,17 +270,14 @@ func (c *Client) carveSlots(ctx context.Context, name string, nd *node, ws, open
 		return 0, false, nil // every slot has a window, or nothing is left to carve
 	}
 	ops[1] = zkclient.SetOp(nd.path, st.Encode(), nd.version)
-	res, err := c.zk.Multi(sent(ctx), ops...)
-	c.stats.requests.Add(1)
+	_, err = c.write(ctx, ops...)
 	switch {
 	case err == nil:
-		c.observe(res[1].Stat)
 		nd.valid = false // the child watch fired; re-read next time
 		return fresh - left, false, nil
 	case errors.Is(err, zkclient.ErrBadVersion):
-		c.stats.conflicts.Add(1)
 		return 0, true, nil
-	case zkclient.FailedOp(err) == 0 && errors.Is(err, zkclient.ErrNoNode):
+	case errors.Is(err, errMarkerGone):
 		return 0, false, fmt.Errorf("sequence %q: %w: revalidate it", name, ErrMarkerGone)
 	case zkclient.IsTransient(err):
 		// A lost reply may leave the windows created: harmless, their IDs

@@ -283,11 +283,9 @@ func (c *Client) refill(ctx context.Context, name string, slot int, last string,
 			zkclient.SetOp(nd.path, st.Encode(), nd.version),
 			c.createOp(ctx, KindSequenceChild, nd.path+"/"+slotPrefix(slot), w.Encode(), zkclient.Sequential),
 		}, retire...)
-		res, err := c.zk.Multi(sent(ctx), ops...)
-		c.stats.requests.Add(1)
+		res, err := c.write(ctx, ops...)
 		switch {
 		case err == nil:
-			c.observe(res[1].Stat)
 			// The child watch fired: the node is read again before the
 			// next write from it. Until then its list of windows (which
 			// takeOnce may use) is kept true to this change.
@@ -301,7 +299,6 @@ func (c *Client) refill(ctx context.Context, name string, slot int, last string,
 			}
 			return true
 		case errors.Is(err, zkclient.ErrBadVersion) && zkclient.FailedOp(err) == 1:
-			c.stats.conflicts.Add(1)
 			nd.valid = false // a take, a raise or another carve: read again
 		case zkclient.FailedOp(err) >= 3:
 			// A window to retire is gone already (the primary pruned it):
