@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -348,19 +349,15 @@ func (c *Client) cas(ctx context.Context, nd *node, st state.State) (*zkclient.S
 		return nil, &unvalidatedError{marker: st.Marker,
 			reason: fmt.Sprintf("znode %s is at data version %d, at the limit %d: the primary rotates it onto a fresh znode", nd.path, nd.version, state.VersionLimit)}
 	}
-	set := zkclient.SetOp(nd.path, st.Encode(), nd.version)
-	if st.Legacy || !st.Validated() {
-		res, err := c.write(ctx, set)
-		if err != nil {
-			return nil, err
-		}
-		return res[0].Stat, nil
+	ops := []zkclient.Op{zkclient.SetOp(nd.path, st.Encode(), nd.version)}
+	if !st.Legacy && st.Validated() {
+		ops = slices.Insert(ops, 0, zkclient.CheckOp(nd.seq+"/"+st.Marker, 0))
 	}
-	res, err := c.write(ctx, zkclient.CheckOp(nd.seq+"/"+st.Marker, 0), set)
+	res, err := c.write(ctx, ops...)
 	if err != nil {
 		return nil, err
 	}
-	return res[1].Stat, nil
+	return res[len(res)-1].Stat, nil
 }
 
 // unvalidatedOf says why st cannot be taken from yet, or returns nil.
