@@ -188,7 +188,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 		}
 		switch {
 		case err == nil:
-			landed := c.observe(stat)
+			landed := epochOf(stat.Mzxid) // write observed it
 			nd.state, nd.version = st, stat.Version
 			if stamp {
 				nd.valid = false // the child watch fired

@@ -122,7 +122,6 @@ func (c *Client) push(ctx context.Context, name, key string, ids state.Ranges) (
 		}
 		stat, err := c.cas(ctx, nd, st)
 		if err == nil {
-			c.observe(stat)
 			if stat.Czxid != nd.czxid {
 				return false, c.recreated(name, nd, stat)
 			}

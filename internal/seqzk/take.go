@@ -158,7 +158,7 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 		stat, err := c.cas(ctx, nd, st)
 		switch {
 		case err == nil:
-			epoch := c.observe(stat)
+			epoch := epochOf(stat.Mzxid) // write observed it
 			if stat.Czxid != nd.czxid {
 				return nil, t, c.recreated(name, nd, stat)
 			}
