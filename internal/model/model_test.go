@@ -54,7 +54,14 @@ import (
 //   - adoptions: a Curator counter adopted while workers take from it
 //     hands out no ID its old system or its takers handed out (they count
 //     as issued), its store record covers the adopted state at once, and
-//     it is one more sequence of the run from then on, under every fault.
+//     it is one more sequence of the run from then on, under every fault;
+//   - operator races: two or three lifecycle commands (delete, create,
+//     advance, widen, import of a live line or of another root's
+//     tombstone, restore) on one name at once, from two operators' sessions,
+//     beside a taker and the primary, leave ZooKeeper and the store agreeing
+//     on whether the name lives, lose or revive a name only by a delete or
+//     a create, and floor every later incarnation above an imported
+//     tombstone (opOperatorRace).
 //
 // The faults: primary handovers (graceful, killed session, expired session
 // with the deposed primary's delayed writes, and deposed while alive: a

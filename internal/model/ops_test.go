@@ -47,6 +47,7 @@ var opTable = []opSpec{
 	{"verify", 5, (*env).opVerify},
 	{"widen", 6, (*env).opWiden},
 	{"adopt", 3, (*env).opAdopt},
+	{"operators-race", 10, (*env).opOperatorRace},
 
 	// Faults: about one operation in sixty.
 	{"handover", 2, (*env).opHandover},
