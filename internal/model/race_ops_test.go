@@ -74,6 +74,16 @@ func (e *env) opOperatorRace(r *rand.Rand) (string, bool) {
 	for i := range acts {
 		acts[i] = e.raceAct(r, name, highest)
 	}
+	// The model's space follows a widen before it runs, whatever its
+	// outcome: the taker may meet it at once, the store may hold it even
+	// when it fails, and a restore bring it.
+	m.mu.Lock()
+	for _, a := range acts {
+		if a.kind == "widen" {
+			e.widenSpec(name, a.widen)
+		}
+	}
+	m.mu.Unlock()
 
 	second := e.client(e.connect(e.zkAddr, adminSession, time.Second), ceilingWait)
 	defer second.ZK().Close()
@@ -214,8 +224,6 @@ func (e *env) judgeRace(name string, existed bool, highest int64, acts []*raceAc
 				l.events = append(l.events, event{op: m.op, who: "advance", what: "skipped", r: s})
 			}
 			part += fmt.Sprintf(" to %d", a.advanced.State.Next)
-		case a.kind == "widen":
-			e.widenSpec(name, a.widen)
 		case a.kind == "import-tombstone" && a.outcome == transfer.Tombstoned:
 			// The other root handed out every ID up to the tombstone.
 			imported := sequence.Range{Start: max(highest+1, l.spec.start()), End: a.tomb}
@@ -254,8 +262,8 @@ func (e *env) judgeRace(name string, existed bool, highest int64, acts []*raceAc
 	return line
 }
 
-// widenSpec makes the model's space of name follow a widen, whatever its
-// outcome: the store may hold it, and a restore bring it.
+// widenSpec makes the model's space of name follow a widen; m.mu must be
+// held.
 func (e *env) widenSpec(name string, w seqzk.Widening) {
 	for i := range e.specs {
 		if e.specs[i].name == name {
