@@ -21,7 +21,7 @@ var (
 	busyFor       = flag.Duration("bench.busyfor", 10*time.Minute, "BenchmarkBusy: how long the load runs")
 )
 
-// BenchmarkBusy is issue 29's "busy" row: -bench.busy sequences (100,000),
+// BenchmarkBusy measures a busy load: -bench.busy sequences (100,000),
 // each taken from once a minute (-bench.busytake IDs a take, a worker's
 // batch), by 64 takers on 8 sessions, with one primary at its default
 // settings, for -bench.busyfor (10 minutes). Every 5 s it reads each

@@ -35,7 +35,7 @@ var (
 	shortRoot = flag.Bool("bench.shortroot", false, "use a root as long as the default /all-sequences instead of one under the test root")
 	// large enables the restore of 100,000 sequences (about a minute).
 	large = flag.Bool("bench.large", false, "also restore 100,000 sequences in BenchmarkRestore")
-	// huge restores 1,000,000 instead (issue 29's idle row; the server
+	// huge restores 1,000,000 instead (the idle load at full size; the server
 	// needs SEQKEEPER_TEST_ZK_HEAP=4g or so).
 	huge = flag.Bool("bench.huge", false, "restore 1,000,000 sequences in BenchmarkRestore (only that size)")
 	// heapProfile names a file for the heap profile BenchmarkRestore

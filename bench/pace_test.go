@@ -26,7 +26,7 @@ var (
 	paceSessions  = flag.Int("bench.sessions", 0, "BenchmarkPace: the ZooKeeper sessions the takers share (default: one each, as separate workers; the baseline's writers share one)")
 )
 
-// BenchmarkPace is issue 29's first row: how many raises a second one
+// BenchmarkPace measures how many raises a second one
 // primary makes when every take empties a reserve, as a share of what the
 // same ZooKeeper server takes in marker-checked writes at the same number
 // in flight, both measured in this run on the same server, alternated:

@@ -214,7 +214,7 @@ func restoreOnce(b *testing.B, n int) {
 	runtime.KeepAlive(p)
 }
 
-// bareCreate is the restore's floor (issue 29): the time to create the
+// bareCreate is the restore's floor: the time to create the
 // same znodes (a state and its marker per sequence, the same data) under
 // another root of the same server, in multi() transactions of 750
 // sequences (about what seqzk.Client.Restore fits in its 512 KB), four in
@@ -282,7 +282,7 @@ func bareCreate(b *testing.B, e *env, n int, guarded bool) time.Duration {
 //
 //	go test -run '^$' -bench 'Raises' ./bench/ -bench.dur=5s
 //
-// raise-p99/bound is issue 18's goal for the raise latency: its p99 over
+// raise-p99/bound measures the raise latency against its goal: its p99 over
 // one store write plus one ZooKeeper multi(), their medians as the primary
 // met them in the same run (store-write-p50-ms, zk-multi-p50-ms). With
 // -bench.raiseclients=1 the same primary works under a light load.

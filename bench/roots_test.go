@@ -14,7 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// BenchmarkRoots is issue 30's row for several roots in one process: the
+// BenchmarkRoots measures several roots in one process: the
 // same load, 8 clients each take emptying a reserve over 200 sequences in
 // all (BenchmarkRaises' load), served by one root, then spread over four
 // roots whose primaries share one ZooKeeper session (as 'seqkeeper serve'

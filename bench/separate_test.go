@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkSeparateZnodes is the separate-znode limit that windows are
-// measured against (issue 18): each client compare-and-sets a znode of its
+// measured against: each client compare-and-sets a znode of its
 // own with its cached version, so there is no contention and every ID
 // costs exactly one round trip. "set" is a bare setData; "marker" is the
 // transaction a window take sends (a check of the validation marker and

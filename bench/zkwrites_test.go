@@ -12,7 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// BenchmarkZooKeeperWrites is the limit after one primary (issue 18, "When
+// BenchmarkZooKeeperWrites is the limit after one primary (see "When
 // one primary is not enough" in docs/architecture.md): how many writes a
 // second one ZooKeeper 3.8 server sustains in quorum mode with its
 // transaction log fsynced (forceSync, the default), on a server of its own.

@@ -8,7 +8,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/client"
 )
 
-// Sequences from code (issue 31): the HTTP client creates a sequence,
+// Sequences from code: the HTTP client creates a sequence,
 // takes from it, deletes it (the tombstone's ceiling covers every ID it
 // handed out) and creates it again, which starts above the tombstone. The
 // admin token is needed; the taker token is refused.

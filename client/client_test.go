@@ -291,7 +291,7 @@ func TestExampleRuns(t *testing.T) {
 	if m == nil || string(m[1]) == "0" {
 		t.Errorf("after the example the replica counts %q recycled IDs; want its unused IDs back", m)
 	}
-	// A failure is an exit status, not a 0 after a message (issue 31).
+	// A failure is an exit status, not a 0 after a message.
 	for what, args := range map[string][]string{
 		"a wrong token":       {"-endpoints", rep.url(), "-token", "wrong", "-sequence", "example"},
 		"an unknown sequence": {"-endpoints", rep.url(), "-token", "tok", "-sequence", "nosuch"},

@@ -214,8 +214,7 @@ min_reserve: 5
 }
 
 // Every bad line of the file and every bad variable of the environment is
-// reported at once (issue 31: parse errors came one at a time, although
-// the docs promised all at once).
+// reported at once, as the docs promise, not one parse error at a time.
 func TestResolveReportsEveryParseErrorAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "seqkeeper.yaml")
 	file := "zk: a:1\nmin_reserv: 5\nzk_session_timeout: ten\nzk: b:1\n"
@@ -628,7 +627,7 @@ func TestAllowStandaloneZooKeeperFromEverySource(t *testing.T) {
 	}
 }
 
-// No secret appears in a message (issue 31, item 6): a store URL with
+// No secret appears in a message: a store URL with
 // credentials, in the URL or in its endpoint, is refused without them.
 func TestStoreErrorsShowNoSecret(t *testing.T) {
 	t.Parallel()

@@ -463,7 +463,7 @@ func TestLeaderNodeDeletedByHand(t *testing.T) {
 
 // Two replicas started with the same ID (the default host name of two on
 // one machine) are warned about it, naming the other's address; distinct
-// IDs are not (issue 31).
+// IDs are not.
 func TestSharedIDIsWarnedAbout(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)

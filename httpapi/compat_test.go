@@ -12,7 +12,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// The compatibility routes (issue 31, a way in for Leaf and Tinyid users),
+// The compatibility routes (a way in for Leaf and Tinyid users),
 // with requests shaped as their clients send them: Leaf's a bare GET of
 // /api/segment/get/{key}, Tinyid's a GET (or a POST with a form body) of
 // nextIdSimple with bizType, batchSize and its token in the query. They

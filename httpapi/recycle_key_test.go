@@ -139,7 +139,7 @@ func TestRecycleIdempotencyKeyErrors(t *testing.T) {
 	wantError(t, "unknown sequence, keyed", code, body, 404, httpapi.CodeUnknownSequence)
 }
 
-// One curl must not hand out IDs twice (issue 31, item 2): replica A holds
+// One curl must not hand out IDs twice: replica A holds
 // a batch in its allocator and has served the first IDs of it; a recycle
 // of IDs A holds but has not served yet, sent to replica B, was accepted
 // and both replicas then handed them out. A replica now takes back only

@@ -820,7 +820,7 @@ func BenchmarkIDRouteVsBare(b *testing.B) {
 	b.ReportMetric(bareRate/float64(b.N), "bare-req/s")
 }
 
-// The API is strict about its query (issue 31, frictions): a parameter a
+// The API is strict about its query: a parameter a
 // route does not take is refused, naming it, rather than ignored (?n=5
 // returned one ID).
 func TestUnknownQueryParameterIsRefused(t *testing.T) {

@@ -19,9 +19,9 @@ import (
 const upgradeCustomRoot = "/upgrade-custom/ids"
 
 // TestRollingUpgradeCustomRoot upgrades three replicas of the earlier
-// release serving a root other than the default one (issue 30: "an
-// explicit or previously used path wins, and the upgrade test covers
-// it"). The earlier release derives nothing from root: its replicas set
+// release serving a root other than the default one, where an explicit or
+// previously used path wins over the derived one. The earlier release
+// derives nothing from root: its replicas set
 // election_path and marker_path, as its documentation required, to the
 // paths it used, /seqkeeper/election and /seqkeeper/cluster. The replicas
 // of this release that replace them, one at a time (standbys first, the

@@ -383,8 +383,7 @@ func TestS3ErrorsNameTheFix(t *testing.T) {
 	}
 
 	// Credentials the server does not take: the message names the
-	// variable to check (issue 31: it was the SDK's bare
-	// SignatureDoesNotMatch).
+	// variable to check, not the SDK's bare SignatureDoesNotMatch.
 	for _, c := range []struct{ access, secret, want string }{
 		{env.AccessKey, env.SecretKey + "x", "refused the request's signature: the secret key does not match the access key; check AWS_SECRET_ACCESS_KEY"},
 		{"nobody-" + env.AccessKey, env.SecretKey, "does not know the access key: check AWS_ACCESS_KEY_ID"},

@@ -11,7 +11,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// Sequences from code (issue 31): the library creates a sequence (a
+// Sequences from code: the library creates a sequence (a
 // registration the primary initialises; again with the same settings is no
 // error, with others it is ErrExists) and deletes it with the tombstone in
 // the store first: the store's record and ZooKeeper's copy hold a ceiling

@@ -891,11 +891,10 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	}
 }
 
-// A mistyped root or name gets advice that cannot duplicate IDs (issue 31,
-// item 5): the root's absence is said, a name close to the typo is
-// suggested, and nobody is told to create a sequence that may exist under
-// the right root or name. Unknown flags and config keys get their close
-// matches too.
+// A mistyped root or name gets advice that cannot duplicate IDs: the
+// root's absence is said, a name close to the typo is suggested, and
+// nobody is told to create a sequence that may exist under the right root
+// or name. Unknown flags and config keys get their close matches too.
 func TestMistypesGetSafeAdvice(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -923,9 +922,10 @@ func TestMistypesGetSafeAdvice(t *testing.T) {
 	}
 }
 
-// A take that gets fewer IDs than asked says so, and why (issue 31: 'take
-// capped -n 60' on a 50-ID space printed 1:50 and nothing else). The exit
-// code stays 0: the IDs printed were handed out.
+// A take that gets fewer IDs than asked says so, and why: 'take capped
+// -n 60' on a 50-ID space prints 1:50 and, on stderr, that it took 50 of
+// the 60 because the space ends at 50. The exit code stays 0: the IDs
+// printed were handed out.
 func TestTakeSaysWhenItGotFewer(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -948,7 +948,7 @@ func TestTakeSaysWhenItGotFewer(t *testing.T) {
 
 // widen moves the end of a space and the windows up, never down, and says
 // what it did; without --max or --windows, or with zero, it is a usage
-// error (issue 31, item 4).
+// error.
 func TestWidenMaxAndWindows(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -975,7 +975,7 @@ func TestWidenMaxAndWindows(t *testing.T) {
 }
 
 // adopt moves a Curator counter to the state format above its value, says
-// what it did, and leaves an adopted sequence alone (issue 31).
+// what it did, and leaves an adopted sequence alone.
 func TestAdoptCommand(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)

@@ -176,7 +176,7 @@ func newRootUnderTest(t *testing.T, z *testenv.ZK, conn *zkclient.Client, bucket
 	}
 	r.store = fmt.Sprintf("s3://%s/%s?endpoint=%s&region=%s", bucket.Bucket, r.prefix, bucket.Endpoint, bucket.Region)
 	// Only the root and the store are set: the election and the marker
-	// are derived from the root (issue 30), so each root has its own.
+	// are derived from the root, so each root has its own.
 	root := base + "/all-sequences"
 	election, _ := config.DerivedPaths(root)
 	c := &cli{t: t, servers: z.Servers, root: root, election: election, conn: conn, storeCeiling: storeCeiling}

@@ -55,7 +55,7 @@ func TestVersionFlagAndCompletion(t *testing.T) {
 		}
 	}
 	// A shell cobra cannot complete, or none: a usage error (exit 2),
-	// not the help with exit 0 (issue 31).
+	// not the help with exit 0.
 	for _, args := range [][]string{{"completion", "tcsh"}, {"completion"}} {
 		out, errOut, code := run1(args...)
 		if code != 2 || !strings.Contains(errOut, "bash, zsh, fish") {

@@ -22,7 +22,7 @@ var backticked = regexp.MustCompile("`([^`]+)`")
 // Every package of the module is in the table of docs/architecture.md, and
 // for an internal package the "who may call it" column lists exactly the
 // packages that import it (besides tests): the map cannot drift from the
-// ground again (issue 27 found four importers missing).
+// ground again.
 func TestArchitectureMapMatchesTheImports(t *testing.T) {
 	md, err := os.ReadFile("../../docs/architecture.md")
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
-// adopt (issue 31, a way in for Curator and kazoo users): a Curator
+// adopt (a way in for Curator and kazoo users): a Curator
 // counter that seqkeeper's takers keep moving is moved to the state
 // format while they run and a primary runs. No ID is handed out twice,
 // every ID after the adoption is above the counter and covered by the

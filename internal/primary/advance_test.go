@@ -148,7 +148,7 @@ func TestAdvanceRefusals(t *testing.T) {
 	}
 }
 
-// An advance is not demand (issue 31, item 3): advancing an idle sequence
+// An advance is not demand: advancing an idle sequence
 // far ahead leaves its reserve at what the advance gave it (twice
 // min_reserve from the new next). The primary used to count the jump as
 // consumption and reserve millions of IDs, which every later failover,

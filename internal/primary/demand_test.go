@@ -40,7 +40,7 @@ func settle(t *testing.T, run *running, quiet time.Duration) {
 	})
 }
 
-// Issue 29, "demand, not spikes": a few bursts must not leave a reserve
+// Demand, not spikes: a few bursts must not leave a reserve
 // sized as if the burst went on for a runway. At the default settings, one
 // sequence gets about 12,800 IDs over some 20 seconds: two takes of 5,000
 // and 200 takes of 14, one every 100 ms. Once the primary settles, the IDs

@@ -14,7 +14,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// A bounded space smaller than min_reserve (issue 31, item 4): its first
+// A bounded space smaller than min_reserve: its first
 // reserve used to cover the whole space, so that a ZooKeeper loss left it
 // exhausted with no ID ever taken. Its reserve is now a sixteenth of its
 // space: it survives a loss with most of its IDs left, says "issued or

@@ -263,7 +263,7 @@ func TestCompareAndApply(t *testing.T) {
 
 // A sequence created by someone else between Compare and Apply (a running
 // primary restoring it) is not created twice, and the finding says it was
-// not done: restore used to print "re-create at N" either way (issue 31).
+// not done: restore used to print "re-create at N" either way.
 func TestApplySaysWhatItDidNotDo(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
