@@ -58,8 +58,8 @@ func specsFor(seed uint64) []seqSpec {
 		{name: "plain", kind: "plain"},
 		{name: "plain-hi", kind: "plain", reg: seqzk.Registration{Start: 1_000_000_000}},
 		{name: "windowed", kind: "windowed", reg: seqzk.Registration{Windows: windows}},
-		{name: "bounded", kind: "bounded", reg: seqzk.Registration{Start: 1000, End: 6000}},
-		{name: "tiny", kind: "bounded", reg: seqzk.Registration{Start: 1, End: 300}},
+		{name: "bounded", kind: "bounded", reg: seqzk.Registration{Start: 1000, End: 6000}, landedEnd: 6000},
+		{name: "tiny", kind: "bounded", reg: seqzk.Registration{Start: 1, End: 300}, landedEnd: 300},
 		{name: "top", kind: "top", reg: seqzk.Registration{Start: math.MaxInt64 - 500}},
 	}
 }

@@ -101,7 +101,22 @@ func (s *idSet) count() int64 {
 type seqSpec struct {
 	name string
 	kind string // plain, windowed, bounded, top
-	reg  seqzk.Registration
+	// reg is the registration, its End and Windows the widest ever asked
+	// for (a widen that failed may have reached the store, and a restore
+	// bring it): the space IDs are checked against.
+	reg seqzk.Registration
+	// landedEnd is the highest End the space is known to have had (its
+	// first End, or one a widen set; 0 for an unbounded space): it never
+	// narrows below it.
+	landedEnd int64
+}
+
+// endLanded returns the highest end the space is known to have had.
+func (s seqSpec) endLanded() int64 {
+	if s.landedEnd > 0 {
+		return s.landedEnd
+	}
+	return state.MaxID
 }
 
 func (s seqSpec) start() int64 {

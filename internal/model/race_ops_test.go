@@ -17,6 +17,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // raceKinds are the lifecycle commands opOperatorRace runs against each
@@ -35,6 +36,7 @@ type raceAct struct {
 	err      error
 	ceiling  int64            // delete: the tombstone's ceiling
 	advanced primary.Advanced // advance
+	widened  state.State      // widen
 	outcome  string           // import: what it did with the line
 }
 
@@ -181,7 +183,7 @@ func (e *env) runRaceAct(ctx context.Context, c *seqzk.Client, name string, a *r
 	case "advance":
 		a.advanced, a.err = primary.Advance(ctx, c, e.store, name, a.to, operatorReserve)
 	case "widen":
-		_, a.err = primary.Widen(ctx, c, e.store, name, a.widen)
+		a.widened, a.err = primary.Widen(ctx, c, e.store, name, a.widen)
 	case "import-live", "import-tombstone":
 		var outs []transfer.Outcome
 		outs, a.err = transfer.Import(ctx, c, e.store, strings.NewReader(a.lines), transfer.ImportOptions{MinReserve: operatorReserve})
@@ -224,6 +226,8 @@ func (e *env) judgeRace(name string, existed bool, highest int64, acts []*raceAc
 				l.events = append(l.events, event{op: m.op, who: "advance", what: "skipped", r: s})
 			}
 			part += fmt.Sprintf(" to %d", a.advanced.State.Next)
+		case a.kind == "widen" && a.err == nil:
+			e.landedSpec(name, a.widened.End)
 		case a.kind == "import-tombstone" && a.outcome == transfer.Tombstoned:
 			// The other root handed out every ID up to the tombstone.
 			imported := sequence.Range{Start: max(highest+1, l.spec.start()), End: a.tomb}
@@ -269,6 +273,17 @@ func (e *env) widenSpec(name string, w seqzk.Widening) {
 		if e.specs[i].name == name {
 			e.specs[i].reg.End = max(e.specs[i].reg.End, w.End)
 			e.specs[i].reg.Windows = max(e.specs[i].reg.Windows, w.Windows)
+			e.m.ledgers[name].spec = e.specs[i]
+		}
+	}
+}
+
+// landedSpec records that a widen set name's space to end; m.mu must be
+// held.
+func (e *env) landedSpec(name string, end int64) {
+	for i := range e.specs {
+		if e.specs[i].name == name && end != 0 {
+			e.specs[i].landedEnd = max(e.specs[i].endLanded(), end)
 			e.m.ledgers[name].spec = e.specs[i]
 		}
 	}

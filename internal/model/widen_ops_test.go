@@ -38,7 +38,9 @@ func (e *env) opWiden(r *rand.Rand) (string, bool) {
 	case x < 2 && spec.reg.End != 0:
 		w.End, kind = spec.end()+1+r.Int64N(3000), "end"
 	case x == 2 && spec.reg.End != 0:
-		w.End, kind = spec.end()-1-r.Int64N(10), "narrow"
+		// Below an end that landed: a widen that failed may have left
+		// the space narrower than the widest asked for.
+		w.End, kind = spec.endLanded()-1-r.Int64N(10), "narrow"
 	case spec.reg.Windows < 4:
 		w.Windows, kind = spec.reg.Windows+1, "windows"
 	default:
@@ -54,17 +56,14 @@ func (e *env) opWiden(r *rand.Rand) (string, bool) {
 	class := m.call("widen", err)
 	line := fmt.Sprintf("widen %s %s (end %d, windows %d) -> %s", name, kind, w.End, w.Windows, class)
 	if kind == "narrow" {
-		if err == nil && st.End < spec.end() {
-			m.fail(fmt.Sprintf("SPACE NARROWED: widen of %q to %d from %d was not refused: %+v", name, w.End, spec.end(), st))
+		if err == nil && st.End < spec.endLanded() {
+			m.fail(fmt.Sprintf("SPACE NARROWED: widen of %q to %d from %d was not refused: %+v", name, w.End, spec.endLanded(), st))
 		}
 		return line, true
 	}
-	for i := range e.specs {
-		if e.specs[i].name == name {
-			e.specs[i].reg.End = max(e.specs[i].reg.End, w.End)
-			e.specs[i].reg.Windows = max(e.specs[i].reg.Windows, w.Windows)
-			m.ledgers[name].spec = e.specs[i]
-		}
+	e.widenSpec(name, w)
+	if err == nil {
+		e.landedSpec(name, st.End)
 	}
 	if err == nil {
 		line += fmt.Sprintf(": now end %d, %d windows", st.End, st.Windows)
