@@ -12,12 +12,22 @@
 #   handover BenchmarkCrashHandover: a killed and a frozen primary's
 #            handover over Curator's LeaderLatch (seqkeeper/curator,
 #            frozen-seqkeeper/curator), handover after handover
+#   http     BenchmarkHTTP: IDs/s and p99 of the sidecar's ID route,
+#            count=1 and count=100, 8 callers (in-process)
+#   raises   BenchmarkRaises: raises/s of a primary keeping up with
+#            clients that drain their sequences (in-process)
+#   restore  BenchmarkRestore: seconds to restore 10,000 sequences (and 1,000) after a
+#            wipe, and the heap per sequence (in-process)
+#
+# Cold windows as a user meets them run from bench/windows-cold.sh --old
+# REV (serve, create, two 'seqkeeper bench' runs, each side in turn).
 #
 #   bash scripts/pace.sh                 HEAD against HEAD^, 2 rounds of each
 #   bash scripts/pace.sh REV             REV against REV^
 #   bash scripts/pace.sh --base B REV    REV against B
 #   bash scripts/pace.sh --rounds N      N rounds (default 2)
 #   bash scripts/pace.sh --only capped,pace
+#   bash scripts/pace.sh --only http,raises,restore --base fb510d2 HEAD
 #   bash scripts/pace.sh --short         one short round of capped and pace (what CI prints)
 #
 # The binary-driven rows (capped, handover) run this checkout's benchmark
@@ -35,8 +45,8 @@ while (($#)); do
 	--rounds) rounds=$2; shift ;;
 	--only) only=",$2,"; shift ;;
 	--short) short=true rounds=1 dur=3s only=",capped,pace," ;;
-	-h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-	-*) echo "usage: $0 [--base REV] [--rounds N] [--only capped,pace,handover] [--short] [REV]" >&2; exit 2 ;;
+	-h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+	-*) echo "usage: $0 [--base REV] [--rounds N] [--only capped,pace,handover,http,raises,restore] [--short] [REV]" >&2; exit 2 ;;
 	*) rev=$1 ;;
 	esac
 	shift
@@ -87,15 +97,19 @@ for ((round = 1; round <= rounds; round++)); do
 			log "round $round, ${sha[$side]}: capped"
 			run "$side" capped . 'Reserve/(defaults|min=max=100)$' -bench.dur="$dur"
 		fi
-		if [[ $only == *,pace,* ]]; then
-			if grep -q '^func BenchmarkPace(' "$work/$side/bench/pace_test.go" 2>/dev/null; then
-				log "round $round, ${sha[$side]}: pace"
-				run "$side" pace "$work/$side" '^BenchmarkPace$' -bench.dur="$dur"
+		# The in-process rows run each side's own benchmark, in its worktree.
+		for row in pace:BenchmarkPace http:BenchmarkHTTP raises:BenchmarkRaises restore:BenchmarkRestore; do
+			name=${row%%:*} bench=${row#*:}
+			[[ $only == *,$name,* ]] || continue
+			if grep -q "^func $bench(" "$work/$side"/bench/*_test.go 2>/dev/null; then
+				log "round $round, ${sha[$side]}: $name"
+				# BenchmarkRestore restores once per b.N: once is the figure.
+				run "$side" "$name" "$work/$side" "^$bench\$" -bench.dur="$dur" -benchtime 1x
 			else
-				log "${sha[$side]} has no BenchmarkPace: pace not compared"
-				only=${only/,pace,/,}
+				log "${sha[$side]} has no $bench: $name not compared"
+				only=${only/,$name,/,}
 			fi
-		fi
+		done
 		if [[ $only == *,handover,* ]]; then
 			log "round $round, ${sha[$side]}: handover"
 			run "$side" handover . 'CrashHandover' -bench.handovers=2
@@ -125,4 +139,11 @@ figure pace 'BenchmarkPace' raises/raise-floor
 figure pace 'BenchmarkPace' store-puts/raise
 figure handover 'BenchmarkCrashHandover' seqkeeper/curator
 figure handover 'BenchmarkCrashHandover' frozen-seqkeeper/curator
+figure http 'BenchmarkHTTP/count=1/' IDs/s
+figure http 'BenchmarkHTTP/count=1/' p99-µs
+figure http 'BenchmarkHTTP/count=100/' IDs/s
+figure http 'BenchmarkHTTP/count=100/' p99-µs
+figure raises 'BenchmarkRaises' raises/s
+figure restore 'BenchmarkRestore/sequences=10000' restore-s
+figure restore 'BenchmarkRestore/sequences=10000' B/sequence
 log "done; raw output in $out"
