@@ -310,6 +310,13 @@ func (e *env) storeAgrees(name string, exists bool) string {
 			says = "unreadable: " + err.Error()
 		case exists && !rec.Deleted():
 			return ""
+		case exists && rec.Dead == state.MaxID:
+			// An incarnation born after a death at the top of the space is
+			// exhausted at birth, and its floor (MaxID) cannot be recorded
+			// above the tombstone: the store holds it deleted, and a loss of
+			// ZooKeeper's data loses a name with nothing left to hand out.
+			e.m.note("a name re-created after a death at MaxID: the store holds it deleted (nothing left to hand out)")
+			return ""
 		case !exists && rec.Deleted():
 			return ""
 		default:
