@@ -212,16 +212,35 @@ func (e *env) opRestore(r *rand.Rand) (string, bool) {
 	i := ok[r.IntN(len(ok))]
 	c := e.copies[i]
 	e.zkFault(r.IntN(2) == 0, func() error { return e.ens.RestoreData(0, c.dir) })
-	e.rollbackOp = e.m.op
-	for name, op := range e.deleted {
-		if c.op < op {
-			e.undeletable[name] = true // the copy has it: it may be back
-		}
-	}
+	e.rolledBack(c.op)
 	what := fmt.Sprintf("zk-restore copy %d (taken at op #%d)", i, c.op)
 	e.fault(what)
 	e.afterZK(r, what)
 	return what, true
+}
+
+// rolledBack brings the model to a ZooKeeper restored from a copy taken
+// at op: a name deleted since may be back, and a widen since may be lost
+// (the store keeps the widest space, which IDs are still checked against,
+// but the space may now end below an end a widen set: back to the first).
+func (e *env) rolledBack(op int) {
+	e.rollbackOp = e.m.op
+	for name, deleted := range e.deleted {
+		if op < deleted {
+			e.undeletable[name] = true // the copy has it: it may be back
+		}
+	}
+	first := specsFor(e.seed)
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	for i := range e.specs {
+		for _, f := range first {
+			if f.name == e.specs[i].name {
+				e.specs[i].landedEnd = f.landedEnd
+				e.m.ledgers[f.name].spec = e.specs[i]
+			}
+		}
+	}
 }
 
 // opWipe deletes all of ZooKeeper's data, if the store covers every

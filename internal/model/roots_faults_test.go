@@ -328,12 +328,7 @@ func (rr *rootsRun) restoreZK(r *rand.Rand) (string, bool) {
 	c := rr.copies[i]
 	rr.roots[0].zkFault(r.IntN(2) == 0, func() error { return rr.ens.RestoreData(0, c.dir) })
 	for j, e := range rr.roots {
-		e.rollbackOp = e.m.op
-		for name, op := range e.deleted {
-			if c.ops[j] < op {
-				e.undeletable[name] = true // the copy has it: it may be back
-			}
-		}
+		e.rolledBack(c.ops[j])
 	}
 	what := rr.record(fmt.Sprintf("zk-restore copy %d (taken at ops %v)", i, c.ops))
 	rr.afterZK(r, what)
