@@ -220,9 +220,7 @@ func (e *env) opRestore(r *rand.Rand) (string, bool) {
 }
 
 // rolledBack brings the model to a ZooKeeper restored from a copy taken
-// at op: a name deleted since may be back, and a widen since may be lost
-// (the store keeps the widest space, which IDs are still checked against,
-// but the space may now end below an end a widen set: back to the first).
+// at op: a name deleted since may be back, and a widen since may be lost.
 func (e *env) rolledBack(op int) {
 	e.rollbackOp = e.m.op
 	for name, deleted := range e.deleted {
@@ -230,6 +228,15 @@ func (e *env) rolledBack(op int) {
 			e.undeletable[name] = true // the copy has it: it may be back
 		}
 	}
+	e.forgetWidens()
+}
+
+// forgetWidens brings the model to a ZooKeeper that lost data: a space may
+// now end below an end a widen set (a copy from before the widen; a
+// restore from a store object rolled back to before it), though never
+// below its first. The store keeps the widest space, which IDs are still
+// checked against.
+func (e *env) forgetWidens() {
 	first := specsFor(e.seed)
 	e.m.mu.Lock()
 	defer e.m.mu.Unlock()
@@ -251,6 +258,7 @@ func (e *env) opWipe(r *rand.Rand) (string, bool) {
 	}
 	e.zkFault(r.IntN(2) == 0, func() error { return e.ens.Wipe(0) })
 	e.rollbackOp = e.m.op
+	e.forgetWidens()
 	e.fault("zk-wipe")
 	e.afterZK(r, "zk-wipe")
 	return "zk-wipe", true

@@ -200,6 +200,14 @@ func (l *ledger) take(op int, who string, got sequence.Ranges) []string {
 	return problems
 }
 
+// skip records that an advance at op made sure rs are never handed out.
+func (l *ledger) skip(op int, rs []sequence.Range) {
+	for _, r := range rs {
+		l.skipped.add(r)
+		l.events = append(l.events, event{op: op, who: "advance", what: "skipped", r: r})
+	}
+}
+
 // pushed records a push of r by who at op; what says how it ended.
 func (l *ledger) pushed(op int, who, what string, r sequence.Range) {
 	l.events = append(l.events, event{op: op, who: who, what: what, r: r})

@@ -345,6 +345,7 @@ func (rr *rootsRun) wipeZK(r *rand.Rand) (string, bool) {
 	rr.roots[0].zkFault(r.IntN(2) == 0, func() error { return rr.ens.Wipe(0) })
 	for _, e := range rr.roots {
 		e.rollbackOp = e.m.op
+		e.forgetWidens()
 	}
 	what := rr.record("zk-wipe")
 	rr.afterZK(r, what)

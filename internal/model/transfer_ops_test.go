@@ -61,11 +61,7 @@ func (e *env) opAdvance(r *rand.Rand) (string, bool) {
 	if a.State.Next < to || a.State.Next < a.Replaced.Next {
 		m.fail(fmt.Sprintf("ADVANCE WRONG: %q advanced to %d from next %d now has next %d", name, to, a.Replaced.Next, a.State.Next))
 	}
-	l := m.ledgers[name]
-	for _, s := range a.Skipped() {
-		l.skipped.add(s)
-		l.events = append(l.events, event{op: m.op, who: "advance", what: "skipped", r: s})
-	}
+	m.ledgers[name].skip(m.op, a.Skipped())
 	return fmt.Sprintf("%s: next %d -> %d, %d recycled dropped", line, a.Replaced.Next, a.State.Next, a.Replaced.Recycled.Count()), true
 }
 
