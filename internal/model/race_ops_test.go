@@ -174,11 +174,7 @@ func (e *env) exportedLine(name string) string {
 				header = sc.Text()
 				continue
 			}
-			var line struct {
-				Name    string `json:"name"`
-				Deleted bool   `json:"deleted"`
-				Legacy  bool   `json:"legacy"`
-			}
+			var line transfer.Entry
 			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Name == name && !line.Deleted && !line.Legacy {
 				return header + "\n" + sc.Text() + "\n"
 			}
@@ -281,7 +277,7 @@ func (e *env) judgeRace(name string, existed bool, highest int64, acts []*raceAc
 	agreed := e.storeAgrees(name, exists)
 	m.mu.Lock()
 	if agreed != "" {
-		m.fail(fmt.Sprintf("STORE DISAGREES WITH ZOOKEEPER about %q after %s at op #%d: %s", name, strings.Join(parts, ", "), m.op, agreed))
+		m.fail(fmt.Sprintf("STORE DISAGREES WITH ZOOKEEPER about %q after %s at op #%d: %s", name, did, m.op, agreed))
 	}
 	return line
 }
