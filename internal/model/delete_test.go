@@ -20,9 +20,15 @@ var deleteSequence = func(ctx context.Context, seqs *seqzk.Client, store *persis
 	return seqs.Delete(ctx, name, store)
 }
 
-// opDelete deletes a live sequence.
+// opDelete deletes a live sequence, or a deleted one a ZooKeeper rollback
+// may have brought back (deleting it again is what ends that state).
 func (e *env) opDelete(r *rand.Rand) (string, bool) {
-	live := e.liveNames()
+	var live []string
+	for _, s := range e.specs {
+		if e.live(s.name) || e.undeletable[s.name] {
+			live = append(live, s.name)
+		}
+	}
 	if len(live) == 0 {
 		return "", false
 	}
@@ -142,7 +148,10 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 	case err == nil:
 	case class == "exists":
 		if e.undeletable[name] {
+			// Still the rolled-back state: the store keeps the name
+			// deleted while ZooKeeper holds it, until it is deleted again.
 			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete"]++
+			return fmt.Sprintf("recreate %s -> %s", name, class)
 		} else {
 			m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
 				name, e.deleted[name], m.op))
