@@ -22,6 +22,11 @@ func TestRoutineRaisesShareAStoreWrite(t *testing.T) {
 		c.MinReserve, c.MaxReserve = 1000, 1000
 		c.StoreBatchDelay = 2 * time.Second
 		c.SweepInterval = time.Hour // only events move the primary
+		// A take of 300 must not look like demand that empties the
+		// reserve within twice the delay: with the rig's runway of a
+		// second, a take sampled a second after the birth is a rate of
+		// about 190 a second, and its raise goes at once.
+		c.Runway = time.Minute
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
