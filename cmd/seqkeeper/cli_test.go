@@ -10,7 +10,9 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -847,13 +849,18 @@ func TestListPagesAndFilters(t *testing.T) {
 	}
 }
 
-// Recovery by hand in the case it exists for: ZooKeeper lost the whole
+// Recovery by hand in the case it exists for, as docs/operations.md
+// ("Restore") tells it, on a configuration that sets only the root (the
+// election and marker paths derived from it): ZooKeeper lost the whole
 // root, no replica runs. verify, restore --dry-run and restore work (they
 // failed on the missing root), the lost sequence comes back above its
-// stored ceiling, and the deleted one does not come back.
+// stored ceiling, the deleted one does not come back, and the replica
+// started last leads and serves (it refused the restored root as one an
+// earlier release served on paths set by hand).
 func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
+	derivedOnly(c)
 	dir := t.TempDir()
 	c.env["SEQKEEPER_STORE"] = "file://" + dir
 	b, err := persist.NewFile(dir)
@@ -889,6 +896,44 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	if out := c.ok("verify"); !strings.Contains(out, "0 unsafe") {
 		t.Fatalf("verify after the restore:\n%s", out)
 	}
+	startTheReplicas(c, "orders", 5004)
+}
+
+// derivedOnly makes c's configuration set only the root, as a newcomer's
+// does: election_path and marker_path are derived from it.
+func derivedOnly(c *cli) {
+	delete(c.env, "SEQKEEPER_ELECTION_PATH")
+	delete(c.env, "SEQKEEPER_MARKER_PATH")
+	dir := path.Dir(func() string { e, _ := config.DerivedPaths(c.root); return e }())
+	c.t.Cleanup(func() { _ = testenv.DeleteAll(c.conn, dir) })
+}
+
+// startTheReplicas is the last step of a runbook: a replica starts on c's
+// configuration, leads, and hands out name's IDs from above (at least)
+// from over HTTP.
+func startTheReplicas(c *cli, name string, from int64) {
+	t := c.t
+	t.Helper()
+	r := c.serve("a")
+	eventually(t, "the replica leads and serves "+name, func() bool {
+		select {
+		case code := <-r.exit:
+			r.exit <- code // for the cleanup
+			t.Fatalf("serve exited %d:\n%s", code, r.stderr.String())
+		default:
+		}
+		if r.get(t, "/readyz", nil) != http.StatusOK {
+			return false
+		}
+		got, code := r.ids(t, name, 2)
+		if code != http.StatusOK {
+			return false
+		}
+		if got[0][0] < from {
+			t.Fatalf("the replica handed out %v of %q; want from %d up", got, name, from)
+		}
+		return true
+	})
 }
 
 // A mistyped root or name gets advice that cannot duplicate IDs: the

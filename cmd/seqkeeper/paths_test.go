@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -76,7 +77,7 @@ func TestSettlePathsKeepsWhatARootUsedBefore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := settlePathsFrom(ctx, cfg, seqs, zerolog.Nop(), oldE, oldM); err != nil {
+			if err := host.SettlePathsFrom(ctx, cfg, seqs, zerolog.Nop(), oldE, oldM); err != nil {
 				t.Fatal(err)
 			}
 			wantE, wantM := derivedE, derivedM
@@ -130,7 +131,7 @@ func claim(t *testing.T, conn *zkclient.Client, root string, paths ...string) {
 
 // A root a primary served on election and marker paths set by hand (as
 // 0.1.0's docs asked), started now with only root set: the derived paths
-// were never used and settlePaths finds no default one, so serve would
+// were never used and host.SettlePaths finds no default one, so serve would
 // hold a second election beside the replicas still on the old paths. It
 // refuses instead (exit 2), naming the settings to set. A root with no
 // primary's mark (gone after a ZooKeeper loss, or only registered) starts.
@@ -173,7 +174,7 @@ func TestServeRefusesARootServedOnPathsItCannotFind(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = refuseUnknownElection(ctx, cfg, seqs)
+			err = usageIfConfig(host.RefuseUnknownElection(ctx, cfg, seqs))
 			var usage *usageError
 			switch {
 			case tc.refused && !errors.As(err, &usage):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/persist"
 )
@@ -104,6 +105,8 @@ only.`,
 						f.Outcome = "dry run: not done"
 					}
 				}
+			} else if err := usageIfConfig(host.ClaimPaths(ctx, g.cfg, seqs)); err != nil {
+				return err // before any write: nothing was changed
 			} else if err := reconcile.Apply(ctx, seqs, store, r, g.cfg.MinReserve); err != nil {
 				g.printFindings(r, true) // what was done before the failure
 				return err

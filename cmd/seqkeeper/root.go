@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/suggest"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -405,7 +406,7 @@ func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*seqzk.Client, 
 const cliLogLevel = zerolog.ErrorLevel
 
 // connect is dialZK and newSequenceClient for the operator commands, with
-// the election and marker paths settled (settlePaths). The caller closes
+// the election and marker paths settled (host.SettlePaths). The caller closes
 // the session.
 func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client, error) {
 	zc, err := dialZK(ctx, g.cfg, g.logger(cliLogLevel))
@@ -414,7 +415,7 @@ func (g *globals) connect(ctx context.Context) (*zkclient.Client, *seqzk.Client,
 	}
 	seqs, err := newSequenceClient(zc, g.cfg)
 	if err == nil {
-		err = settlePaths(ctx, g.cfg, seqs, g.logger(cliLogLevel))
+		err = host.SettlePaths(ctx, g.cfg, seqs, g.logger(cliLogLevel))
 	}
 	if err != nil {
 		zc.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
 )
 
@@ -89,6 +90,11 @@ Running import again changes nothing.`,
 				return err
 			}
 			defer zc.Close()
+			if !dryRun {
+				if err := usageIfConfig(host.ClaimPaths(cmd.Context(), g.cfg, seqs)); err != nil {
+					return err // before any write: nothing was imported
+				}
+			}
 			out, err := transfer.Import(cmd.Context(), seqs, store, in, transfer.ImportOptions{MinReserve: g.cfg.MinReserve, DryRun: dryRun})
 			if errors.Is(err, transfer.ErrNotExport) {
 				return usagef("import: %v; nothing was imported", err)

@@ -110,18 +110,10 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	if err := SettlePaths(ctx, cfg, r.seqs, log); err != nil {
 		return nil, err
 	}
-	if err := RefuseUnknownElection(ctx, cfg, r.seqs); err != nil {
+	if err := ClaimPaths(ctx, cfg, r.seqs); err != nil {
 		return nil, err
 	}
 	log.Info().Str("root", cfg.Root).Str("election_path", cfg.ElectionPath).Str("marker_path", cfg.MarkerPath).Msg("serve: the root's election and cluster marker")
-	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
-		if err := r.seqs.Claim(ctx, c.path, c.what); err != nil {
-			if errors.Is(err, seqzk.ErrClaimed) {
-				return nil, &ConfigError{err}
-			}
-			return nil, err
-		}
-	}
 	if hc.ObserveStore != nil {
 		r.store.ObserveRequests(hc.ObserveStore)
 	}

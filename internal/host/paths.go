@@ -88,6 +88,29 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 	return served, nil
 }
 
+// ClaimPaths makes cfg's election_path and marker_path this root's, once
+// RefuseUnknownElection has found no earlier release serving the root on
+// other paths. Serve calls it before it joins the election, and so do the
+// operator commands that bring a root's sequences back by hand (restore,
+// import): the sequences they write are validated, as only a primary's
+// were before them, and the replica started next must find the paths they
+// were written under claimed, not take the root for one an earlier
+// release served on paths set by hand.
+func ClaimPaths(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) error {
+	if err := RefuseUnknownElection(ctx, cfg, seqs); err != nil {
+		return err
+	}
+	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
+		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
+			if errors.Is(err, seqzk.ErrClaimed) {
+				return &ConfigError{err}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // RefuseUnknownElection stops serve from opening a second election for a
 // root that a primary has served on paths this release cannot find. That
 // is the case when election_path was derived from root and never used (no
@@ -128,7 +151,7 @@ func RefuseUnknownElection(ctx context.Context, cfg *config.Config, seqs *seqzk.
 		}
 		if !st.Legacy && st.Validated() {
 			return &ConfigError{fmt.Errorf("root %s has sequences a primary served (%q is validated), but not on election_path %s (derived from root; "+
-				"it does not exist): an earlier release served this root on an election_path and marker_path set by hand. "+
+				"it does not exist, and neither serve nor restore nor import claimed it): a primary served this root on an election_path and marker_path set by hand (0.1.0's documentation asked for them), and its replicas may still run there. "+
 				"Set election_path and marker_path to the values its replicas use (their config file, or %s and %s): "+
 				"starting here would hold a second election beside theirs. If no replica serves this root any more and you "+
 				"want the derived paths, set election_path %s and marker_path %s explicitly",
