@@ -904,8 +904,8 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 func derivedOnly(c *cli) {
 	delete(c.env, "SEQKEEPER_ELECTION_PATH")
 	delete(c.env, "SEQKEEPER_MARKER_PATH")
-	dir := path.Dir(func() string { e, _ := config.DerivedPaths(c.root); return e }())
-	c.t.Cleanup(func() { _ = testenv.DeleteAll(c.conn, dir) })
+	election, _ := config.DerivedPaths(c.root)
+	c.t.Cleanup(func() { _ = testenv.DeleteAll(c.conn, path.Dir(election)) })
 }
 
 // startTheReplicas is the last step of a runbook: a replica starts on c's
