@@ -855,8 +855,8 @@ func TestListPagesAndFilters(t *testing.T) {
 // root, no replica runs. verify, restore --dry-run and restore work (they
 // failed on the missing root), the lost sequence comes back above its
 // stored ceiling, the deleted one does not come back, and the replica
-// started last leads and serves (it refused the restored root as one an
-// earlier release served on paths set by hand).
+// started last leads and serves: restore claimed the derived paths, so the
+// root is not taken for one served on paths set by hand.
 func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)

@@ -49,9 +49,9 @@ func TestAdvanceCommand(t *testing.T) {
 
 // Moving a root as docs/cli.md tells it: export from one root and store,
 // import into another, import again, start a replica there (on a
-// configuration that sets only the root: it leads and serves, where it
-// refused the imported root as one an earlier release served on paths
-// set by hand). Inputs that are not exports exit 2, refused lines exit 1.
+// configuration that sets only the root: it leads and serves, since the
+// import claimed the derived paths). Inputs that are not exports exit 2,
+// refused lines exit 1.
 func TestExportImportCommands(t *testing.T) {
 	t.Parallel()
 	src := newCLI(t)

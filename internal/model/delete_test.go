@@ -152,10 +152,9 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 			// deleted while ZooKeeper holds it, until it is deleted again.
 			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete"]++
 			return fmt.Sprintf("recreate %s -> %s", name, class)
-		} else {
-			m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
-				name, e.deleted[name], m.op))
 		}
+		m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
+			name, e.deleted[name], m.op))
 	default:
 		return fmt.Sprintf("recreate %s -> %s", name, class)
 	}
