@@ -135,6 +135,7 @@ func (n *Node) SnapshotZooKeeperData(ctx context.Context) (ZooKeeperData, error)
 			return d, fmt.Errorf("snapshot %s:%s: %w", n.Name, dir, err)
 		}
 		d.Tars[dir] = b
+		n.cluster.t.Logf("%s: copied %s/version-2: %d bytes", n.Name, dir, len(b))
 	}
 	return d, nil
 }
