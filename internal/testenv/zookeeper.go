@@ -120,6 +120,10 @@ func (e *Ensemble) config(s *zkServer) string {
 		fmt.Fprintf(&b, "dataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n", s.dataDir, s.clientPort)
 	}
 	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n")
+	// Transaction logs padded in 1 MB blocks, not 64 MB: a copy of the
+	// data (SaveData, RestoreData) is then the data, not 64 MB of zeros
+	// per log written out in full.
+	b.WriteString("preAllocSize=1024\n")
 	if e.standalone {
 		// No server.N= lines: ZooKeeper's classic standalone mode, as a
 		// zoo.cfg with only dataDir and clientPort gets it.
