@@ -17,8 +17,29 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:$(go env GOPATH)/bin"
 export TESTCONTAINERS_RYUK_DISABLED=true
 
-log() { printf '%s test: %s\n' "$(date +%H:%M:%S)" "$*"; }
+# Each step's line says what the step before it took: seconds, CPU-seconds
+# of the whole machine (containers included, from /proc/stat; nothing
+# where there is none) and how busy that kept the cores. A step near 100%
+# cannot go faster by running beside another.
+cpu() { awk '/^cpu /{b=$2+$3+$4+$7+$8; print b, b+$5+$6+$9}' /proc/stat 2>/dev/null || echo "0 0"; }
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+cores=$(nproc 2>/dev/null || echo 1)
 start=$(date +%s)
+read -r start_busy start_all < <(cpu)
+step=$start step_busy=$start_busy step_all=$start_all
+took() { # took SINCE BUSY ALL: the figures since then, or nothing
+	local now b a
+	now=$(date +%s)
+	read -r b a < <(cpu)
+	((a > $3)) && printf '%ds, %d CPU-s, %d%% of %d cores' $((now - $1)) $(((b - $2) / hz)) $((100 * (b - $2) / (a - $3))) "$cores"
+}
+log() {
+	local last
+	last=$(took "$step" "$step_busy" "$step_all")
+	printf '%s test: %s%s\n' "$(date +%H:%M:%S)" "$*" "${last:+ (the step before: $last)}"
+	step=$(date +%s)
+	read -r step_busy step_all < <(cpu)
+}
 
 bash scripts/setup.sh
 
@@ -108,4 +129,4 @@ log "the release the rolling upgrade starts from (scripts/upgrade-from.sh)"
 bash scripts/upgrade-from.sh
 log "container suite (-race)"
 (cd integration && go test -race -count=1 -timeout 45m "$@" ./...)
-log "all tests passed in $(( $(date +%s) - start ))s"
+log "all tests passed: $(took "$start" "$start_busy" "$start_all")"
