@@ -23,7 +23,7 @@ export TESTCONTAINERS_RYUK_DISABLED=true
 # cannot go faster by running beside another.
 cpu() { awk '/^cpu /{b=$2+$3+$4+$7+$8; print b, b+$5+$6+$9}' /proc/stat 2>/dev/null || echo "0 0"; }
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
-cores=$(nproc 2>/dev/null || echo 1)
+cores=$(grep -c '^cpu[0-9]' /proc/stat 2>/dev/null) || cores=1 # the cpu line sums them all
 start=$(date +%s)
 read -r start_busy start_all < <(cpu)
 step=$start step_busy=$start_busy step_all=$start_all
@@ -31,7 +31,8 @@ took() { # took SINCE BUSY ALL: the figures since then, or nothing
 	local now b a
 	now=$(date +%s)
 	read -r b a < <(cpu)
-	((a > $3)) && printf '%ds, %d CPU-s, %d%% of %d cores' $((now - $1)) $(((b - $2) / hz)) $((100 * (b - $2) / (a - $3))) "$cores"
+	((a > $3)) || return 0
+	printf '%ds, %d CPU-s, %d%% of %d cores' $((now - $1)) $(((b - $2) / hz)) $((100 * (b - $2) / (a - $3))) "$cores"
 }
 log() {
 	local last
