@@ -322,13 +322,11 @@ func (c *Cluster) startZooKeeper(ctx context.Context, id int) (*Node, error) {
 		"ZOO_ADMINSERVER_ENABLED":    "false",
 		// A reconnected container may come back with another IP address;
 		// the quorum and election ports must not stay bound to the old one.
-		// A transaction log is padded in blocks of preAllocSize KB (64 MB
-		// by default, and a new log after every restart): a copy of a
-		// server's data (SnapshotZooKeeperData) was 64 to 128 MB of
-		// zeros, written back to three servers, and the disk writes
-		// stalled every call of the cluster beside it for 4 to 7 s (the
-		// rolling upgrade's bound is 5 s). 1 MB blocks hold a second of
-		// the suite's writes.
+		// Transaction logs are padded in blocks of preAllocSize KB (64 MB
+		// by default, a new log after every restart). In 1 MB blocks a
+		// copy of a server's data (SnapshotZooKeeperData, written back
+		// into every server) is its data, not 64 MB of zeros per log,
+		// whose disk writes would stall the cluster beside it.
 		"ZOO_CFG_EXTRA": "quorumListenOnAllIPs=true preAllocSize=1024",
 		// A server alone doubles its leader election notification interval
 		// up to this cap (default 60 s), and so would take up to a minute
