@@ -62,11 +62,20 @@ func TestEnsembleQuorumWipeAndRollback(t *testing.T) {
 	if err := e.SaveData(2, saved); err != nil {
 		t.Fatal(err)
 	}
-	// Two down: no quorum, writes cannot succeed.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := e.Mode(ctx, 1); err == nil {
-		t.Fatal("server 2 still serves with 2 of 3 servers down")
+	// Two down: no quorum, writes cannot succeed. The survivor stops
+	// serving once it sees that: a follower when its leader's connection
+	// drops, a leader within syncLimit ticks (25) without a quorum's acks.
+	for deadline := time.Now().Add(2 * 25 * TickTime); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		mode, err := e.Mode(ctx, 1)
+		cancel()
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server 2 still serves (%s) %s after 2 of 3 servers went down", mode, 2*25*TickTime)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 
 	// Whole-ensemble data loss: every server comes back empty.
