@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,18 +65,15 @@ func TestEnsembleQuorumWipeAndRollback(t *testing.T) {
 	}
 	// Two down: no quorum, writes cannot succeed. The survivor stops
 	// serving once it sees that: a follower when its leader's connection
-	// drops, a leader within syncLimit ticks (25) without a quorum's acks.
-	for deadline := time.Now().Add(2 * 25 * TickTime); ; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		mode, err := e.Mode(ctx, 1)
-		cancel()
-		if err != nil {
-			break
+	// drops, a leader within syncLimit ticks without a quorum's acks.
+	err := e.servers[1].proc.waitFor(2*syncLimit*TickTime, func(ctx context.Context) error {
+		if mode, err := e.Mode(ctx, 1); err == nil {
+			return fmt.Errorf("still serves (%s) with 2 of 3 servers down", mode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server 2 still serves (%s) %s after 2 of 3 servers went down", mode, 2*25*TickTime)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// Whole-ensemble data loss: every server comes back empty.

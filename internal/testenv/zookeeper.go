@@ -21,7 +21,10 @@ import (
 // Timing of the test servers. A short tick lets tests use session timeouts
 // down to 2*TickTime, so expiry tests run in seconds.
 const (
-	TickTime          = 200 * time.Millisecond
+	TickTime = 200 * time.Millisecond
+	// syncLimit is how many ticks a leader waits for a quorum's acks
+	// before it gives up leading (and a follower for its leader).
+	syncLimit         = 25
 	zkStartTimeout    = 60 * time.Second
 	zkMaxSessionMilli = 60000
 )
@@ -111,7 +114,7 @@ func NewEnsemble(dir string, n int) (*Ensemble, error) {
 
 func (e *Ensemble) config(s *zkServer) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=25\n", TickTime.Milliseconds())
+	fmt.Fprintf(&b, "tickTime=%d\ninitLimit=50\nsyncLimit=%d\n", TickTime.Milliseconds(), syncLimit)
 	fmt.Fprintf(&b, "maxSessionTimeout=%d\n", zkMaxSessionMilli)
 	if e.tls != nil {
 		fmt.Fprintf(&b, "dataDir=%s\n", s.dataDir)
