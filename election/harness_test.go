@@ -217,6 +217,12 @@ func (r *replica) start() {
 		r.runErr = r.e.Run(ctx, r.c.lead(r))
 	}()
 	r.c.t.Cleanup(r.stop)
+	if r.proxy != nil {
+		// Cleanups run last-in first-out: the link is whole again before
+		// stop waits for Run, whose leave would otherwise wait out a
+		// paused or cut link until the session's end (the test is over).
+		r.c.t.Cleanup(func() { r.proxy.Heal(); r.proxy.Resume() })
+	}
 }
 
 // stop cancels Run and waits for it to return.

@@ -17,6 +17,7 @@ import (
 // handed out again. After a leader election the primary moves a counter
 // last written before it up to the mark the store holds.
 func TestRollbackOfALegacyCounter(t *testing.T) {
+	testenv.ParallelUnderShort(t)
 	ens := testenv.StartEnsemble(t, 1)
 	r := newFileRig(t, ens.Servers(), "/test")
 	w := r.client(ens.Servers(), 10*time.Second)
