@@ -390,6 +390,10 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; candidate node deleted")
 			return
 		}
+		if errors.Is(err, zkclient.ErrClosed) { // closing ends the session
+			e.logc(zerolog.InfoLevel, c).Msg("election: left; the client is closed, and the node goes with its session")
+			return
+		}
 		if isFatal(err) {
 			e.logc(zerolog.ErrorLevel, c).Err(err).Msg("election: cannot delete candidate node; it stays until the session ends")
 			return

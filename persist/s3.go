@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -133,6 +134,17 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 		// CRC and the decoder checks everything).
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		// An untrusted certificate does not heal by itself: the first
+		// attempt's error, with mapError's advice, not three attempts'.
+		o.Retryer = awsretry.NewStandard(func(so *awsretry.StandardOptions) {
+			final := awsretry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+				if untrusted(err) {
+					return aws.FalseTernary
+				}
+				return aws.UnknownTernary
+			})
+			so.Retryables = append([]awsretry.IsErrorRetryable{final}, so.Retryables...)
+		})
 	})
 	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix, endpoint: cfg.Endpoint, kmsKey: cfg.SSEKMSKeyID}
 	b.desc = strings.TrimSuffix("s3://"+cfg.Bucket+"/"+prefix, "/")
@@ -178,6 +190,15 @@ func (b *S3Backend) createBucketWhenReachable(ctx context.Context, region string
 			return fmt.Errorf("%s: waiting for the S3 endpoint to answer: %w", b.desc, err)
 		}
 	}
+}
+
+// untrusted tells an error of a TLS handshake that refused the server's
+// certificate.
+func untrusted(err error) bool {
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalid)
 }
 
 // unreachable tells an error of a request that reached no server (its
@@ -331,10 +352,7 @@ func (b *S3Backend) mapError(err error) error {
 	if msg := err.Error(); strings.Contains(msg, "failed to retrieve credentials") || strings.Contains(msg, "failed to refresh cached credentials") {
 		return fmt.Errorf("no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a shared credentials file, or run with an instance or pod role (IRSA): %w", err)
 	}
-	var unknownCA x509.UnknownAuthorityError
-	var badHost x509.HostnameError
-	var invalid x509.CertificateInvalidError
-	if errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalid) {
+	if untrusted(err) {
 		return fmt.Errorf("the store's TLS certificate is not trusted: add its CA to the system bundle (/etc/ssl/certs/ca-certificates.crt in the image) or point SSL_CERT_FILE at a bundle that holds it: %w", err)
 	}
 	var netErr *net.OpError
