@@ -125,7 +125,7 @@ func (e *env) create(name string, r seqzk.Registration) *seqzk.Client {
 	if err := c.Register(ctx, name, r); err != nil {
 		e.b.Fatal(err)
 	}
-	if _, err := c.Revalidate(ctx, name, 0, 1<<50); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, name, 0, 1<<50); err != nil {
 		e.b.Fatal(err)
 	}
 	return c

@@ -59,7 +59,7 @@ func BenchmarkContention(b *testing.B) {
 				e := newEnv(b)
 				setup := e.create("take", seqzk.Registration{Windows: windows})
 				for range windows {
-					if _, err := setup.OpenWindow(context.Background(), "take", 1<<30); err != nil {
+					if _, err := setup.Keeper().OpenWindow(context.Background(), "take", 1<<30); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -104,7 +104,7 @@ func (c *cluster) create(name string, r seqzk.Registration, ceiling int64) {
 		c.t.Fatal(err)
 	}
 	if ceiling > 0 {
-		if _, err := c.admin.Revalidate(ctx, name, 0, ceiling); err != nil {
+		if _, err := c.admin.Keeper().Revalidate(ctx, name, 0, ceiling); err != nil {
 			c.t.Fatal(err)
 		}
 		return

@@ -78,7 +78,7 @@ func (e *env) create(name string, r seqzk.Registration, ceiling int64) {
 		e.t.Fatal(err)
 	}
 	// Revalidate is how the primary initialises a registration.
-	if _, err := e.admin.Revalidate(context.Background(), name, 0, ceiling); err != nil {
+	if _, err := e.admin.Keeper().Revalidate(context.Background(), name, 0, ceiling); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -259,7 +259,7 @@ func TestIDsAtCeilingAndExhausted(t *testing.T) {
 		t.Error("503 without Retry-After")
 	}
 	// The primary raises the ceiling: IDs flow again, from 11.
-	if _, err := e.admin.Raise(context.Background(), "capped", 20); err != nil {
+	if _, err := e.admin.Keeper().Raise(context.Background(), "capped", 20); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.ids("capped", 1); got.String() != "11" {
@@ -470,7 +470,7 @@ func TestListDescribeStatusReady(t *testing.T) {
 	}
 
 	// Without a Status func, the status page shows the allocators.
-	if _, err := e.admin.Raise(context.Background(), "plain", 1000); err != nil {
+	if _, err := e.admin.Keeper().Raise(context.Background(), "plain", 1000); err != nil {
 		t.Fatal(err)
 	}
 	plain := e.replica(httpapi.Options{}, sequence.Options{})

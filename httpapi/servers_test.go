@@ -89,7 +89,7 @@ func TestCreatedThroughOneServerIsServedByAReplicaOnAnother(t *testing.T) {
 // the admin client initialises the sequence as the primary would. Any
 // answer but 200 is an error.
 func (r *replica) createThenCall(ctx context.Context, name, route string) error {
-	if _, err := r.e.admin.Create(ctx, name, seqzk.Registration{}); err != nil {
+	if _, err := r.e.admin.Operator().Create(ctx, name, seqzk.Registration{}); err != nil {
 		return err
 	}
 	var method, path string
@@ -118,7 +118,7 @@ func (r *replica) createThenCall(ctx context.Context, name, route string) error 
 		}
 		answered <- err
 	}()
-	if _, err := r.e.admin.Revalidate(ctx, name, 0, 10); err != nil {
+	if _, err := r.e.admin.Keeper().Revalidate(ctx, name, 0, 10); err != nil {
 		return err
 	}
 	return <-answered

@@ -46,7 +46,7 @@ func TestCreateAndDeleteFromTheLibrary(t *testing.T) {
 	}
 
 	// The primary's part: initialise it.
-	if _, err := e.admin().Revalidate(ctx, "lib", 0, 100); err != nil {
+	if _, err := e.admin().Keeper().Revalidate(ctx, "lib", 0, 100); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Take(ctx, "lib", 30)
@@ -73,7 +73,7 @@ func TestCreateAndDeleteFromTheLibrary(t *testing.T) {
 	if err != nil || !rec.Deleted() || rec.Dead < ceiling {
 		t.Fatalf("the store holds %+v, %v; want a tombstone at %d", rec, err, ceiling)
 	}
-	d, err := e.admin().ReadDeletion(ctx, "lib")
+	d, err := e.admin().Meta().ReadDeletion(ctx, "lib")
 	if err != nil || d.Ceiling < ceiling {
 		t.Fatalf("ZooKeeper's copy of the tombstone: %+v, %v; want ceiling %d", d, err, ceiling)
 	}

@@ -117,7 +117,7 @@ func TestAllocatorSurfacesFetchFailure(t *testing.T) {
 		t.Fatal("Next hangs when the batch cannot be refilled")
 	}
 	// Once the primary raises the ceiling, the next call recovers.
-	if _, err := e.admin().Raise(ctx, "starved", 100); err != nil {
+	if _, err := e.admin().Keeper().Raise(ctx, "starved", 100); err != nil {
 		t.Fatal(err)
 	}
 	if id, err := alloc.Next(ctx); err != nil || id != 6 {

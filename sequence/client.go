@@ -203,7 +203,7 @@ func (c *Client) Create(ctx context.Context, name string, opts CreateOptions) (c
 	if err := r.Check(func(f string) string { return strings.ToUpper(f[:1]) + f[1:] }); err != nil {
 		return false, err
 	}
-	return c.c.Create(ctx, name, r)
+	return c.c.Operator().Create(ctx, name, r)
 }
 
 // A Tombstoner durably records deleted sequences, for Delete: the store
@@ -229,7 +229,7 @@ type Tombstoner = seqzk.Store
 // under it; run it again. A delete whose store write failed is completed
 // by running it again.
 func (c *Client) Delete(ctx context.Context, name string, store Tombstoner) (tombstoneCeiling int64, err error) {
-	return c.c.Delete(ctx, name, store)
+	return c.c.Operator().Delete(ctx, name, store)
 }
 
 // Window is one open window of a sequence (see Inspect).

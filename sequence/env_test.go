@@ -67,7 +67,7 @@ func (e *env) create(name string, r seqzk.Registration, ceiling int64) {
 	if err := a.Register(ctx, name, r); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := a.Revalidate(ctx, name, 0, ceiling); err != nil {
+	if _, err := a.Keeper().Revalidate(ctx, name, 0, ceiling); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -84,7 +84,7 @@ func (e *env) raiser(name string, reserve int64) {
 		defer close(done)
 		for ctx.Err() == nil {
 			if st, _, err := a.Describe(ctx, name); err == nil && st.Ceiling-st.Next < reserve/2 {
-				_, _ = a.Raise(ctx, name, st.Next+reserve)
+				_, _ = a.Keeper().Raise(ctx, name, st.Next+reserve)
 			}
 			select {
 			case <-ctx.Done():

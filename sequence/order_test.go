@@ -22,7 +22,7 @@ func TestTakesIncreaseWithoutPushesOrWindows(t *testing.T) {
 	var last int64
 	for i := range 60 {
 		if i == 30 { // an election: the primary revalidates from above
-			if _, err := e.admin().Revalidate(ctx, "ordered", last+1000, last+50_000); err != nil {
+			if _, err := e.admin().Keeper().Revalidate(ctx, "ordered", last+1000, last+50_000); err != nil {
 				t.Fatal(err)
 			}
 		}

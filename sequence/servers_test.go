@@ -93,7 +93,7 @@ func TestCreatedThroughOneServerExistsOnTheOthers(t *testing.T) {
 // in ten: a delete writes to the store).
 func createThenUse(ctx context.Context, creator *seqzk.Client, taker, other *sequence.Client, store *persist.Store, i int) error {
 	name := fmt.Sprintf("take-%d", i)
-	if _, err := creator.Create(ctx, name, seqzk.Registration{}); err != nil {
+	if _, err := creator.Operator().Create(ctx, name, seqzk.Registration{}); err != nil {
 		return err
 	}
 	took := make(chan error, 1)
@@ -101,7 +101,7 @@ func createThenUse(ctx context.Context, creator *seqzk.Client, taker, other *seq
 		_, err := taker.Take(ctx, name, 1)
 		took <- err
 	}()
-	if _, err := creator.Revalidate(ctx, name, 0, 10); err != nil {
+	if _, err := creator.Keeper().Revalidate(ctx, name, 0, 10); err != nil {
 		return err
 	}
 	if err := <-took; err != nil {
@@ -109,7 +109,7 @@ func createThenUse(ctx context.Context, creator *seqzk.Client, taker, other *seq
 	}
 
 	name = fmt.Sprintf("other-%d", i)
-	if _, err := creator.Create(ctx, name, seqzk.Registration{}); err != nil {
+	if _, err := creator.Operator().Create(ctx, name, seqzk.Registration{}); err != nil {
 		return err
 	}
 	if i%10 != 9 {

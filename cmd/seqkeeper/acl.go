@@ -45,7 +45,7 @@ func newACLShowCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer zc.Close()
-			l, findings, err := seqs.CheckLayout(cmd.Context(), g.cfg.ElectionPath, g.cfg.MarkerPath)
+			l, findings, err := seqs.Operator().CheckLayout(cmd.Context(), g.cfg.ElectionPath, g.cfg.MarkerPath)
 			if err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ apply waits --settle (35s) and goes over every znode a second time. Give
 				return err
 			}
 			defer zc.Close()
-			changed, failed, err := seqs.ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
+			changed, failed, err := seqs.Operator().ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,7 @@ apply waits --settle (35s) and goes over every znode a second time. Give
 					return cmd.Context().Err()
 				}
 				var again int
-				again, failed, err = seqs.ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
+				again, failed, err = seqs.Operator().ApplyLayout(cmd.Context(), l, g.cfg.ElectionPath, g.cfg.MarkerPath)
 				if err != nil {
 					return err
 				}
@@ -168,7 +168,7 @@ func printACLFindings(w io.Writer, findings []seqzk.ACLFinding) int {
 // checkACLs is verify's ACL check: the number of znodes whose ACL is wider
 // than the root's layout.
 func (g *globals) checkACLs(ctx context.Context, seqs *seqzk.Client) (int, error) {
-	_, findings, err := seqs.CheckLayout(ctx, g.cfg.ElectionPath, g.cfg.MarkerPath)
+	_, findings, err := seqs.Operator().CheckLayout(ctx, g.cfg.ElectionPath, g.cfg.MarkerPath)
 	if err != nil {
 		return 0, err
 	}

@@ -130,7 +130,7 @@ func (c *cli) ok(args ...string) string {
 // raise its ceiling.
 func (c *cli) initialise(name string, ceiling int64) {
 	c.t.Helper()
-	if _, err := c.admin.Revalidate(context.Background(), name, 0, ceiling); err != nil {
+	if _, err := c.admin.Keeper().Revalidate(context.Background(), name, 0, ceiling); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -457,7 +457,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	c.env["SEQKEEPER_STORE"] = "file://" + dir
 	c.ok("create", "w", "--windows", "1")
 	c.initialise("w", 500)
-	if _, err := c.admin.OpenWindow(context.Background(), "w", 100); err != nil {
+	if _, err := c.admin.Keeper().OpenWindow(context.Background(), "w", 100); err != nil {
 		t.Fatal(err)
 	}
 	c.ok("create", "keep")
@@ -579,7 +579,7 @@ func TestDescribeKinds(t *testing.T) {
 	}
 	c.ok("create", "win", "--windows", "2")
 	c.initialise("win", 1000)
-	if _, err := c.admin.OpenWindow(context.Background(), "win", 100); err != nil {
+	if _, err := c.admin.Keeper().OpenWindow(context.Background(), "win", 100); err != nil {
 		t.Fatal(err)
 	}
 	out = c.ok("describe", "win")

@@ -123,7 +123,7 @@ func claim(t *testing.T, conn *zkclient.Client, root string, paths ...string) {
 		t.Fatal(err)
 	}
 	for _, p := range paths {
-		if err := seqs.Claim(context.Background(), p, "marker_path"); err != nil {
+		if err := seqs.Operator().Claim(context.Background(), p, "marker_path"); err != nil {
 			t.Fatal(err)
 		}
 	}

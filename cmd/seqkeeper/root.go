@@ -142,7 +142,7 @@ func (g *globals) unknownHint(ctx context.Context, name string) string {
 		return ""
 	}
 	defer zc.Close()
-	return seqs.Hint(ctx, name)
+	return seqs.Operator().Hint(ctx, name)
 }
 
 // usageError marks errors caused by how the command was called (bad flags,

@@ -578,7 +578,7 @@ func TestRootsThatShareASettingAreRefused(t *testing.T) {
 		store: "file://" + t.TempDir(),
 	}
 	for _, p := range []struct{ path, what string }{{a.election, "election_path"}, {a.marker, "marker_path"}} {
-		if err := c.admin.Claim(ctx, p.path, p.what); err != nil {
+		if err := c.admin.Operator().Claim(ctx, p.path, p.what); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,7 +32,7 @@ func Resolved(r seqzk.Registration) seqzk.Registration { return r.Resolved() }
 
 // Create registers sequence name with settings r: see seqzk.Client.Create.
 func Create(ctx context.Context, seqs *seqzk.Client, name string, r seqzk.Registration) (created bool, err error) {
-	return seqs.Create(ctx, name, r)
+	return seqs.Operator().Create(ctx, name, r)
 }
 
 // Service carries out creates and deletes for the HTTP API's admin routes

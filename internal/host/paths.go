@@ -67,7 +67,7 @@ func SettlePathsFrom(ctx context.Context, cfg *config.Config, seqs *seqzk.Client
 // keepsOldPath reports whether seqs's root was served on the default path
 // old, as SettlePaths explains.
 func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) (bool, error) {
-	root, exists, foreign, err := seqs.ClaimOf(ctx, old)
+	root, exists, foreign, err := seqs.Operator().ClaimOf(ctx, old)
 	switch {
 	case err != nil:
 		return false, err
@@ -77,7 +77,7 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 		return root == seqs.Root(), nil
 	}
 	// Unclaimed: an earlier release's, of this root or of another.
-	_, used, _, err := seqs.ClaimOf(ctx, derived)
+	_, used, _, err := seqs.Operator().ClaimOf(ctx, derived)
 	if err != nil || used {
 		return false, err
 	}
@@ -101,7 +101,7 @@ func ClaimPaths(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) err
 		return err
 	}
 	for _, c := range []struct{ path, what string }{{cfg.ElectionPath, "election_path"}, {cfg.MarkerPath, "marker_path"}} {
-		if err := seqs.Claim(ctx, c.path, c.what); err != nil {
+		if err := seqs.Operator().Claim(ctx, c.path, c.what); err != nil {
 			if errors.Is(err, seqzk.ErrClaimed) {
 				return &ConfigError{err}
 			}
@@ -133,7 +133,7 @@ func RefuseUnknownElection(ctx context.Context, cfg *config.Config, seqs *seqzk.
 	if !cfg.PathDerived("election_path") {
 		return nil
 	}
-	_, used, _, err := seqs.ClaimOf(ctx, cfg.ElectionPath)
+	_, used, _, err := seqs.Operator().ClaimOf(ctx, cfg.ElectionPath)
 	if err != nil || used {
 		return err
 	}

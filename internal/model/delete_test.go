@@ -17,7 +17,7 @@ import (
 // variable so that the model can run against a tree whose delete has
 // another signature (set it to a stand-in there).
 var deleteSequence = func(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
-	return seqs.Delete(ctx, name, store)
+	return seqs.Operator().Delete(ctx, name, store)
 }
 
 // opDelete deletes a live sequence, or a deleted one a ZooKeeper rollback
@@ -86,7 +86,7 @@ func (e *env) deleteName(name string, overHTTP bool) string {
 func (e *env) deletionRecorded(name string) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	d, err := e.admin.ReadDeletion(ctx, name)
+	d, err := e.admin.Meta().ReadDeletion(ctx, name)
 	if err != nil {
 		return -1
 	}

@@ -356,7 +356,7 @@ func (e *env) record(label, who, name string, n int64, got sequence.Ranges, err 
 func (e *env) zkHealthy() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	epoch, err := e.admin.CurrentEpoch(ctx)
+	epoch, err := e.admin.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return false
 	}

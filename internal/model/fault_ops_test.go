@@ -275,7 +275,7 @@ func (e *env) opWipe(r *rand.Rand) (string, bool) {
 func (e *env) checkLatent(when string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	epoch, err := e.admin.CurrentEpoch(ctx)
+	epoch, err := e.admin.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return
 	}

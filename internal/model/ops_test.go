@@ -446,7 +446,7 @@ func (e *env) opOpenWindow(r *rand.Rand) (string, bool) {
 	w := e.pickWorker(r)
 	size := 1 + r.Int64N(200)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	win, err := w.seq.OpenWindow(ctx, name, size)
+	win, err := w.seq.Keeper().OpenWindow(ctx, name, size)
 	cancel()
 	e.m.mu.Lock()
 	class := e.m.call("window-open", err)
@@ -462,7 +462,7 @@ func (e *env) opPruneWindows(r *rand.Rand) (string, bool) {
 	name := names[r.IntN(len(names))]
 	w := e.pickWorker(r)
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	open, err := w.seq.PruneWindows(ctx, name, state.VersionLimit)
+	open, err := w.seq.Keeper().PruneWindows(ctx, name, state.VersionLimit)
 	cancel()
 	e.m.mu.Lock()
 	class := e.m.call("window-prune", err)

@@ -42,7 +42,7 @@ func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	var stored int64 // the ceiling an earlier attempt stored
 	room := headroom // the IDs above the floor that ceiling gives
 	var born persist.Record
-	_, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
+	_, err := seqs.Keeper().Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
 		if m := out.State.Marker; m != "" && h.State.Marker == m {
 			// Ours, landed in an epoch ZooKeeper has left: the primary
 			// stamps it again, above the store's ceiling; the store

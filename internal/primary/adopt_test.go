@@ -136,7 +136,7 @@ func TestAdoptRacingADeleteLeavesTheNameDeleted(t *testing.T) {
 		adopted <- err
 	}()
 	waitGate(t, "adopt's store write", g.hit)
-	dead, err := c.Delete(ctx, "old", operator)
+	dead, err := c.Operator().Delete(ctx, "old", operator)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -148,7 +148,7 @@ func TestAdoptRacingADeleteLeavesTheNameDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := c.ReadDeletion(ctx, "old")
+	d, err := c.Meta().ReadDeletion(ctx, "old")
 	if err != nil {
 		t.Fatal(err)
 	}

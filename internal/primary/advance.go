@@ -76,7 +76,7 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 	// store's floor before it did: what a lost history may have handed
 	// out lies below it.
 	var stored, storedFloor int64
-	done, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
+	done, err := seqs.Keeper().Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
 		st := h.State
 		if err := cmp.Or(h.Missing(), seqzk.CheckAdvance(st, to)); err != nil {
 			return seqzk.Step{}, err

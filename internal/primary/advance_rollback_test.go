@@ -38,14 +38,14 @@ func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T)
 		t.Fatal(err)
 	}
 	put(1000)
-	if err := boss.EnsureMeta(ctx); err != nil {
+	if err := boss.Meta().EnsureMeta(ctx); err != nil {
 		t.Fatal(err)
 	}
-	d, err := boss.ReadDeletion(ctx, "x")
+	d, err := boss.Meta().ReadDeletion(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := boss.Initialise(ctx, "x", 1, 1000, d); err != nil {
+	if _, err := boss.Keeper().Initialise(ctx, "x", 1, 1000, d); err != nil {
 		t.Fatal(err)
 	}
 	seen := ids{}
@@ -61,7 +61,7 @@ func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T)
 		return boss.ZK().HasSession() && op.ZK().HasSession() && worker.ZK().HasSession()
 	})
 	put(2000)
-	if _, err := boss.Revalidate(ctx, "x", 1001, 2000); err != nil {
+	if _, err := boss.Keeper().Revalidate(ctx, "x", 1001, 2000); err != nil {
 		t.Fatal(err)
 	}
 	g := gb.arm()
@@ -81,7 +81,7 @@ func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T)
 	}
 	// The lost history: the primary raises (store first), workers take.
 	put(5000)
-	if _, err := boss.Raise(ctx, "x", 5000); err != nil {
+	if _, err := boss.Keeper().Raise(ctx, "x", 5000); err != nil {
 		g.fail(t, err)
 	}
 	for i := 0; i < 6; i++ {

@@ -93,10 +93,10 @@ func TestAdvanceRefusals(t *testing.T) {
 	if _, err := primary.Advance(ctx, c, store, "small", 50, 10); !errors.Is(err, seqzk.ErrAdvanceRefused) {
 		t.Fatalf("advance of a registration: %v, want ErrAdvanceRefused", err)
 	}
-	if _, err := c.Revalidate(ctx, "small", 0, 0); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, "small", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Revalidate(ctx, "small", 0, 40); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, "small", 0, 40); err != nil {
 		t.Fatal(err)
 	}
 	before, _, err := c.Describe(ctx, "small")
@@ -204,7 +204,7 @@ func initialised(t *testing.T, r *fileRig, c *seqzk.Client, name string, ceiling
 	if err := seqzk.PutAtCurrentEpoch(ctx, r.store, persist.Record{Name: name, Ceiling: ceiling}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Revalidate(ctx, name, 0, ceiling); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, name, 0, ceiling); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -143,22 +143,22 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 		st, err = p.raiseOne(ctx, p.log, pl)
 		p.count(func(s *Stats) { s.Raises++ })
 	case planLegacyForward:
-		st, err = p.seq.ForwardLegacy(ctx, pl.name, pl.floor)
+		st, err = p.seq.Keeper().ForwardLegacy(ctx, pl.name, pl.floor)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	case planRotate:
-		st, czxid, err = p.seq.Rotate(ctx, pl.name)
+		st, czxid, err = p.seq.Keeper().Rotate(ctx, pl.name)
 		p.count(func(s *Stats) { s.Rotated++ })
 		if err == nil {
 			p.log.Info().Str("sequence", pl.name).Msg("primary: rotated the sequence onto a fresh znode (its data version neared the limit)")
 		}
 	case planInit:
-		st, err = p.seq.Initialise(ctx, pl.name, pl.floor, pl.rec.Ceiling, pl.guard)
+		st, err = p.seq.Keeper().Initialise(ctx, pl.name, pl.floor, pl.rec.Ceiling, pl.guard)
 		p.count(func(s *Stats) { s.Initialised++ })
 	case planRevalidate:
-		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
+		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	case planFastForward:
-		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
+		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	if errors.Is(err, seqzk.ErrUnknownSequence) || errors.Is(err, seqzk.ErrChangedMeanwhile) {
@@ -192,7 +192,7 @@ func (p *Primary) topUpWindows(ctx context.Context, name string, st state.State)
 	if t := p.seqs[name]; t != nil {
 		demand = p.rateOf(t)
 	}
-	carved, err := p.seq.TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
+	carved, err := p.seq.Keeper().TopUpWindows(ctx, name, p.cfg.RotateVersion, demand)
 	if carved > 0 {
 		p.log.Debug().Str("sequence", name).Int("windows", st.Windows).Int64("carved", carved).
 			Float64("rate_ids_per_second", demand).Msg("primary: windows topped up")

@@ -11,5 +11,5 @@ import (
 // lifecycle protocol, ZooKeeper first and then the tombstone in store
 // (seqzk.Client.Delete).
 func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
-	return seqs.Delete(ctx, name, store)
+	return seqs.Operator().Delete(ctx, name, store)
 }

@@ -27,7 +27,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 	_, _, c, pgate := gatedPrimary(t, dir, nil, "s")
 	ctx := context.Background()
 	ostore := fileStore(t, dir)
-	first, err := c.Delete(ctx, "s", ostore)
+	first, err := c.Operator().Delete(ctx, "s", ostore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 		g.fail(t, err)
 	}
 	waitGate(t, "the primary's birth store write", g.hit)
-	second, err := c.Delete(ctx, "s", ostore)
+	second, err := c.Operator().Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -88,7 +88,7 @@ func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
 	g := pgate.arm()
 	waitGate(t, "the audit's seal", g.hit)
 	ostore := fileStore(t, dir)
-	ceiling, err := c.Delete(ctx, "s", ostore)
+	ceiling, err := c.Operator().Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -152,7 +152,7 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := c.Delete(ctx, "s", ostore)
+	tomb, err := c.Operator().Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -246,7 +246,7 @@ func TestRotationCannotUndoADelete(t *testing.T) {
 
 	// delete: the znode goes, then the tombstone reaches the store.
 	dstore, _ := gatedFileStore(t, dir)
-	ceiling, err := c.Delete(ctx, "s", dstore)
+	ceiling, err := c.Operator().Delete(ctx, "s", dstore)
 	if err != nil {
 		close(raise.release)
 		t.Fatalf("delete: %v", err)

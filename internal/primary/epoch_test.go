@@ -142,7 +142,7 @@ func TestLostEpochObjectHidesNoTombstone(t *testing.T) {
 		seen.add(t, "after the compaction", got)
 		last = got[len(got)-1].End
 	}
-	tomb, err := c.Delete(ctx, "x", r.store)
+	tomb, err := c.Operator().Delete(ctx, "x", r.store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func stoppablePrimary(t *testing.T, r *fileRig, store *persist.Store, holder str
 func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
 	t.Helper()
 	ctx := context.Background()
-	paths := []string{c.MetaPath()}
+	paths := []string{c.Meta().Path()}
 	for _, n := range names {
 		paths = append(paths, c.Path(n))
 	}

@@ -62,13 +62,13 @@ func importHeldAtItsStoreWrite(t *testing.T, c *seqzk.Client, dir, export string
 func createUseAndDelete(t *testing.T, c *seqzk.Client, dir string) func(fail func(error)) {
 	return func(fail func(error)) {
 		ctx := context.Background()
-		if _, err := c.Create(ctx, "x", seqzk.Registration{}); err != nil {
+		if _, err := c.Operator().Create(ctx, "x", seqzk.Registration{}); err != nil {
 			fail(err)
 		}
 		if _, err := c.Take(ctx, "x", 10); err != nil {
 			fail(err)
 		}
-		if _, err := c.Delete(ctx, "x", fileStore(t, dir)); err != nil {
+		if _, err := c.Operator().Delete(ctx, "x", fileStore(t, dir)); err != nil {
 			fail(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestImportedTombstoneRacingACreate(t *testing.T) {
 	ctx := context.Background()
 	var first []int64
 	out := importHeldAtItsStoreWrite(t, c, dir, importedExport, func(fail func(error)) {
-		if _, err := c.Create(ctx, "x", seqzk.Registration{}); err != nil {
+		if _, err := c.Operator().Create(ctx, "x", seqzk.Registration{}); err != nil {
 			fail(err)
 		}
 		got, err := c.Take(ctx, "x", 10)

@@ -65,7 +65,7 @@ func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
 	r := newFileRig(t, z.Servers, z.Root)
 	w := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	epoch, err := w.CurrentEpoch(ctx)
+	epoch, err := w.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, r
 	rest := []int{0} // one raise that must be read gains nothing from a transaction
 	if len(plans) > 1 || reqs[0].Base != nil {
 		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		done, left := p.seq.RaiseAll(octx, reqs)
+		done, left := p.seq.Keeper().RaiseAll(octx, reqs)
 		cancel()
 		for i, r := range done {
 			raised[reqs[i].Name] = r
@@ -156,14 +156,14 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, r
 // raiseOne raises one sequence's ceiling in ZooKeeper, after the store
 // holds it.
 func (p *Primary) raiseOne(ctx context.Context, log zerolog.Logger, pl plan) (state.State, error) {
-	st, err := p.seq.Raise(ctx, pl.name, pl.rec.Ceiling)
+	st, err := p.seq.Keeper().Raise(ctx, pl.name, pl.rec.Ceiling)
 	if errors.Is(err, seqzk.ErrMarkerGone) {
 		// The znode's state names a marker it does not have: written in
 		// another history, or re-created with old data. Stamp it again,
 		// only up to the ceiling the store just accepted: the next raise
 		// follows from the next decision.
 		log.Warn().Str("sequence", pl.name).Msg("primary: sequence state names a missing marker; fast-forwarding past the stored ceiling")
-		st, err = p.seq.Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
+		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, true)
 		p.count(func(s *Stats) { s.Revalidated++ })
 	}
 	return st, err

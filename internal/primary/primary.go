@@ -343,19 +343,19 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	// Before anything is created: a root, or its own znode, that is gone
 	// while the store holds sequences means ZooKeeper lost the root's
 	// data.
-	prev, err := p.seq.ReadEra(ctx)
+	prev, err := p.seq.Meta().ReadEra(ctx)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.wiped = !prev.Exists
-	zkEpoch, err := p.seq.CurrentEpoch(ctx)
+	zkEpoch, err := p.seq.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.view.Lock()
 	p.zkEpoch = zkEpoch
 	p.view.Unlock()
-	if p.era, err = p.seq.CurrentEra(ctx, zkEpoch); err != nil {
+	if p.era, err = p.seq.Meta().CurrentEra(ctx, zkEpoch); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
@@ -379,7 +379,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		p.log.Warn().Err(err).Msg("primary: could not compare the store's tombstones with ZooKeeper's deletion records; trying again at the next audit")
 	}
 	if !exists {
-		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
+		if err := p.seq.Operator().Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
 			return fmt.Errorf("primary: create the cluster marker: %w", err)
 		}
 	}

@@ -428,7 +428,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := r.store()
-	if _, err := c.Delete(ctx, "gone", store); err != nil {
+	if _, err := c.Operator().Delete(ctx, "gone", store); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := store.Get(ctx, "gone")

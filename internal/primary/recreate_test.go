@@ -58,7 +58,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 
-	ceiling, err := w.Delete(ctx, "s", r.store)
+	ceiling, err := w.Operator().Delete(ctx, "s", r.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := c.Delete(ctx, "s", ostore)
+	tomb, err := c.Operator().Delete(ctx, "s", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -208,7 +208,7 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	tomb, err := c.Delete(ctx, "old", ostore)
+	tomb, err := c.Operator().Delete(ctx, "old", ostore)
 	if err != nil {
 		g.fail(t, err)
 	}
@@ -248,14 +248,14 @@ func TestDeleteReportsTheStoredTombstone(t *testing.T) {
 	if _, err := w.Take(ctx, "s", 10); err != nil {
 		t.Fatal(err)
 	}
-	first, err := w.Delete(ctx, "s", r.store)
+	first, err := w.Operator().Delete(ctx, "s", r.store)
 	if err != nil || first < 10 {
 		t.Fatalf("first delete: %d, %v", first, err)
 	}
 	if err := w.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := w.Delete(ctx, "s", r.store)
+	second, err := w.Operator().Delete(ctx, "s", r.store)
 	// The primary may or may not have initialised the new registration
 	// (above the first tombstone) before the second delete.
 	if err != nil || second < first {

@@ -80,7 +80,7 @@ func TestAPlannedRevalidationLeavesANewIncarnationToItsBirth(t *testing.T) {
 		}
 		seen.add(t, "the advanced first incarnation", got)
 	}
-	dead, err := op.Delete(ctx, "x", opStore)
+	dead, err := op.Operator().Delete(ctx, "x", opStore)
 	if err != nil {
 		g.fail(t, err)
 	}

@@ -28,11 +28,11 @@ import (
 // and all at once for many.
 func (p *Primary) deletionsOf(ctx context.Context, names []string) (map[string]seqzk.Deletion, error) {
 	if len(names) > 64 {
-		return p.seq.Deletions(ctx)
+		return p.seq.Meta().Deletions(ctx)
 	}
 	out := make(map[string]seqzk.Deletion, len(names))
 	for _, name := range names {
-		d, err := p.seq.ReadDeletion(ctx, name)
+		d, err := p.seq.Meta().ReadDeletion(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -61,7 +61,7 @@ func (p *Primary) prepareBirths(ctx context.Context, names []string) {
 	// An initialisation's guard lives under the root's own znode: make
 	// sure it exists (if it was deleted by hand, the next restore reads
 	// that as a loss of the root's data and sets a new era).
-	if err := p.seq.EnsureMeta(ctx); err != nil {
+	if err := p.seq.Meta().EnsureMeta(ctx); err != nil {
 		p.log.Warn().Err(err).Msg("primary: cannot create the root's own znode; initialising new sequences later")
 		return
 	}
@@ -165,16 +165,16 @@ func (p *Primary) listForRestore(ctx context.Context) ([]string, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	if era, err := p.seq.ReadEra(ctx); err != nil {
+	if era, err := p.seq.Meta().ReadEra(ctx); err != nil {
 		return nil, err
 	} else if !era.Exists || era.Value != p.era.Value {
 		// The root's own znode is gone (or was replaced): its data was
 		// lost under this primary.
 		p.wiped = true
-		if p.era, err = p.seq.CurrentEra(ctx, p.zkEpoch); err != nil {
+		if p.era, err = p.seq.Meta().CurrentEra(ctx, p.zkEpoch); err != nil {
 			return nil, err
 		}
-		if err := p.seq.Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
+		if err := p.seq.Operator().Claim(ctx, p.cfg.MarkerPath, "marker_path"); err != nil {
 			return nil, fmt.Errorf("cluster marker: %w", err)
 		}
 	}
@@ -249,7 +249,7 @@ func (p *Primary) recreateLost(ctx context.Context, lost []persist.Record, dels 
 		p.setRecord(r.Name, storedOf(r))
 	}
 	p.view.Unlock()
-	created, stale, err := p.seq.Restore(ctx, rs, p.zkEpoch)
+	created, stale, err := p.seq.Keeper().Restore(ctx, rs, p.zkEpoch)
 	p.count(func(s *Stats) { s.Restored += int64(len(created)) })
 	p.log.Warn().Int("restored", len(created)).Int("of", len(rs)).Int("stale_epoch", len(stale)).
 		Msg("primary: restored sequences ZooKeeper lost at their stored ceiling + 1")

@@ -157,7 +157,7 @@ func TestRepairedIncarnationKeepsItsSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen.add(t, "the first incarnation", got)
-	if _, err := c.Delete(ctx, "b", r.store); err != nil {
+	if _, err := c.Operator().Delete(ctx, "b", r.store); err != nil {
 		t.Fatal(err)
 	}
 	// The store as it was right after the delete.

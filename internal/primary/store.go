@@ -130,7 +130,7 @@ func (p *Primary) audit(ctx context.Context) error {
 // deletion record, is left alone: ZooKeeper restored from a copy taken
 // before the delete (a delete records the deletion in ZooKeeper first).
 func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.Record, broken error) error {
-	dels, err := p.seq.Deletions(ctx)
+	dels, err := p.seq.Meta().Deletions(ctx)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (p *Primary) mirrorDeletions(ctx context.Context, held map[string]persist.R
 		if !r.Deleted() || p.seqs[name] != nil || ok && d.Ceiling >= r.Ceiling {
 			continue
 		}
-		if err := p.seq.Bury(ctx, name, r.Ceiling); err != nil {
+		if err := p.seq.Meta().Bury(ctx, name, r.Ceiling); err != nil {
 			if errors.Is(err, seqzk.ErrExists) {
 				continue // a znode of the name exists after all
 			}

@@ -9,7 +9,7 @@ import (
 // newEpoch probes ZooKeeper's epoch and reports whether it changed; the
 // caller then revalidates every sequence (decide sees the stale stamps).
 func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
-	e, err := p.seq.CurrentEpoch(ctx)
+	e, err := p.seq.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -19,7 +19,7 @@ func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
 	p.log.Warn().Int64("zk_epoch", e).Int64("previous_zk_epoch", p.zkEpoch).
 		Msg("primary: ZooKeeper elected a new leader; revalidating every sequence (each skips at most its reserve)")
 	// A new era first: what is missing from now on may have been lost.
-	era, err := p.seq.CurrentEra(ctx, e)
+	era, err := p.seq.Meta().CurrentEra(ctx, e)
 	if err != nil {
 		return false, err
 	}

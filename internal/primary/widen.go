@@ -21,7 +21,7 @@ import (
 // out of range are refused (seqzk.ErrAdvanceRefused), nothing changed. It
 // returns the state ZooKeeper holds after it.
 func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, w seqzk.Widening) (state.State, error) {
-	done, err := seqs.Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
+	done, err := seqs.Keeper().Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
 		st := h.State
 		if err := cmp.Or(h.Missing(), seqzk.CheckWiden(st, w)); err != nil {
 			return seqzk.Step{}, err

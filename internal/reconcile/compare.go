@@ -117,11 +117,11 @@ func (r *Report) Unsafe() int {
 // (seqzk.Era.Lost); otherwise it was deleted by hand, and nothing brings
 // it back on its own.
 func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Report, error) {
-	era, err := seqs.ReadEra(ctx)
+	era, err := seqs.Meta().ReadEra(ctx)
 	if err != nil {
 		return nil, err
 	}
-	epoch, err := seqs.CurrentEpoch(ctx)
+	epoch, err := seqs.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func Compare(ctx context.Context, seqs *seqzk.Client, store *persist.Store) (*Re
 		}
 		reads = append(reads, read{name, st, err})
 	}
-	deletions, err := seqs.Deletions(ctx)
+	deletions, err := seqs.Meta().Deletions(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 			f.Outcome = "done"
 		}
 	}
-	made, _, err := seqs.Restore(ctx, recreate, r.ZKEpoch)
+	made, _, err := seqs.Keeper().Restore(ctx, recreate, r.ZKEpoch)
 	created := make(map[string]bool, len(made))
 	for _, name := range made {
 		created[name] = true
@@ -373,7 +373,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 		if f.Action != MirrorTombstone {
 			continue
 		}
-		err := seqs.Bury(ctx, f.Sequence, f.Record.Ceiling)
+		err := seqs.Meta().Bury(ctx, f.Sequence, f.Record.Ceiling)
 		if err != nil && !errors.Is(err, seqzk.ErrExists) {
 			return err
 		}
@@ -388,7 +388,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 			continue
 		}
 		floor := Floor(f.State, f.Record, true)
-		if _, err := seqs.Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End)); err != nil {
+		if _, err := seqs.Keeper().Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End)); err != nil {
 			return err
 		}
 		f.Outcome = "done"

@@ -66,7 +66,7 @@ func (r *rig) initialise(name string, ceiling int64) state.State {
 	if err := r.seqs.Register(ctx, name, seqzk.Registration{}); err != nil {
 		r.t.Fatal(err)
 	}
-	st, err := r.seqs.Revalidate(ctx, name, 0, ceiling)
+	st, err := r.seqs.Keeper().Revalidate(ctx, name, 0, ceiling)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -122,16 +122,16 @@ func TestCompareAndApply(t *testing.T) {
 	// Deleted, but the store lost its tombstone: ZooKeeper's deletion
 	// record says so.
 	r.put(persist.Record{Name: "undeleted", Live: 1, Ceiling: 600})
-	if err := r.seqs.Bury(ctx, "undeleted", 600); err != nil {
+	if err := r.seqs.Meta().Bury(ctx, "undeleted", 600); err != nil {
 		t.Fatal(err)
 	}
 	// Missing from ZooKeeper in the era it was last seen in: deleted by
 	// hand, not lost.
-	epoch, err := r.seqs.CurrentEpoch(ctx)
+	epoch, err := r.seqs.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	era, err := r.seqs.CurrentEra(ctx, epoch)
+	era, err := r.seqs.Meta().CurrentEra(ctx, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,11 +348,11 @@ func TestRestoreOnTheOperatorsWord(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
-	epoch, err := r.seqs.CurrentEpoch(ctx)
+	epoch, err := r.seqs.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	era, err := r.seqs.CurrentEra(ctx, epoch)
+	era, err := r.seqs.Meta().CurrentEra(ctx, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,10 +53,10 @@ func TestUnknownIsAnsweredOnlyOnceTheServerCaughtUp(t *testing.T) {
 		name := tc.name
 		ens.HoldBack(follower)
 		if tc.created {
-			if _, err := creator.Create(ctx, name, seqzk.Registration{}); err != nil {
+			if _, err := creator.Operator().Create(ctx, name, seqzk.Registration{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := creator.Revalidate(ctx, name, 0, 10); err != nil {
+			if _, err := creator.Keeper().Revalidate(ctx, name, 0, 10); err != nil {
 				t.Fatal(err)
 			}
 			if ok, _, err := reader.ZK().Exists(ctx, creator.Path(name)); err != nil || ok {

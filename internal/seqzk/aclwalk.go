@@ -73,7 +73,8 @@ func (c *Client) layoutNodes(ctx context.Context, electionPath, markerPath strin
 // layout that the root's ACL names, and returns those that differ. An ACL
 // wider than the layout (an identity it does not name, or more than its
 // role's permissions) is what 'seqkeeper verify' reports.
-func (c *Client) CheckLayout(ctx context.Context, electionPath, markerPath string) (Layout, []ACLFinding, error) {
+func (o Operator) CheckLayout(ctx context.Context, electionPath, markerPath string) (Layout, []ACLFinding, error) {
+	c := o.c
 	rootACL, _, err := c.zk.GetACL(ctx, c.opts.Root)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return Layout{}, nil, nil // no root, no layout: nothing to check
@@ -113,7 +114,8 @@ func (c *Client) CheckLayout(ctx context.Context, electionPath, markerPath strin
 // ACL needs the ADMIN permission on that znode: one that the caller may
 // not change is reported, and the rest are still set. The root is created
 // when missing.
-func (c *Client) ApplyLayout(ctx context.Context, l Layout, electionPath, markerPath string) (changed int, failed []ACLFinding, err error) {
+func (o Operator) ApplyLayout(ctx context.Context, l Layout, electionPath, markerPath string) (changed int, failed []ACLFinding, err error) {
+	c := o.c
 	if len(l.Roles[Admin]) == 0 {
 		return 0, nil, errors.New("an ACL layout needs at least one admin identity: without one, no one could change it again")
 	}
@@ -155,7 +157,7 @@ func (c *Client) ApplyLayout(ctx context.Context, l Layout, electionPath, marker
 	for _, z := range []struct {
 		path string
 		kind Kind
-	}{{c.MetaPath(), KindMeta}, {electionPath, KindElection}, {electionPath + "-epoch", KindElectionChild}, {markerPath, KindMarker}} {
+	}{{c.metaPath(), KindMeta}, {electionPath, KindElection}, {electionPath + "-epoch", KindElectionChild}, {markerPath, KindMarker}} {
 		if z.path == "" || z.path == "-epoch" {
 			continue
 		}

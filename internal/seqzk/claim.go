@@ -25,7 +25,8 @@ const claimHeader = "seqkeeper-claim v1"
 // naming the root that holds it. A znode with no data (created before
 // claims existed) is claimed; data that is not a claim is refused as not
 // seqkeeper's. what names the znode for messages ("election_path").
-func (c *Client) Claim(ctx context.Context, path, what string) error {
+func (o Operator) Claim(ctx context.Context, path, what string) error {
+	c := o.c
 	kind := KindMarker
 	if what == "election_path" {
 		kind = KindElection
@@ -74,7 +75,8 @@ func parseClaim(data []byte) (root string, ok bool) {
 // exists is false when there is no znode; root is the root its claim
 // names, empty for a znode without data (made before claims existed) and
 // for data that is not a claim (then foreign is true).
-func (c *Client) ClaimOf(ctx context.Context, path string) (root string, exists, foreign bool, err error) {
+func (o Operator) ClaimOf(ctx context.Context, path string) (root string, exists, foreign bool, err error) {
+	c := o.c
 	data, _, err := c.zk.Get(ctx, path)
 	c.stats.requests.Add(1)
 	switch {

@@ -287,7 +287,8 @@ const maxHintChildren = 10_000
 // yet), or the names it holds that are close to name (a typo), or how to
 // list and create sequences. It reads ZooKeeper; a read that fails gives
 // the last.
-func (c *Client) Hint(ctx context.Context, name string) string {
+func (o Operator) Hint(ctx context.Context, name string) string {
+	c := o.c
 	ok, stat, err := c.zk.Exists(ctx, c.opts.Root)
 	c.stats.requests.Add(1)
 	switch {

@@ -59,7 +59,7 @@ func (e *env) create(c *seqzk.Client, name string, r seqzk.Registration, ceiling
 	if err := c.Register(ctx, name, r); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := c.Revalidate(ctx, name, 0, ceiling); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, name, 0, ceiling); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -83,15 +83,15 @@ func (e *env) raiserOn(c *seqzk.Client, name string, reserve int64) {
 		for ctx.Err() == nil {
 			st, _, err := c.Describe(ctx, name)
 			stored = max(stored, st.Ceiling)
-			epoch, eerr := c.CurrentEpoch(ctx)
+			epoch, eerr := c.Meta().CurrentEpoch(ctx)
 			switch {
 			case err != nil || eerr != nil:
 			case st.ZKEpoch != epoch:
 				stored = max(stored+1, st.Next) + reserve
-				_, _ = c.Revalidate(ctx, name, stored-reserve+1, stored)
+				_, _ = c.Keeper().Revalidate(ctx, name, stored-reserve+1, stored)
 			case st.Ceiling-st.Next < reserve/2:
 				stored = st.Next + reserve
-				_, _ = c.Raise(ctx, name, stored)
+				_, _ = c.Keeper().Raise(ctx, name, stored)
 			}
 			select {
 			case <-ctx.Done():
@@ -165,7 +165,7 @@ func TestTakeRecyclesOldestHolesFirstAndStopsAtCeiling(t *testing.T) {
 	// A raise while a take waits releases it.
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		_, _ = e.client(seqzk.Options{}).Raise(ctx, "orders", 40)
+		_, _ = e.client(seqzk.Options{}).Keeper().Raise(ctx, "orders", 40)
 	}()
 	c2 := e.client(seqzk.Options{CeilingWait: 10 * time.Second})
 	got, err := c2.Take(ctx, "orders", 5)
@@ -469,7 +469,7 @@ func TestWindowsSpreadClientsAndStayDisjoint(t *testing.T) {
 	ctx := context.Background()
 	e.create(setup, "win", seqzk.Registration{Windows: 4}, 100_000)
 	for i := 0; i < 4; i++ {
-		if _, err := setup.OpenWindow(ctx, "win", 1000); err != nil {
+		if _, err := setup.Keeper().OpenWindow(ctx, "win", 1000); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -513,7 +513,7 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	c := e.client(seqzk.Options{})
 	ctx := context.Background()
 	e.create(c, "w2", seqzk.Registration{Windows: 1}, 50)
-	if _, err := c.OpenWindow(ctx, "w2", 10); err != nil {
+	if _, err := c.Keeper().OpenWindow(ctx, "w2", 10); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := c.Take(ctx, "w2", 10); err != nil || got.String() != "1:10" {
@@ -522,7 +522,7 @@ func TestWindowFallsBackToSequenceWhenUsedUp(t *testing.T) {
 	if got, err := c.Take(ctx, "w2", 5); err != nil || got.String() != "11:15" {
 		t.Fatalf("take after the window is used up = %s, %v; want 11:15 from the sequence", got, err)
 	}
-	if open, err := c.PruneWindows(ctx, "w2", state.VersionLimit); err != nil || open != 0 {
+	if open, err := c.Keeper().PruneWindows(ctx, "w2", state.VersionLimit); err != nil || open != 0 {
 		t.Fatalf("prune = %d open, %v; want 0", open, err)
 	}
 }
@@ -567,7 +567,7 @@ func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
 		got, err := c.Take(ctx, "rb", 10)
 		if errors.Is(err, seqzk.ErrUnvalidated) {
 			// The restart began a new epoch; stand in for the primary.
-			if _, err := c.Revalidate(ctx, "rb", 1001, 2000); err != nil {
+			if _, err := c.Keeper().Revalidate(ctx, "rb", 1001, 2000); err != nil {
 				t.Fatal(err)
 			}
 			i--
@@ -597,7 +597,7 @@ func TestRollbackAfterLastRaiseNeverReissues(t *testing.T) {
 		t.Fatalf("take after the rollback = %s, %v; want ErrUnvalidated, not IDs", got, err)
 	}
 	// The primary fast-forwards past the stored ceiling (2000 by now).
-	if _, err := c.Revalidate(ctx, "rb", 2001, 3000); err != nil {
+	if _, err := c.Keeper().Revalidate(ctx, "rb", 2001, 3000); err != nil {
 		t.Fatal(err)
 	}
 	got, err = c.Take(ctx, "rb", 10)

@@ -53,7 +53,8 @@ func (r Registration) Resolved() Registration {
 // the same settings is not an error: created is false. One that exists
 // with other settings is ErrOtherSettings, saying how they differ. A name
 // deleted before is born above its tombstone (see Register).
-func (c *Client) Create(ctx context.Context, name string, r Registration) (created bool, err error) {
+func (o Operator) Create(ctx context.Context, name string, r Registration) (created bool, err error) {
+	c := o.c
 	if err := r.Check(func(s string) string { return s }); err != nil {
 		return false, err
 	}

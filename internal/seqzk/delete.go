@@ -24,9 +24,10 @@ import (
 // only incarnations ZooKeeper has deleted. A name ZooKeeper deleted whose
 // tombstone the store lacks (a delete whose store write failed) has it
 // written: running a delete again completes it.
-func (c *Client) Delete(ctx context.Context, name string, store Store) (int64, error) {
+func (o Operator) Delete(ctx context.Context, name string, store Store) (int64, error) {
+	c := o.c
 	tried := false
-	done, err := c.Lifecycle(ctx, store, name, func(h Holding, rec persist.Record) (Step, error) {
+	done, err := c.Keeper().Lifecycle(ctx, store, name, func(h Holding, rec persist.Record) (Step, error) {
 		d := h.Deletion
 		switch {
 		case h.Exists:

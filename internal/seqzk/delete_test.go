@@ -68,20 +68,20 @@ func TestDeleteWhoseTombstoneFailedIsCompletedByRunningItAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.failing.Store(true)
-	if _, err := c.Delete(ctx, "s", store); err == nil || !strings.Contains(err.Error(), "ZooKeeper holds the change") {
+	if _, err := c.Operator().Delete(ctx, "s", store); err == nil || !strings.Contains(err.Error(), "ZooKeeper holds the change") {
 		t.Fatalf("delete with the store refusing its tombstone: %v; want an error saying ZooKeeper holds the deletion", err)
 	}
-	if d, err := c.ReadDeletion(ctx, "s"); err != nil || d.Ceiling != 100 {
+	if d, err := c.Meta().ReadDeletion(ctx, "s"); err != nil || d.Ceiling != 100 {
 		t.Fatalf("ZooKeeper's deletion record: %+v, %v; want ceiling 100", d, err)
 	}
 	b.failing.Store(false)
-	if dead, err := c.Delete(ctx, "s", store); err != nil || dead != 100 {
+	if dead, err := c.Operator().Delete(ctx, "s", store); err != nil || dead != 100 {
 		t.Fatalf("delete run again: %d, %v; want the tombstone (100) written", dead, err)
 	}
 	if rec, err := store.Get(ctx, "s"); err != nil || !rec.Deleted() || rec.Ceiling != 100 {
 		t.Fatalf("the store's record: %+v, %v; want a tombstone up to 100", rec, err)
 	}
-	if _, err := c.Delete(ctx, "s", store); !errors.Is(err, seqzk.ErrUnknownSequence) {
+	if _, err := c.Operator().Delete(ctx, "s", store); !errors.Is(err, seqzk.ErrUnknownSequence) {
 		t.Fatalf("a third delete: %v; want unknown sequence", err)
 	}
 }

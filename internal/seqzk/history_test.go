@@ -71,7 +71,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	if err := admin.Register(ctx, "rb", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Revalidate(ctx, "rb", 0, 1000); err != nil { // stamped in epoch E
+	if _, err := admin.Keeper().Revalidate(ctx, "rb", 0, 1000); err != nil { // stamped in epoch E
 		t.Fatal(err)
 	}
 	// A long-lived worker, behind a proxy so that it can be cut off; its
@@ -94,11 +94,11 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	// the lost history runs in epoch E+1, the number the restore reuses.
 	copyDir := ens.Snapshot(t, 0)
 	lost := newClient(ens.Servers(), 4*time.Second)
-	lostEpoch, err := lost.CurrentEpoch(ctx)
+	lostEpoch, err := lost.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lost.Revalidate(ctx, "rb", 1001, 2000); err != nil { // stamp E+1
+	if _, err := lost.Keeper().Revalidate(ctx, "rb", 1001, 2000); err != nil { // stamp E+1
 		t.Fatal(err)
 	}
 	waitX()
@@ -123,7 +123,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	// Roll back to the copy.
 	ens.Rollback(t, 0, copyDir)
 	now := newClient(ens.Servers(), 4*time.Second)
-	epoch, err := now.CurrentEpoch(ctx)
+	epoch, err := now.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 	}
 	// The primary revalidates above everything the store covers, and a
 	// worker takes until the znode's version is the one x cached.
-	if _, err := now.Revalidate(ctx, "rb", 2001, 3000); err != nil {
+	if _, err := now.Keeper().Revalidate(ctx, "rb", 2001, 3000); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -219,7 +219,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	}
 	// A fresh incarnation above the old one's ceiling, as a tombstone
 	// makes the primary do.
-	if _, err := admin.Revalidate(ctx, "s", 1001, 2000); err != nil {
+	if _, err := admin.Keeper().Revalidate(ctx, "s", 1001, 2000); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -280,7 +280,7 @@ func TestPushOfIDsAWindowHoldsIsRefused(t *testing.T) {
 	c := e.client(seqzk.Options{})
 	ctx := context.Background()
 	e.create(c, "w", seqzk.Registration{Windows: 1}, 1000)
-	if _, err := c.OpenWindow(ctx, "w", 100); err != nil { // IDs 1..100, next 101
+	if _, err := c.Keeper().OpenWindow(ctx, "w", 100); err != nil { // IDs 1..100, next 101
 		t.Fatal(err)
 	}
 	issued := &issuedSet{t: t, ids: map[int64]string{}}

@@ -55,7 +55,8 @@ func (h Holding) Trusted() bool {
 // one request its data and the name's deletion record (so that a step
 // decided from it has one round trip to lose before its transaction). A
 // state that cannot be parsed is its error.
-func (c *Client) Hold(ctx context.Context, name string) (Holding, error) {
+func (k Keeper) Hold(ctx context.Context, name string) (Holding, error) {
+	c := k.c
 	return c.hold(ctx, name, false)
 }
 

@@ -85,7 +85,8 @@ func (c *Client) changeOps(ctx context.Context, h Holding, ch Change) []zkclient
 // returns the stat of the name's znode after it (nil after a death). A
 // guard that failed is ErrChangedMeanwhile, nothing written: read again.
 // A connection error is returned as it is: the change may have landed.
-func (c *Client) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Stat, error) {
+func (k Keeper) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Stat, error) {
+	c := k.c
 	if ch.State != nil {
 		if err := ch.State.Validate(); err != nil {
 			return nil, err
@@ -178,7 +179,8 @@ var ErrContended = errors.New("the sequence keeps changing under the change")
 // what the store holds now, not above what it held at the first reading),
 // and a Before already stored is not written again. store is nil for a
 // change the store holds already (a repair from it).
-func (c *Client) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
+func (k Keeper) Lifecycle(ctx context.Context, store Store, name string, decide Decide) (Done, error) {
+	c := k.c
 	l := &change{c: c, store: store, name: name}
 	for attempt := 0; attempt < lifecycleAttempts; attempt++ {
 		// A taker's write costs a step only its transaction: read again
@@ -306,12 +308,12 @@ func (l *change) read(ctx context.Context, h Holding) error {
 // than it was made for (own).
 func (l *change) commit(ctx context.Context, h Holding, step Step) (again bool, err error) {
 	if !l.meta {
-		if err := l.c.EnsureMeta(ctx); err != nil {
+		if err := l.c.Meta().EnsureMeta(ctx); err != nil {
 			return false, err
 		}
 		l.meta = true
 	}
-	stat, err := l.c.Commit(ctx, h, step.Change)
+	stat, err := l.c.Keeper().Commit(ctx, h, step.Change)
 	switch {
 	case errors.Is(err, ErrChangedMeanwhile):
 		return true, nil

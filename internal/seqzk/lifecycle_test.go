@@ -30,7 +30,7 @@ func TestAStampWhoseReplyWasLostAcrossAnElectionIsDecidedAgain(t *testing.T) {
 	if err := admin.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Revalidate(ctx, "s", 0, 1000); err != nil {
+	if _, err := admin.Keeper().Revalidate(ctx, "s", 0, 1000); err != nil {
 		t.Fatal(err)
 	}
 	proxy := testenv.NewProxy(t, ens.Addr(0))
@@ -41,7 +41,7 @@ func TestAStampWhoseReplyWasLostAcrossAnElectionIsDecidedAgain(t *testing.T) {
 		first    string // the marker of the stamp whose reply is lost
 		restart  = make(chan error, 1)
 	)
-	done, err := x.Lifecycle(ctx, nil, "s", func(h seqzk.Holding, _ persist.Record) (seqzk.Step, error) {
+	done, err := x.Keeper().Lifecycle(ctx, nil, "s", func(h seqzk.Holding, _ persist.Record) (seqzk.Step, error) {
 		readings = append(readings, h)
 		next := seqzk.Advanced(h.State, h.State.Next+100, h.State.Ceiling, h.Epoch)
 		switch {
@@ -74,11 +74,11 @@ func TestAStampWhoseReplyWasLostAcrossAnElectionIsDecidedAgain(t *testing.T) {
 		t.Errorf("done: landed %v, replaced %q; want not landed (in its epoch), replacing %q",
 			done.Landed, done.Replaced.State.Encode(), lost.Encode())
 	}
-	epoch, err := admin.CurrentEpoch(ctx)
+	epoch, err := admin.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := admin.Hold(ctx, "s")
+	h, err := admin.Keeper().Hold(ctx, "s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,7 +60,8 @@ func (c *Client) Register(ctx context.Context, name string, r Registration) erro
 // durable store has accepted ceiling, or invariant 2 (durable before usable)
 // breaks. Tests use it to stand in for the primary. It retries conflicts
 // with clients until ctx is done.
-func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (state.State, error) {
+func (k Keeper) Raise(ctx context.Context, name string, ceiling int64) (state.State, error) {
+	c := k.c
 	return c.update(ctx, name, func(st *state.State) (bool, error) {
 		if st.Legacy {
 			return false, fmt.Errorf("sequence %q is a legacy 8-byte counter: it has no ceiling to raise", name)
@@ -82,7 +83,8 @@ func (c *Client) Raise(ctx context.Context, name string, ceiling int64) (state.S
 // calls it after a ZooKeeper leader election, with the mark the store
 // holds, in case the election followed a restore from an older copy. It
 // retries conflicts with workers until ctx is done.
-func (c *Client) ForwardLegacy(ctx context.Context, name string, to int64) (state.State, error) {
+func (k Keeper) ForwardLegacy(ctx context.Context, name string, to int64) (state.State, error) {
+	c := k.c
 	return c.update(ctx, name, func(st *state.State) (bool, error) {
 		if !st.Legacy {
 			return false, fmt.Errorf("sequence %q is not a legacy 8-byte counter", name)
@@ -132,7 +134,8 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // Like Raise, it must be called only after the durable store holds
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
-func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
+func (k Keeper) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
+	c := k.c
 	return c.revalidate(ctx, name, floor, ceiling, false, nil, 0)
 }
 
@@ -143,7 +146,8 @@ func (c *Client) Revalidate(ctx context.Context, name string, floor, ceiling int
 // happened since, it fails with ErrChangedMeanwhile and writes nothing; the
 // primary decides again. A state that is not a registration any more is
 // revalidated as by Revalidate.
-func (c *Client) Initialise(ctx context.Context, name string, floor, ceiling int64, guard Deletion) (state.State, error) {
+func (k Keeper) Initialise(ctx context.Context, name string, floor, ceiling int64, guard Deletion) (state.State, error) {
+	c := k.c
 	return c.revalidate(ctx, name, floor, ceiling, false, &guard, 0)
 }
 
@@ -156,7 +160,8 @@ func (c *Client) Initialise(ctx context.Context, name string, floor, ceiling int
 // creation zxid differs from the one the store recorded (deleted and
 // re-created, possibly with old data) and for a state whose marker is
 // gone.
-func (c *Client) Restamp(ctx context.Context, name string, czxid, floor, ceiling int64, force bool) (state.State, error) {
+func (k Keeper) Restamp(ctx context.Context, name string, czxid, floor, ceiling int64, force bool) (state.State, error) {
+	c := k.c
 	return c.revalidate(ctx, name, floor, ceiling, force, nil, czxid)
 }
 
@@ -345,7 +350,8 @@ func (c *Client) touchRoot(ctx context.Context) (int64, error) {
 // now. The primary calls it periodically to notice leader elections. A
 // missing root (ZooKeeper lost its data) is created first, so that an
 // operator's verify and restore work in the case they exist for.
-func (c *Client) CurrentEpoch(ctx context.Context) (int64, error) {
+func (m Meta) CurrentEpoch(ctx context.Context) (int64, error) {
+	c := m.c
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

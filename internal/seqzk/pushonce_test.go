@@ -146,12 +146,12 @@ func TestPushOnceKeysSurviveRevalidationAndRotation(t *testing.T) {
 			t.Fatalf("after %s the retry recycled 3:5: %s", what, st.Recycled)
 		}
 	}
-	st, err := admin.Restamp(ctx, "s", 0, 0, 2000, true)
+	st, err := admin.Keeper().Restamp(ctx, "s", 0, 0, 2000, true)
 	if err != nil || len(st.Recycled) != 0 || !st.HasPushKey("k") {
 		t.Fatalf("fast-forward = %+v, %v; want recycled dropped and the key kept", st, err)
 	}
 	check("a fast-forward")
-	if st, _, err = admin.Rotate(ctx, "s"); err != nil || !st.HasPushKey("k") {
+	if st, _, err = admin.Keeper().Rotate(ctx, "s"); err != nil || !st.HasPushKey("k") {
 		t.Fatalf("rotate = %+v, %v; want the key kept", st, err)
 	}
 	check("a rotation")
@@ -189,14 +189,14 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	if err := admin.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Revalidate(ctx, "s", 0, 1000); err != nil {
+	if _, err := admin.Keeper().Revalidate(ctx, "s", 0, 1000); err != nil {
 		t.Fatal(err)
 	}
 	saved := ens.Snapshot(t, 0)
 	// The lost history: revalidated; a sidecar takes IDs and pushes them
 	// back with a key; another worker takes them from the recycled list.
 	lost := dial()
-	if _, err := lost.Revalidate(ctx, "s", 1001, 2000); err != nil {
+	if _, err := lost.Keeper().Revalidate(ctx, "s", 1001, 2000); err != nil {
 		t.Fatal(err)
 	}
 	held, err := lost.Take(ctx, "s", 10)
@@ -211,7 +211,7 @@ func TestKeyedRetryAfterARollbackIsRefused(t *testing.T) {
 	}
 	ens.Rollback(t, 0, saved)
 	now := dial()
-	if _, err := now.Revalidate(ctx, "s", 2001, 3000); err != nil {
+	if _, err := now.Keeper().Revalidate(ctx, "s", 2001, 3000); err != nil {
 		t.Fatal(err)
 	}
 	already, err := now.PushOnce(ctx, "s", "retry-me", held)
@@ -337,7 +337,7 @@ func TestPushOnceStopsWhenTheStateWasRevalidatedAfterALostWrite(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	proxy.Cut() // drops what it held: the write is lost
 	proxy.Resume()
-	if _, err := admin.Restamp(ctx, "s", 0, 0, 2000, true); err != nil {
+	if _, err := admin.Keeper().Restamp(ctx, "s", 0, 0, 2000, true); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Heal()

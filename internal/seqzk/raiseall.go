@@ -54,7 +54,8 @@ type Raised struct {
 // raise, and all of a transaction whose outcome is unknown (a connection
 // error; Raise is idempotent). The caller must hold the ceilings in the
 // store first, as for Raise.
-func (c *Client) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Raised, rest []int) {
+func (k Keeper) RaiseAll(ctx context.Context, reqs []RaiseReq) (done map[int]Raised, rest []int) {
+	c := k.c
 	done = make(map[int]Raised, len(reqs))
 	read := c.readForRaise(ctx, reqs)
 	var batch []raiseItem

@@ -48,7 +48,7 @@ func TestRaiseAll(t *testing.T) {
 	}
 	reqs = append(reqs, special...)
 	raiser := e.client(seqzk.Options{})
-	done, rest := raiser.RaiseAll(ctx, reqs)
+	done, rest := raiser.Keeper().RaiseAll(ctx, reqs)
 	want := []int{len(reqs) - 4, len(reqs) - 3, len(reqs) - 2, len(reqs) - 1}
 	if slices.Sort(rest); !slices.Equal(rest, want) {
 		t.Fatalf("left to the caller: %v, want %v", rest, want)
@@ -99,7 +99,7 @@ func TestRaiseAllFromABase(t *testing.T) {
 		t.Fatal(err)
 	}
 	raiser := e.client(seqzk.Options{})
-	done, rest := raiser.RaiseAll(ctx, reqs)
+	done, rest := raiser.Keeper().RaiseAll(ctx, reqs)
 	if len(done) != 1 || !slices.Equal(rest, []int{1}) {
 		t.Fatalf("raised %v, left %v; want the current base raised and the moved one left", done, rest)
 	}

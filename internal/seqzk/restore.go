@@ -43,11 +43,12 @@ type Restoration struct {
 // someone else after the caller decided is left alone (the caller decides
 // again from what it reads then). An invalid state is left out and
 // reported in err; it does not hold back the others.
-func (c *Client) Restore(ctx context.Context, rs []Restoration, epoch int64) (created, stale []string, err error) {
+func (k Keeper) Restore(ctx context.Context, rs []Restoration, epoch int64) (created, stale []string, err error) {
+	c := k.c
 	if len(rs) == 0 {
 		return nil, nil, nil
 	}
-	if err := c.EnsureMeta(ctx); err != nil {
+	if err := c.Meta().EnsureMeta(ctx); err != nil {
 		return nil, nil, err
 	}
 	// Validate everything and cut it into transactions first.
@@ -153,7 +154,7 @@ func (c *Client) restoreBatch(ctx context.Context, batch []Restoration, epoch in
 			if err := ctx.Err(); err != nil {
 				return created, stale, err
 			}
-			stat, err := c.Commit(ctx, absent(r), Change{State: &r.State})
+			stat, err := c.Keeper().Commit(ctx, absent(r), Change{State: &r.State})
 			switch {
 			case err == nil:
 				created = append(created, r.State.Name)

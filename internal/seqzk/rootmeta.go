@@ -28,11 +28,13 @@ import (
 // the store. The primary's audit repairs either side from the other.
 const MetaName = ".seqkeeper"
 
-// MetaPath returns the path of the root's own znode.
-func (c *Client) MetaPath() string { return c.opts.Root + "/" + MetaName }
+// Path returns the path of the root's own znode.
+func (m Meta) Path() string { return m.c.metaPath() }
+
+func (c *Client) metaPath() string { return c.opts.Root + "/" + MetaName }
 
 // deletionPath is the path of the ZooKeeper copy of name's tombstone.
-func (c *Client) deletionPath(name string) string { return c.MetaPath() + "/" + name }
+func (c *Client) deletionPath(name string) string { return c.metaPath() + "/" + name }
 
 // Deletion is the ZooKeeper copy of a sequence's tombstone,
 // <root>/.seqkeeper/<name>: every incarnation of the name that existed
@@ -90,7 +92,8 @@ func decodeValue(data []byte, header, key string) (int64, bool) {
 
 // ReadDeletion returns the ZooKeeper copy of name's tombstone
 // (Exists false when there is none).
-func (c *Client) ReadDeletion(ctx context.Context, name string) (Deletion, error) {
+func (m Meta) ReadDeletion(ctx context.Context, name string) (Deletion, error) {
+	c := m.c
 	p := c.deletionPath(name)
 	data, stat, err := c.zk.Get(ctx, p)
 	c.stats.requests.Add(1)
@@ -114,18 +117,19 @@ func deletionOf(p string, data []byte, stat *zkclient.Stat) (Deletion, error) {
 
 // Deletions returns every deletion record of the root, by name. A root
 // without its own znode has none.
-func (c *Client) Deletions(ctx context.Context) (map[string]Deletion, error) {
-	names, _, err := c.zk.Children(ctx, c.MetaPath())
+func (m Meta) Deletions(ctx context.Context) (map[string]Deletion, error) {
+	c := m.c
+	names, _, err := c.zk.Children(ctx, c.metaPath())
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return map[string]Deletion{}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list the deletion records under %s: %w", c.MetaPath(), err)
+		return nil, fmt.Errorf("list the deletion records under %s: %w", c.metaPath(), err)
 	}
 	out := make(map[string]Deletion, len(names))
 	for _, name := range names {
-		d, err := c.ReadDeletion(ctx, name)
+		d, err := c.Meta().ReadDeletion(ctx, name)
 		if err != nil {
 			return nil, err
 		}
@@ -183,16 +187,18 @@ func (c *Client) buryAbsent(h Holding, ceiling int64) (Step, error) {
 // import of another root's tombstone). It fails with ErrExists, nothing
 // written, while a znode of the name exists (an incarnation the record
 // would wrongly claim to be newer than it).
-func (c *Client) Bury(ctx context.Context, name string, ceiling int64) error {
-	_, err := c.Lifecycle(ctx, nil, name, func(h Holding, _ persist.Record) (Step, error) { return c.buryAbsent(h, ceiling) })
+func (m Meta) Bury(ctx context.Context, name string, ceiling int64) error {
+	c := m.c
+	_, err := c.Keeper().Lifecycle(ctx, nil, name, func(h Holding, _ persist.Record) (Step, error) { return c.buryAbsent(h, ceiling) })
 	return err
 }
 
 // EnsureMeta creates the root and its own znode when they are missing (a
 // read when they exist).
-func (c *Client) EnsureMeta(ctx context.Context) error {
-	if err := c.ensure(ctx, KindMeta, c.MetaPath()); err != nil {
-		return fmt.Errorf("create %s: %w", c.MetaPath(), err)
+func (m Meta) EnsureMeta(ctx context.Context) error {
+	c := m.c
+	if err := c.ensure(ctx, KindMeta, c.metaPath()); err != nil {
+		return fmt.Errorf("create %s: %w", c.metaPath(), err)
 	}
 	return nil
 }
@@ -227,14 +233,15 @@ func encodeEra(value int64) []byte { return encodeValue(eraHeader, "era", value)
 // ReadEra returns the root's era. Empty data (the znode created by a
 // delete before any primary set an era) is no era; data that is not an era
 // is ErrCorrupt.
-func (c *Client) ReadEra(ctx context.Context) (Era, error) {
-	data, stat, err := c.zk.Get(ctx, c.MetaPath())
+func (m Meta) ReadEra(ctx context.Context) (Era, error) {
+	c := m.c
+	data, stat, err := c.zk.Get(ctx, c.metaPath())
 	c.stats.requests.Add(1)
 	switch {
 	case errors.Is(err, zkclient.ErrNoNode):
 		return Era{}, nil
 	case err != nil:
-		return Era{}, fmt.Errorf("read %s: %w", c.MetaPath(), err)
+		return Era{}, fmt.Errorf("read %s: %w", c.metaPath(), err)
 	}
 	e := Era{Exists: true, Version: stat.Version}
 	if len(data) == 0 {
@@ -242,7 +249,7 @@ func (c *Client) ReadEra(ctx context.Context) (Era, error) {
 	}
 	v, ok := decodeValue(data, eraHeader, "era")
 	if !ok || v <= 0 {
-		return Era{}, fmt.Errorf("%w: %s holds %.60q, not %q and an era", state.ErrCorrupt, c.MetaPath(), data, eraHeader)
+		return Era{}, fmt.Errorf("%w: %s holds %.60q, not %q and an era", state.ErrCorrupt, c.metaPath(), data, eraHeader)
 	}
 	e.Value, e.Epoch = v, v>>32
 	return e, nil
@@ -252,12 +259,13 @@ func (c *Client) ReadEra(ctx context.Context) (Era, error) {
 // new one first when the root has none or its era is of another epoch
 // (the root's own znode is created if missing). The primary calls it when
 // it starts and whenever it sees a new epoch, before it restores anything.
-func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
-	if err := c.EnsureMeta(ctx); err != nil {
+func (m Meta) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
+	c := m.c
+	if err := c.Meta().EnsureMeta(ctx); err != nil {
 		return Era{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		e, err := c.ReadEra(ctx)
+		e, err := c.Meta().ReadEra(ctx)
 		if err != nil {
 			return Era{}, err
 		}
@@ -269,7 +277,7 @@ func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
 			panic("seqzk: crypto/rand failed: " + err.Error())
 		}
 		next := epoch<<32 | int64(binary.BigEndian.Uint32(b[:])|1)
-		res, err := c.write(ctx, zkclient.SetOp(c.MetaPath(), encodeEra(next), e.Version))
+		res, err := c.write(ctx, zkclient.SetOp(c.metaPath(), encodeEra(next), e.Version))
 		switch {
 		case err == nil:
 			return Era{Value: next, Epoch: epoch, Exists: true, Version: res[0].Stat.Version}, nil
@@ -278,7 +286,7 @@ func (c *Client) CurrentEra(ctx context.Context, epoch int64) (Era, error) {
 				return Era{}, fmt.Errorf("set the era of %s: %w", c.opts.Root, err)
 			}
 			if errors.Is(err, zkclient.ErrNoNode) {
-				if err := c.EnsureMeta(ctx); err != nil {
+				if err := c.Meta().EnsureMeta(ctx); err != nil {
 					return Era{}, err
 				}
 			}

@@ -19,21 +19,21 @@ func TestRootsOwnZnode(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	if era, err := c.ReadEra(ctx); err != nil || era.Exists || era.Value != 0 {
+	if era, err := c.Meta().ReadEra(ctx); err != nil || era.Exists || era.Value != 0 {
 		t.Fatalf("era of a new root: %+v, %v", era, err)
 	}
-	epoch, err := c.CurrentEpoch(ctx)
+	epoch, err := c.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	era, err := c.CurrentEra(ctx, epoch)
+	era, err := c.Meta().CurrentEra(ctx, epoch)
 	if err != nil || era.Value == 0 || era.Epoch != epoch {
 		t.Fatalf("era: %+v, %v", era, err)
 	}
-	if again, err := c.CurrentEra(ctx, epoch); err != nil || again.Value != era.Value {
+	if again, err := c.Meta().CurrentEra(ctx, epoch); err != nil || again.Value != era.Value {
 		t.Fatalf("the era in the same epoch: %+v, %v; want %+v", again, err, era)
 	}
-	if next, err := c.CurrentEra(ctx, epoch+1); err != nil || next.Value == era.Value || next.Epoch != epoch+1 {
+	if next, err := c.Meta().CurrentEra(ctx, epoch+1); err != nil || next.Value == era.Value || next.Epoch != epoch+1 {
 		t.Fatalf("the era in a new epoch: %+v, %v", next, err)
 	}
 	if !era.Lost(0, epoch+1) || !era.Lost(era.Value-1, epoch) || era.Lost(era.Value, epoch) {
@@ -41,36 +41,36 @@ func TestRootsOwnZnode(t *testing.T) {
 	}
 
 	// Deletion records: none, then one, raised and never lowered.
-	if d, err := c.ReadDeletion(ctx, "x"); err != nil || d.Exists {
+	if d, err := c.Meta().ReadDeletion(ctx, "x"); err != nil || d.Exists {
 		t.Fatalf("deletion record of a name never deleted: %+v, %v", d, err)
 	}
-	if err := c.Bury(ctx, "x", 50); err != nil {
+	if err := c.Meta().Bury(ctx, "x", 50); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Bury(ctx, "x", 40); err != nil {
+	if err := c.Meta().Bury(ctx, "x", 40); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := c.ReadDeletion(ctx, "x"); err != nil || !d.Exists || d.Ceiling != 50 {
+	if d, err := c.Meta().ReadDeletion(ctx, "x"); err != nil || !d.Exists || d.Ceiling != 50 {
 		t.Fatalf("deletion record: %+v, %v; want 50", d, err)
 	}
 	// Never while a znode of the name exists.
 	if err := c.Register(ctx, "live", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Bury(ctx, "live", 10); !errors.Is(err, seqzk.ErrExists) {
+	if err := c.Meta().Bury(ctx, "live", 10); !errors.Is(err, seqzk.ErrExists) {
 		t.Fatalf("deletion record of a live name: %v; want ErrExists", err)
 	}
 	if names, err := c.Names(ctx); err != nil || len(names) != 1 || names[0] != "live" {
 		t.Fatalf("Names: %q, %v; want only live (not %s)", names, err, seqzk.MetaName)
 	}
-	if all, err := c.Deletions(ctx); err != nil || len(all) != 1 || all["x"].Ceiling != 50 {
+	if all, err := c.Meta().Deletions(ctx); err != nil || len(all) != 1 || all["x"].Ceiling != 50 {
 		t.Fatalf("Deletions: %+v, %v", all, err)
 	}
 	// Corrupt data is an error, never "no record".
-	if _, err := c.ZK().Set(ctx, c.MetaPath()+"/x", []byte("ceiling 50"), zkclient.AnyVersion); err != nil {
+	if _, err := c.ZK().Set(ctx, c.Meta().Path()+"/x", []byte("ceiling 50"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ReadDeletion(ctx, "x"); !errors.Is(err, state.ErrCorrupt) {
+	if _, err := c.Meta().ReadDeletion(ctx, "x"); !errors.Is(err, state.ErrCorrupt) {
 		t.Fatalf("a corrupt deletion record: %v; want ErrCorrupt", err)
 	}
 }
@@ -82,10 +82,10 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 	e := newEnv(t)
 	c := e.client(seqzk.Options{})
 	ctx := context.Background()
-	if err := c.EnsureMeta(ctx); err != nil {
+	if err := c.Meta().EnsureMeta(ctx); err != nil {
 		t.Fatal(err)
 	}
-	guard, err := c.ReadDeletion(ctx, "r")
+	guard, err := c.Meta().ReadDeletion(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,38 +94,38 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 	}
 	// The registration is deleted (a record written) and registered again
 	// after the primary read the guard.
-	h, err := c.Hold(ctx, "r")
+	h, err := c.Keeper().Hold(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Commit(ctx, h, seqzk.Change{Dead: 1}); err != nil {
+	if _, err := c.Keeper().Commit(ctx, h, seqzk.Change{Dead: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Register(ctx, "r", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Initialise(ctx, "r", 1, 100, guard); !errors.Is(err, seqzk.ErrChangedMeanwhile) {
+	if _, err := c.Keeper().Initialise(ctx, "r", 1, 100, guard); !errors.Is(err, seqzk.ErrChangedMeanwhile) {
 		t.Fatalf("initialisation under a stale guard: %v; want ErrChangedMeanwhile", err)
 	}
-	fresh, err := c.ReadDeletion(ctx, "r")
+	fresh, err := c.Meta().ReadDeletion(ctx, "r")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := c.Initialise(ctx, "r", 2, 100, fresh); err != nil || st.Next != 2 {
+	if st, err := c.Keeper().Initialise(ctx, "r", 2, 100, fresh); err != nil || st.Next != 2 {
 		t.Fatalf("initialisation under the current guard: %+v, %v", st, err)
 	}
 
 	// A restore prepared before a delete: not created.
 	st := state.State{Name: "q", Start: 1, Next: 500, Ceiling: 600, End: state.MaxID}
-	before, err := c.ReadDeletion(ctx, "q")
+	before, err := c.Meta().ReadDeletion(ctx, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Bury(ctx, "q", 700); err != nil { // deleted meanwhile
+	if err := c.Meta().Bury(ctx, "q", 700); err != nil { // deleted meanwhile
 		t.Fatal(err)
 	}
-	epoch, _ := c.CurrentEpoch(ctx)
-	if n, _, err := c.Restore(ctx, []seqzk.Restoration{{State: st, Guard: before}}, epoch); err != nil || len(n) != 0 {
+	epoch, _ := c.Meta().CurrentEpoch(ctx)
+	if n, _, err := c.Keeper().Restore(ctx, []seqzk.Restoration{{State: st, Guard: before}}, epoch); err != nil || len(n) != 0 {
 		t.Fatalf("restore under a stale guard: created %v, %v; want none", n, err)
 	}
 	if ok, _, _ := c.ZK().Exists(ctx, c.Path("q")); ok {
@@ -145,20 +145,20 @@ func TestClaim(t *testing.T) {
 	}
 	ctx := context.Background()
 	p := e.root + "-election"
-	if err := a.Claim(ctx, p, "election_path"); err != nil {
+	if err := a.Operator().Claim(ctx, p, "election_path"); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Claim(ctx, p, "election_path"); err != nil {
+	if err := a.Operator().Claim(ctx, p, "election_path"); err != nil {
 		t.Fatalf("claimed again by its root: %v", err)
 	}
-	if err := b.Claim(ctx, p, "election_path"); !errors.Is(err, seqzk.ErrClaimed) || !strings.Contains(err.Error(), e.root) {
+	if err := b.Operator().Claim(ctx, p, "election_path"); !errors.Is(err, seqzk.ErrClaimed) || !strings.Contains(err.Error(), e.root) {
 		t.Fatalf("claimed by another root: %v; want ErrClaimed naming %s", err, e.root)
 	}
 	q := e.root + "-foreign"
 	if _, err := a.ZK().Create(ctx, q, []byte("someone else's"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Claim(ctx, q, "marker_path"); !errors.Is(err, seqzk.ErrClaimed) {
+	if err := a.Operator().Claim(ctx, q, "marker_path"); !errors.Is(err, seqzk.ErrClaimed) {
 		t.Fatalf("a znode holding other data: %v; want ErrClaimed", err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // It returns the new state and the new znode's creation zxid.
 //
 // Rotate is the primary's operation; the state must be validated.
-func (c *Client) Rotate(ctx context.Context, name string) (state.State, int64, error) {
+func (k Keeper) Rotate(ctx context.Context, name string) (state.State, int64, error) {
+	c := k.c
 	var out state.State
 	var czxid int64
 	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {

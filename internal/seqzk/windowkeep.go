@@ -16,7 +16,8 @@ import (
 // sequence's next, and returns the window's name. Windows only ever hold IDs
 // below the durable ceiling, so a window's own ceiling is its end. It
 // returns errAtCeiling wrapped with the name when nothing is left to carve.
-func (c *Client) OpenWindow(ctx context.Context, name string, size int64) (string, error) {
+func (k Keeper) OpenWindow(ctx context.Context, name string, size int64) (string, error) {
+	c := k.c
 	if size < 1 {
 		return "", fmt.Errorf("sequence %q: window size %d must be at least 1", name, size)
 	}
@@ -158,7 +159,8 @@ func (c *Client) prune(ctx context.Context, name string, ws []openWindow, maxVer
 // every ID, or whose data version reached maxVersion (a busy window nearing
 // ZooKeeper's int32 version wrap: the IDs it still holds are lost, at most
 // one window's worth), and returns how many windows remain open.
-func (c *Client) PruneWindows(ctx context.Context, name string, maxVersion int32) (int, error) {
+func (k Keeper) PruneWindows(ctx context.Context, name string, maxVersion int32) (int, error) {
+	c := k.c
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}
@@ -184,7 +186,8 @@ func (c *Client) PruneWindows(ctx context.Context, name string, maxVersion int32
 // store covers, so it needs no store write of its own. It retries
 // conflicts with clients until ctx is done; nothing fresh to carve is not
 // an error (the next raise tops the slots up).
-func (c *Client) TopUpWindows(ctx context.Context, name string, maxVersion int32, demand float64) (int64, error) {
+func (k Keeper) TopUpWindows(ctx context.Context, name string, maxVersion int32, demand float64) (int64, error) {
+	c := k.c
 	if err := ValidateName(name); err != nil {
 		return 0, err
 	}

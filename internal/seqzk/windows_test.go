@@ -46,14 +46,14 @@ func TestWindowRefilledEarlyAndSizedFromDemand(t *testing.T) {
 	ctx := context.Background()
 	e.create(admin, "hot", seqzk.Registration{Windows: 1}, 400)
 	// No demand seen yet: half the fresh IDs' fair share.
-	if carved, err := admin.TopUpWindows(ctx, "hot", state.VersionLimit, 0); err != nil || carved != 200 {
+	if carved, err := admin.Keeper().TopUpWindows(ctx, "hot", state.VersionLimit, 0); err != nil || carved != 200 {
 		t.Fatalf("top up = %d, %v; want 200 carved", carved, err)
 	}
 	first := windowsOf(t, admin, "hot")
 	if len(first) != 1 || !strings.HasPrefix(first[0].Name, "w-0-") || first[0].State.Start != 1 || size(first[0]) != 200 {
 		t.Fatalf("windows %+v; want one window w-0-... holding 1:200", first)
 	}
-	if _, err := admin.Raise(ctx, "hot", 1<<40); err != nil {
+	if _, err := admin.Keeper().Raise(ctx, "hot", 1<<40); err != nil {
 		t.Fatal(err)
 	}
 
@@ -100,7 +100,7 @@ func TestTopUpWindowsFillsEmptySlotsFromDemand(t *testing.T) {
 	ctx := context.Background()
 	e.create(admin, "slots", seqzk.Registration{Windows: 4}, 1<<40)
 	// 200 IDs/s over 4 slots for WindowLifetime (10 s): 500 each.
-	carved, err := admin.TopUpWindows(ctx, "slots", state.VersionLimit, 200)
+	carved, err := admin.Keeper().TopUpWindows(ctx, "slots", state.VersionLimit, 200)
 	if err != nil || carved != 2000 {
 		t.Fatalf("top up = %d, %v; want 2000 carved", carved, err)
 	}
@@ -113,7 +113,7 @@ func TestTopUpWindowsFillsEmptySlotsFromDemand(t *testing.T) {
 			t.Errorf("window %d = %s %+v; want %s... holding %d:%d", k, w.Name, w.State, want, 1+500*k, 500*(k+1))
 		}
 	}
-	if carved, err := admin.TopUpWindows(ctx, "slots", state.VersionLimit, 200); err != nil || carved != 0 {
+	if carved, err := admin.Keeper().TopUpWindows(ctx, "slots", state.VersionLimit, 200); err != nil || carved != 0 {
 		t.Fatalf("second top up = %d, %v; want nothing carved", carved, err)
 	}
 }
@@ -127,7 +127,7 @@ func TestClientsSettleOnDistinctSlots(t *testing.T) {
 	admin := e.client(seqzk.Options{})
 	ctx := context.Background()
 	e.create(admin, "spread", seqzk.Registration{Windows: 8}, 16_000)
-	if _, err := admin.TopUpWindows(ctx, "spread", state.VersionLimit, 0); err != nil { // 8 windows of 1000
+	if _, err := admin.Keeper().TopUpWindows(ctx, "spread", state.VersionLimit, 0); err != nil { // 8 windows of 1000
 		t.Fatal(err)
 	}
 	e.raiser("spread", 100_000)
@@ -229,7 +229,7 @@ func TestClientForgetsVanishedWindows(t *testing.T) {
 		t.Fatalf("%d cached nodes for %d open windows: the worker did not take from windows", before, open)
 	}
 	for round := range 3 {
-		if _, err := admin.Restamp(ctx, "w", 0, 0, 1<<40, true); err != nil { // drops every window
+		if _, err := admin.Keeper().Restamp(ctx, "w", 0, 0, 1<<40, true); err != nil { // drops every window
 			t.Fatal(err)
 		}
 		for range 8 {

@@ -39,7 +39,7 @@ type Exported struct {
 // cannot be read completely or a sequence cannot be parsed.
 func Export(ctx context.Context, seqs *seqzk.Client, store *persist.Store, w io.Writer) (Exported, error) {
 	var n Exported
-	deletions, err := seqs.Deletions(ctx)
+	deletions, err := seqs.Meta().Deletions(ctx)
 	if err != nil {
 		return n, err
 	}

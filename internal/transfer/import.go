@@ -91,7 +91,7 @@ func Import(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r io.
 	if err != nil {
 		return out, err
 	}
-	deletions, err := seqs.Deletions(ctx)
+	deletions, err := seqs.Meta().Deletions(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the target's deletion records: %w; nothing was imported", err)
 	}
@@ -194,11 +194,11 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 		if err := seqs.ZK().EnsurePath(ctx, seqs.Root()); err != nil {
 			return fmt.Errorf("create the root %s: %w", seqs.Root(), err)
 		}
-		epoch, err := seqs.CurrentEpoch(ctx)
+		epoch, err := seqs.Meta().CurrentEpoch(ctx)
 		if err != nil {
 			return fmt.Errorf("learn ZooKeeper's epoch: %w; run import again", err)
 		}
-		made, _, err := seqs.Restore(ctx, creates, epoch)
+		made, _, err := seqs.Keeper().Restore(ctx, creates, epoch)
 		if err != nil {
 			return fmt.Errorf("create sequences in ZooKeeper (the store holds their ceilings): %w; run import again", err)
 		}
@@ -270,7 +270,7 @@ func recordTombstones(ctx context.Context, seqs *seqzk.Client, store *persist.St
 	var recs []persist.Record
 	for _, i := range tombs {
 		e := byLine[out[i].Line]
-		err := seqs.Bury(ctx, e.Name, e.Ceiling)
+		err := seqs.Meta().Bury(ctx, e.Name, e.Ceiling)
 		switch {
 		case errors.Is(err, seqzk.ErrExists):
 			out[i].Action, out[i].Reason = Refused, "the name was created in the target while the import ran (it is live there): its tombstone was not imported"

@@ -65,7 +65,7 @@ func (r *root) sequence(name string, reg seqzk.Registration, ceiling int64) {
 	if err := seqzk.PutAtCurrentEpoch(ctx, r.store, persist.Record{Name: name, Ceiling: ceiling, Start: reg.Start, End: reg.End, Windows: reg.Windows}); err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := r.seqs.Revalidate(ctx, name, 0, ceiling); err != nil {
+	if _, err := r.seqs.Keeper().Revalidate(ctx, name, 0, ceiling); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -143,7 +143,7 @@ func TestExportImportMovesARoot(t *testing.T) {
 	src.take("bounded", 40)
 	src.sequence("gone", seqzk.Registration{}, 900)
 	src.take("gone", 5)
-	if _, err := src.seqs.Delete(ctx, "gone", src.store); err != nil {
+	if _, err := src.seqs.Operator().Delete(ctx, "gone", src.store); err != nil {
 		t.Fatal(err)
 	}
 	if err := seqzk.PutAtCurrentEpoch(ctx, src.store, persist.Record{Name: "lost", Ceiling: 700, Start: 1}); err != nil {
