@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what seqkeeper's tests and demo need on a fresh machine, each part
 # only when it is missing: the ZooKeeper 3.8 package (for package tests), a
-# JRE, debootstrap, chromium (the status console's browser test),
+# JRE, debootstrap, Prometheus (promtool, for the alert tests), chromium
+# (the status console's browser test),
 # staticcheck, the MinIO binary and the container images.
 # Safe to run again; a warm machine finishes in seconds.
 set -euo pipefail
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 # Logs to standard output, unlike lib.sh's log.
 log() { printf '%s setup: %s\n' "$(date +%H:%M:%S)" "$*"; }
 
-ensure_packages log -:zookeeper java:openjdk-17-jre-headless debootstrap:debootstrap \
+ensure_packages log -:zookeeper java:openjdk-17-jre-headless debootstrap:debootstrap promtool:prometheus \
 	curl:curl -:ca-certificates chromium:chromium || exit 2
 
 if ! command -v staticcheck >/dev/null 2>&1 && [[ ! -x "$(go env GOPATH)/bin/staticcheck" ]]; then

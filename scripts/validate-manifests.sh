@@ -20,9 +20,12 @@
 #   generated from the Kubernetes OpenAPI spec and the Prometheus Operator's
 #   ServiceMonitor and PrometheusRule CRDs, all from the Go module proxy
 #   (internal/tools/k8sschema), and cached under $SEQKEEPER_CACHE;
-# - the alert rules: the expressions of deploy/kubernetes/prometheusrule.yaml
-#   are those of docs/operations.md, and every metric they name is one
-#   seqkeeper exports;
+# - the alert rules: the rules of deploy/kubernetes/prometheusrule.yaml
+#   are those of docs/operations.md, every metric they name is one
+#   seqkeeper exports, promtool check rules passes, and promtool test rules
+#   passes deploy/prometheus/alerts_test.yaml, which makes each alert fire
+#   and shows a healthy cluster silent (promtool from Debian's prometheus
+#   package, installed with apt-get when missing);
 # - the systemd unit in deploy/systemd, with systemd-analyze verify and its
 #   offline security score (installed with apt-get when missing).
 #
@@ -166,14 +169,17 @@ stale "$work/stale" 2>/dev/null || die "self-check: a changed copy of seqkeeper.
 ! stale "$K8S_DIR" || die "deploy/kubernetes differs from the chart's render (above): run bash scripts/render-manifests.sh and commit the result"
 log "chart: helm lint --strict and kubeconform with the default, minimal and full values; several roots' config file loads; deploy/kubernetes is its fresh render"
 
-# The alerts: one set of expressions in the PrometheusRule and the docs,
-# naming only metrics that exist (the Go sources define every name).
-exprs() { sed -n 's/^[[:space:]]*expr: //p' "$1" | sort; }
-exprs "$K8S_DIR/prometheusrule.yaml" >"$work/rule.exprs"
-exprs docs/operations.md >"$work/docs.exprs"
-[[ -s "$work/rule.exprs" ]] || die "no expr: lines in $K8S_DIR/prometheusrule.yaml"
-diff -u "$work/rule.exprs" "$work/docs.exprs" >&2 ||
-	die "the alert expressions of docs/operations.md and $K8S_DIR/prometheusrule.yaml differ (above)"
+# The alerts: one rule file in the PrometheusRule and the docs, naming
+# only metrics that exist (the Go sources define every name), valid
+# (promtool check rules), and each alert proven by promtool's unit tests
+# (deploy/prometheus/alerts_test.yaml): the series that make it fire and
+# the healthy ones that keep it silent.
+ensure_packages log promtool:prometheus || die "promtool is needed to check and test the alert rules"
+sed -n '/^spec:$/,$p' "$K8S_DIR/prometheusrule.yaml" | sed '1d; s/^  //' >"$work/rules.yaml"
+[[ -s "$work/rules.yaml" ]] || die "no spec: rule groups in $K8S_DIR/prometheusrule.yaml"
+sed -n '/^## Alerts$/,/^## /p' docs/operations.md | sed -n '/^```yaml$/,/^```$/{/^```/d;p}' >"$work/docs-rules.yaml"
+diff -u "$work/rules.yaml" "$work/docs-rules.yaml" >&2 ||
+	die "the rule file of docs/operations.md ('## Alerts') differs from $K8S_DIR/prometheusrule.yaml's rules (above)"
 git ls-files '*.go' 2>/dev/null | grep -v '_test\.go$' | xargs cat >"$work/sources" ||
 	find . -name '*.go' ! -name '*_test.go' -exec cat {} + >"$work/sources"
 check_names() { # FILE WHAT
@@ -186,22 +192,31 @@ check_names() { # FILE WHAT
 }
 printf 'expr: seqkeeper_no_such_metric > 0\n' >"$work/bad.exprs"
 (check_names "$work/bad.exprs" "a made-up rule") 2>/dev/null && die "self-check: a made-up metric name passed the name check"
-check_names "$work/rule.exprs" "$K8S_DIR/prometheusrule.yaml"
-check_names docs/operations.md docs/operations.md
-# The rule file of docs/operations.md, checked as promtool check rules does
-# (internal/tools/promrules, Prometheus's rulefmt): PromQL, durations,
-# templates, no unknown field.
-promrules() { (cd internal/tools/promrules && go run . "$@"); }
-sed -n '/^## Alerts$/,/^## /p' docs/operations.md | sed -n '/^```yaml$/,/^```$/{/^```/d;p}' >"$work/rules.yml"
-[[ -s "$work/rules.yml" ]] || die "no \`\`\`yaml rule file under '## Alerts' in docs/operations.md"
-sed '0,/^\(\s*\)expr: \(.*\)$/s//\1expr: \2 +/' "$work/rules.yml" >"$work/bad-expr.yml"
-sed '0,/^\(\s*\)for: /s//\1fro: /' "$work/rules.yml" >"$work/bad-field.yml"
-for f in bad-expr bad-field; do
-	cmp -s "$work/$f.yml" "$work/rules.yml" && die "self-check: $f.yml is the rule file unchanged"
-	promrules "$work/$f.yml" >/dev/null 2>&1 && die "self-check: promrules accepted $f.yml"
+check_names "$work/rules.yaml" "$K8S_DIR/prometheusrule.yaml"
+promtool check rules "$work/rules.yaml" >/dev/null || die "$K8S_DIR/prometheusrule.yaml's rules are not a valid Prometheus rule file (above)"
+# alert_tests RULES: promtool test rules of deploy/prometheus/alerts_test.yaml
+# against RULES, in a directory of their own.
+alert_tests() {
+	local dir
+	dir="$(mktemp -d "$work/alerts.XXXX")"
+	cp deploy/prometheus/alerts_test.yaml "$dir/" && cp "$1" "$dir/rules.yaml"
+	(cd "$dir" && promtool test rules alerts_test.yaml)
+}
+# Each alert's tests can fail: one whose for: never ends must miss its
+# firing case, and one that always fires must break the healthy case.
+# mutate M WITH: the rule file with rule $i's "M: ..." line made "M: WITH".
+mutate() { awk -v i="$i" -v m="$1" -v with="$2" '/^ *- alert: /{k++} k == i && $1 == m":" {sub(m": .*", m": " with)} {print}' "$work/rules.yaml"; }
+n=$(grep -c '^ *- alert: ' "$work/rules.yaml")
+for ((i = 1; i <= n; i++)); do
+	mutate for 1000h >"$work/never.yaml"
+	mutate expr 'vector(1)' >"$work/always.yaml"
+	for m in never always; do
+		cmp -s "$work/$m.yaml" "$work/rules.yaml" && die "self-check: the $m copy of rule $i is the rule file unchanged"
+		alert_tests "$work/$m.yaml" >/dev/null 2>&1 && die "self-check: the alert tests pass with rule $i made to $m fire"
+	done
 done
-promrules "$work/rules.yml" >/dev/null || die "the rules of docs/operations.md are not a valid Prometheus rule file (above)"
-log "alerts: $(wc -l <"$work/rule.exprs") rules, the same in docs/operations.md and $K8S_DIR/prometheusrule.yaml, valid PromQL (rulefmt), every metric exported"
+alert_tests "$work/rules.yaml" >"$work/alert-tests.out" 2>&1 || { cat "$work/alert-tests.out" >&2; die "the alert tests of deploy/prometheus/alerts_test.yaml fail (above)"; }
+log "alerts: $n rules, the same in docs/operations.md and $K8S_DIR/prometheusrule.yaml, every metric exported, valid (promtool check rules), each one's firing and silence tested (promtool test rules; a rule that never or always fires fails them)"
 
 # The systemd unit (its binary's path is replaced by one that exists here).
 ensure_packages log systemd-analyze:systemd ||
