@@ -26,7 +26,7 @@ var textContentType = []string{"text/plain; charset=utf-8"}
 func (s *Server) handleLeaf(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("key")
 	if err := sequence.ValidateName(name); err != nil {
-		s.fail(w, r, err)
+		s.failNamed(w, r, name, err)
 		return
 	}
 	got, ok := s.takeIDs(w, r, name, 1)
@@ -52,7 +52,7 @@ func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := sequence.ValidateName(name); err != nil {
-		s.fail(w, r, err)
+		s.failNamed(w, r, name, err)
 		return
 	}
 	got, ok := s.takeIDs(w, r, name, count)

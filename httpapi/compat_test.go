@@ -60,6 +60,8 @@ func TestCompatibilityRoutes(t *testing.T) {
 	expect("leaf with a wrong header and a right query token", status, h, body, 401, "unauthorized")
 	status, h, body = r.call("GET", "/api/segment/get/missing?token=T", "", "")
 	expect("leaf, unknown key", status, h, body, 404, `sequence \"missing\" does not exist`)
+	status, h, body = r.call("GET", "/api/segment/get/-bad?token=T", "", "")
+	expect("leaf, invalid key", status, h, body, 400, `\"-bad\"`)
 	status, h, body = r.call("GET", "/api/segment/get/orders?token=T&step=5", "", "")
 	expect("leaf, unknown parameter", status, h, body, 400, `\"step\"`)
 
@@ -83,11 +85,13 @@ func TestCompatibilityRoutes(t *testing.T) {
 		t.Fatalf("tinyid batchSize=20000: %d IDs; want the limit, 10000", n)
 	}
 	ids("tinyid above the limit", string(body))
+	status, h, body = r.call("GET", "/tinyid/id/nextIdSimple?bizType=missing&token=T", "", "")
+	expect("tinyid, unknown bizType", status, h, body, 404, `sequence \"missing\" does not exist`)
 	for _, c := range []struct{ query, want string }{
 		{"batchSize=2&token=T", "needs bizType"},
 		{"bizType=orders&batchSize=0&token=T", "batchSize"},
 		{"bizType=orders&batchSize=x&token=T", "batchSize"},
-		{"bizType=bad/name&token=T", "invalid_name"},
+		{"bizType=bad/name&token=T", `\"bad/name\"`},
 	} {
 		status, h, body = r.call("GET", "/tinyid/id/nextIdSimple?"+c.query, "", "")
 		expect("tinyid "+c.query, status, h, body, 400, c.want)

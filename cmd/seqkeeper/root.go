@@ -167,7 +167,7 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
 		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush),
-		errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrClaimed), errors.Is(err, persist.ErrOtherRoot):
+		errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrWidenRefused), errors.Is(err, seqzk.ErrClaimed), errors.Is(err, persist.ErrOtherRoot):
 		return 2
 	}
 	return 1

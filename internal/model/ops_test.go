@@ -97,7 +97,7 @@ func classify(err error) string {
 		return "uncertain"
 	case errors.Is(err, sequence.ErrBadPush):
 		return "bad-push"
-	case errors.Is(err, seqzk.ErrAdvanceRefused):
+	case errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrWidenRefused):
 		return "refused"
 	case errors.Is(err, persist.ErrFenced):
 		return "fenced"

@@ -18,7 +18,7 @@ import (
 // It is safe beside busy takers and a running primary, which raises the
 // ceiling into the wider space as it would for any sequence (takers open
 // the new windows). Neither ever goes down; a legacy counter and values
-// out of range are refused (seqzk.ErrAdvanceRefused), nothing changed. It
+// out of range are refused (seqzk.ErrWidenRefused), nothing changed. It
 // returns the state ZooKeeper holds after it.
 func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string, w seqzk.Widening) (state.State, error) {
 	done, err := seqs.Keeper().Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {

@@ -65,7 +65,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	if last != 200 {
 		t.Fatalf("the last ID taken before the end was %d, want 200", last)
 	}
-	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 150}); !errors.Is(err, seqzk.ErrAdvanceRefused) {
+	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 150}); !errors.Is(err, seqzk.ErrWidenRefused) || !strings.Contains(err.Error(), "widen refused: --max 150 is below its end") {
 		t.Fatalf("narrowing: %v; want refused", err)
 	}
 	w, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 400})
@@ -101,7 +101,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	if _, ws, err := c.Inspect(ctx, "cap"); err != nil || len(ws) == 0 {
 		t.Fatalf("no window open after takes from cap with 2 windows: %v, %v", ws, err)
 	}
-	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{Windows: 1}); !errors.Is(err, seqzk.ErrAdvanceRefused) || !strings.Contains(err.Error(), "windows never decrease") {
+	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{Windows: 1}); !errors.Is(err, seqzk.ErrWidenRefused) || !strings.Contains(err.Error(), "windows never decrease") {
 		t.Fatalf("fewer windows: %v; want refused", err)
 	}
 	loseZnodes(t, c, "cap")

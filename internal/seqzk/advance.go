@@ -12,6 +12,10 @@ import (
 // sequence. Nothing was changed.
 var ErrAdvanceRefused = errors.New("advance refused")
 
+// ErrWidenRefused reports a widen that would narrow the sequence or that
+// its kind cannot take (a legacy counter). Nothing was changed.
+var ErrWidenRefused = errors.New("widen refused")
+
 // Advanced is st advanced so that it hands out no ID below floor: next
 // moved up to floor (never down), the ceiling raised to ceiling (which the
 // store must hold first) and at least next-1, recycled IDs dropped (and,
@@ -91,7 +95,7 @@ func Widened(st state.State, w Widening) (state.State, bool) {
 // or returns nil.
 func CheckWiden(st state.State, w Widening) error {
 	refuse := func(format string, args ...any) error {
-		return fmt.Errorf("sequence %q: %w: %s", st.Name, ErrAdvanceRefused, fmt.Sprintf(format, args...))
+		return fmt.Errorf("sequence %q: %w: %s", st.Name, ErrWidenRefused, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case st.Legacy:

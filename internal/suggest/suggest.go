@@ -10,7 +10,8 @@ import (
 // Closest returns the candidates within a small edit distance of word
 // (insertions, deletions, substitutions and swaps of two neighbours; at
 // most 1 for words of up to 4 bytes, else 2, case ignored), nearest first
-// then in their order, at most three. word itself is not suggested.
+// then in their order, at most three, each once. word itself is not
+// suggested.
 func Closest(word string, candidates []string) []string {
 	w := strings.ToLower(word)
 	limit := 2
@@ -23,8 +24,8 @@ func Closest(word string, candidates []string) []string {
 	}
 	var hits []hit
 	for _, c := range candidates {
-		if c == word {
-			continue
+		if c == word || slices.ContainsFunc(hits, func(h hit) bool { return h.s == c }) {
+			continue // a flag both global and a command's is one word
 		}
 		if d := distance(w, strings.ToLower(c)); d <= limit {
 			hits = append(hits, hit{c, d})

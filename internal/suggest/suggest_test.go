@@ -26,6 +26,10 @@ func TestClosest(t *testing.T) {
 			t.Errorf("Closest(%q) = %q, want %q", tc.word, got, tc.want)
 		}
 	}
+	// A flag both global and a command's is a candidate twice.
+	if got := Closest("stor", []string{"store", "root", "store"}); !slices.Equal(got, []string{"store"}) {
+		t.Errorf("Closest(stor) among a repeated candidate = %q, want [store]", got)
+	}
 	if got := Phrase([]string{"a", "b"}, func(s string) string { return "--" + s }); got != ": did you mean --a or --b?" {
 		t.Errorf("Phrase = %q", got)
 	}
