@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,17 +46,68 @@ func newACLShowCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer zc.Close()
+			root := seqs.Root()
+			if ok, _, err := zc.Exists(cmd.Context(), root); err != nil || !ok {
+				return cmp.Or(err, fmt.Errorf("root %s does not exist: no layout to show (check --root; 'seqkeeper acl apply' creates the root with its layout)", root))
+			}
 			l, findings, err := seqs.Operator().CheckLayout(cmd.Context(), g.cfg.ElectionPath, g.cfg.MarkerPath)
 			if err != nil {
 				return err
 			}
-			printLayout(g.stdout, l)
-			if n := printACLFindings(g.stdout, findings); n > 0 {
-				return fmt.Errorf("%d znode(s) with an ACL wider than the layout: 'seqkeeper acl apply' with the same roles narrows them", n)
+			var n int
+			if g.jsonOutput() {
+				out := aclShowOf(root, l, findings)
+				n = len(out.Wider)
+				err = g.printJSON(out)
+			} else {
+				if len(l.Roles) == 0 {
+					fmt.Fprintf(g.stdout, "root %s is open: its ACL names no roles, so every client may read and write under it ('seqkeeper acl apply' sets a layout)\n", root)
+				}
+				printLayout(g.stdout, l)
+				n = printACLFindings(g.stdout, findings)
 			}
-			return nil
+			if err == nil && n > 0 {
+				err = fmt.Errorf("%d znode(s) with an ACL wider than the layout: 'seqkeeper acl apply' with the same roles narrows them", n)
+			}
+			return err
 		},
 	}
+}
+
+// aclShow is acl show's structured output.
+type aclShow struct {
+	Root string `json:"root"`
+	// Open is a root whose ACL names no roles: every client may read
+	// and write under it.
+	Open       bool                `json:"open"`
+	Roles      map[string][]string `json:"roles"`
+	Wider      []aclNode           `json:"wider"`
+	Unreadable []aclNode           `json:"unreadable"`
+}
+
+type aclNode struct {
+	Path  string   `json:"path"`
+	Kind  string   `json:"kind"`
+	Wider []string `json:"wider,omitempty"`
+	Error string   `json:"error,omitempty"`
+}
+
+func aclShowOf(root string, l seqzk.Layout, findings []seqzk.ACLFinding) aclShow {
+	out := aclShow{Root: root, Open: len(l.Roles) == 0, Roles: map[string][]string{}, Wider: []aclNode{}, Unreadable: []aclNode{}}
+	for role, ids := range l.Roles {
+		for _, id := range ids {
+			out.Roles[role.String()] = append(out.Roles[role.String()], id.String())
+		}
+	}
+	for _, f := range findings {
+		switch {
+		case f.Err != nil:
+			out.Unreadable = append(out.Unreadable, aclNode{Path: f.Path, Kind: f.Kind.String(), Error: f.Err.Error()})
+		case len(f.Wider) > 0:
+			out.Wider = append(out.Wider, aclNode{Path: f.Path, Kind: f.Kind.String(), Wider: f.Wider})
+		}
+	}
+	return out
 }
 
 func newACLApplyCmd(g *globals) *cobra.Command {

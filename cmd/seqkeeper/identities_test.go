@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -211,4 +212,28 @@ func TestACLApplyBesideARunningReplica(t *testing.T) {
 		}
 	}
 	admin.ok("acl", "show")
+}
+
+// acl show says what it finds on a root without a layout, in text and in
+// JSON, and refuses a root that does not exist rather than print nothing.
+func TestACLShowOnAnOpenOrMissingRoot(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	out, errOut, code := c.run("", "acl", "show")
+	if code != 1 || !strings.Contains(errOut, "does not exist: no layout to show") {
+		t.Fatalf("acl show of a missing root: exit %d, %q %q; want 1 and that it does not exist", code, out, errOut)
+	}
+	c.ok("create", "open")
+	if out := c.ok("acl", "show"); !strings.Contains(out, "is open: its ACL names no roles") {
+		t.Fatalf("acl show of an open root: %q", out)
+	}
+	var got struct {
+		Root  string
+		Open  bool
+		Roles map[string][]string
+		Wider []any
+	}
+	if err := json.Unmarshal([]byte(c.ok("acl", "show", "-o", "json")), &got); err != nil || !got.Open || got.Root == "" || len(got.Roles) != 0 || got.Wider == nil {
+		t.Fatalf("acl show -o json of an open root: %+v, %v", got, err)
+	}
 }
