@@ -118,8 +118,15 @@ func (c *Config) validateRoots() []error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: roots: %s", ErrInvalid, fmt.Sprintf(format, args...)))
 	}
-	if c.Root != DefaultRoot || c.Store != "" {
-		bad("set together with root or store (%s): with a roots: list every root and its store go in the list; remove root and store from the top level, the environment (SEQKEEPER_ROOT, SEQKEEPER_STORE) and the flags", c.Root)
+	var set, keys, envs []string
+	for _, k := range []struct{ key, val string }{{"root", c.Root}, {"store", c.Store}} {
+		if k.val != "" && (k.key != "root" || k.val != DefaultRoot) {
+			set, keys, envs = append(set, fmt.Sprintf("%s (%s)", k.key, k.val)), append(keys, k.key), append(envs, EnvName(k.key))
+		}
+	}
+	if len(set) > 0 {
+		bad("set together with %s: with a roots: list every root and its store go in the list; remove %s from the top level, the environment (%s) and the flags",
+			strings.Join(set, " and "), strings.Join(keys, " and "), strings.Join(envs, ", "))
 	}
 	for _, k := range []struct {
 		key, val string

@@ -99,8 +99,9 @@ func TestRootsListRefusesRootFromTheEnvironment(t *testing.T) {
 	if err := c.ApplyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "roots: set together with root or store") {
-		t.Fatalf("Validate = %v; want the conflict with store named", err)
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "roots: set together with store (file:///s)") ||
+		!strings.Contains(err.Error(), "the environment (SEQKEEPER_STORE)") || strings.Contains(err.Error(), DefaultRoot) {
+		t.Fatalf("Validate = %v; want the conflict with store named, and its variable, not the default root", err)
 	}
 	c = DefaultConfig()
 	if err := c.Parse("roots.yaml", []byte("zk: [z1:2181]\nroots:\n  - {root: /a, store: file:///a}\n")); err != nil {

@@ -426,7 +426,7 @@ func TestSeveralRootsRefusals(t *testing.T) {
 		want string
 	}{
 		{"operator command", []string{"--config", config, "leader"}, "the config file lists several roots (r0, r1); this command works on one: pick one with --root-name (one of: r0, r1)"},
-		{"store beside roots", []string{"--config", config, "--store", "file:///elsewhere", "serve", "--http", "127.0.0.1:0"}, "roots: set together with root or store"},
+		{"store beside roots", []string{"--config", config, "--store", "file:///elsewhere", "serve", "--http", "127.0.0.1:0"}, "roots: set together with store (file:///elsewhere)"},
 		{"another root's store", []string{"--config", config, "serve", "--http", "127.0.0.1:0", "--id", "x"}, "root r1 (" + z.Path("r1") + "): store: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
