@@ -75,8 +75,8 @@ func TestVersionedBucketUndoesAMistakenDelete(t *testing.T) {
 	if now := bucket.Keys(t, "seqkeeper/"); len(back) != len(deleted)-2 || !slices.Equal(now, deleted) {
 		t.Fatalf("undeleted %q; the store holds %q; want %q back", back, now, deleted)
 	}
-	if out := c.ok("verify"); !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "gone: deleted") || !strings.Contains(out, "0 unsafe") {
-		t.Fatalf("verify after undeleting:\n%s", out)
+	if out, errOut, code := c.run("", "verify"); code != 3 || !strings.Contains(errOut, "1 sequence(s) lost with ZooKeeper's data and not re-created yet") || !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "gone: deleted") || !strings.Contains(out, "0 unsafe") {
+		t.Fatalf("verify after undeleting: exit %d (want 3, the loss not yet repaired)\n%s%s", code, out, errOut)
 	}
 	if out := c.ok("restore", "--dry-run"); !strings.Contains(out, "re-create at 5001") {
 		t.Fatalf("restore --dry-run:\n%s", out)

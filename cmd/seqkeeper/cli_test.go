@@ -880,8 +880,8 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	if ok, _, _ := c.conn.Exists(context.Background(), c.root); ok {
 		t.Fatal("the root exists: the test needs it lost")
 	}
-	if out := c.ok("verify"); !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "0 unsafe") {
-		t.Fatalf("verify on a lost root:\n%s", out)
+	if out, errOut, code := c.run("", "verify"); code != 3 || !strings.Contains(errOut, "1 sequence(s) lost with ZooKeeper's data and not re-created yet") || !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "0 unsafe") {
+		t.Fatalf("verify on a lost root: exit %d (want 3, the loss not yet repaired)\n%s%s", code, out, errOut)
 	}
 	if out := c.ok("restore", "--dry-run"); !strings.Contains(out, "re-create at 5001") {
 		t.Fatalf("restore --dry-run:\n%s", out)

@@ -41,7 +41,10 @@ func newVerifyCmd(g *globals) *cobra.Command {
 (exit 1): a ZooKeeper ceiling above the stored one, a sequence the store does
 not cover, a legacy counter past its mark, corrupt data. Pending (exit 0): what
 a running primary fixes by itself (missing znodes, sequences not yet validated
-in the current ZooKeeper epoch, registrations).
+in the current ZooKeeper epoch, registrations). Exit 3 when nothing is unsafe
+but ZooKeeper lost sequences with its data that no one has re-created yet: a
+running primary does within seconds, so a 3 that persists means none runs
+('seqkeeper restore' does it by hand).
 
 It also checks every znode's ACL against the root's ACL layout ('seqkeeper
 acl'): an ACL wider than the layout is unsafe too (exit 1).`,
@@ -61,6 +64,9 @@ acl'): an ACL wider than the layout is unsafe too (exit 1).`,
 			}
 			if wide > 0 {
 				return fmt.Errorf("%d znode(s) with an ACL wider than the root's layout: see above; 'seqkeeper acl apply' narrows them", wide)
+			}
+			if lost := r.Lost(); lost > 0 {
+				return lossPending{lost}
 			}
 			return nil
 		},
@@ -120,6 +126,14 @@ only.`,
 	return cmd
 }
 
+// lossPending is verify's answer when ZooKeeper lost sequences that no one
+// has re-created yet: exit 3, which monitoring can tell from an unsafe 1.
+type lossPending struct{ n int }
+
+func (e lossPending) Error() string {
+	return fmt.Sprintf("%d sequence(s) lost with ZooKeeper's data and not re-created yet: no primary has taken office since (is 'seqkeeper serve' running? it restores them within seconds); 'seqkeeper restore' does it by hand", e.n)
+}
+
 // printFindings prints the findings (all with all, else the not-ok ones)
 // and returns how many are unsafe.
 func (g *globals) printFindings(r *reconcile.Report, all bool) int {
@@ -131,7 +145,7 @@ func (g *globals) printFindings(r *reconcile.Report, all bool) int {
 		}
 	}
 	if g.jsonOutput() {
-		_ = g.printJSON(map[string]any{"sequences": len(r.Findings), "unsafe": unsafe, "findings": shown})
+		_ = g.printJSON(map[string]any{"sequences": len(r.Findings), "unsafe": unsafe, "lost": r.Lost(), "findings": shown})
 		return unsafe
 	}
 	for _, f := range shown {

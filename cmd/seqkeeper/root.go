@@ -162,9 +162,12 @@ func usagef(format string, args ...any) error {
 // operator must change the command line, not retry it.
 func exitCode(err error) int {
 	var ue *usageError
+	var lost lossPending
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &lost):
+		return 3
 	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
 		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush),
 		errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrWidenRefused), errors.Is(err, seqzk.ErrClaimed), errors.Is(err, persist.ErrOtherRoot):

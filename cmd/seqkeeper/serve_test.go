@@ -276,8 +276,8 @@ func TestVerifyAndRestore(t *testing.T) {
 	if err := testenv.DeleteAll(c.conn, c.root+"/v"); err != nil {
 		t.Fatal(err)
 	}
-	if out := c.ok("verify"); !strings.Contains(out, "pending  v: in the store but not in ZooKeeper") {
-		t.Fatalf("verify after the loss:\n%s", out)
+	if out, errOut, code := c.run("", "verify"); code != 3 || !strings.Contains(out, "pending  v: in the store but not in ZooKeeper") || !strings.Contains(errOut, "not re-created yet") {
+		t.Fatalf("verify after the loss: exit %d (want 3, the loss not yet repaired)\n%s%s", code, out, errOut)
 	}
 	if out := c.ok("restore"); !strings.Contains(out, "re-create at 501") {
 		t.Fatalf("restore:\n%s", out)

@@ -100,6 +100,19 @@ func (r *Report) Unsafe() int {
 	return n
 }
 
+// Lost is the number of sequences ZooKeeper lost with its data that no
+// one has re-created yet: a primary does within seconds of taking office,
+// so a count that stays above 0 means none is running.
+func (r *Report) Lost() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Action == RecreateZnode {
+			n++
+		}
+	}
+	return n
+}
+
 // Compare reads every sequence in ZooKeeper and every record in the store
 // and classifies each name. It changes nothing.
 //
