@@ -46,6 +46,8 @@ const (
 	beyondMargin = 1 << 32
 	// storeBuckets is the store's bucket count.
 	storeBuckets = 16
+	// primaryStoreTimeout bounds each store request of the primaries.
+	primaryStoreTimeout = 2 * time.Second
 
 	directWorkers  = 4
 	proxiedWorkers = 2
@@ -374,7 +376,10 @@ func (e *env) zkHealthy() bool {
 
 // storeCovers reports whether the store covers every sequence again after
 // a store fault, and forgets the faults of those it covers: the stored
-// ceiling is at least ZooKeeper's and every ID handed out.
+// ceiling is at least ZooKeeper's and every ID handed out, at every check
+// for coverHold. A single check is not enough: a raise whose store write
+// the fault lost may still be on its way to ZooKeeper, and raise it above
+// the store after the check (the primary's audit then repairs it).
 func (e *env) storeCovers() bool {
 	e.m.mu.Lock()
 	var lost []string
@@ -389,27 +394,50 @@ func (e *env) storeCovers() bool {
 	defer cancel()
 	covered := 0
 	for _, name := range lost {
-		rec, err := e.store.Get(ctx, name)
-		if err != nil {
-			continue
-		}
-		if e.live(name) {
-			st, _, err := e.admin.Describe(ctx, name)
-			if err != nil || st.Registered || rec.Ceiling < st.Ceiling {
-				continue
-			}
-		} else if !rec.Deleted() {
-			continue
-		}
+		ok, ceiling := e.covers(ctx, name)
 		e.m.mu.Lock()
-		if rec.Ceiling >= e.m.ledgers[name].highest {
+		since, seen := e.m.coveredSince[name]
+		switch {
+		case !ok:
+			delete(e.m.coveredSince, name)
+		case !seen:
+			e.m.coveredSince[name] = time.Now()
+		case time.Since(since) >= coverHold:
 			delete(e.m.lost, name)
+			delete(e.m.coveredSince, name)
 			covered++
-			e.m.logOp(fmt.Sprintf("       store covers %s again (ceiling %d)", name, rec.Ceiling))
+			e.m.logOp(fmt.Sprintf("       store covers %s again (ceiling %d, for %s)", name, ceiling, time.Since(since).Round(time.Millisecond)))
 		}
 		e.m.mu.Unlock()
 	}
 	return covered == len(lost)
+}
+
+// coverHold is how long the store must cover a sequence after a store
+// fault before the oracle checks takes against it again: longer than a
+// raise can be in flight (its store write, the fencing read, its
+// ZooKeeper write), each bounded by primaryStoreTimeout.
+const coverHold = 2*primaryStoreTimeout + time.Second
+
+// covers reports whether the store covers sequence name now: its record
+// is at least ZooKeeper's ceiling (or a tombstone, for a name deleted)
+// and every ID handed out. It returns the stored ceiling.
+func (e *env) covers(ctx context.Context, name string) (bool, int64) {
+	rec, err := e.store.Get(ctx, name)
+	if err != nil {
+		return false, 0
+	}
+	if e.live(name) {
+		st, _, err := e.admin.Describe(ctx, name)
+		if err != nil || st.Registered || rec.Ceiling < st.Ceiling {
+			return false, rec.Ceiling
+		}
+	} else if !rec.Deleted() {
+		return false, rec.Ceiling
+	}
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	return rec.Ceiling >= e.m.ledgers[name].highest, rec.Ceiling
 }
 
 // settle waits, up to a bound, until ZooKeeper serves and the primary has

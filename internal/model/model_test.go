@@ -35,7 +35,8 @@ import (
 //   - durable before usable: right after the take, the store's record of the
 //     sequence has a ceiling at least as high as every ID handed out, unless
 //     a store fault lost that record and the store does not yet cover the
-//     sequence again;
+//     sequence again (for longer than a raise can be in flight: one whose
+//     store write the fault lost may still raise ZooKeeper after it);
 //   - pushes: a push of IDs that were never issued (far above the ceiling,
 //     or still unissued in an open window), outside the space, or already in
 //     the recycled list must be refused with sequence.ErrBadPush; one that is
@@ -320,8 +321,10 @@ type model struct {
 	// yet: the only IDs a valid push may return.
 	held map[string]map[string]*idSet
 	// lost names the sequences whose store record a store fault removed and
-	// that the store does not cover again yet.
-	lost map[string]bool
+	// that the store does not cover again yet; coveredSince, those of them
+	// the store covers, since when (see storeCovers).
+	lost         map[string]bool
+	coveredSince map[string]time.Time
 	// storeGen counts store faults.
 	storeGen int
 
@@ -342,13 +345,15 @@ type model struct {
 
 func newModel(specs []seqSpec) *model {
 	m := &model{
-		ledgers:   make(map[string]*ledger),
-		held:      make(map[string]map[string]*idSet),
-		lost:      make(map[string]bool),
-		opsByKind: make(map[string]int),
-		calls:     make(map[string]int),
-		samples:   make(map[string]string),
-		notes:     make(map[string]int),
+		ledgers: make(map[string]*ledger),
+		held:    make(map[string]map[string]*idSet),
+		lost:    make(map[string]bool),
+
+		coveredSince: make(map[string]time.Time),
+		opsByKind:    make(map[string]int),
+		calls:        make(map[string]int),
+		samples:      make(map[string]string),
+		notes:        make(map[string]int),
 	}
 	for _, s := range specs {
 		m.ledgers[s.name] = newLedger(s)

@@ -225,7 +225,7 @@ func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Prox
 	cfg.MinReserve = 50
 	cfg.MaxReserve = maxReserve
 	cfg.SweepInterval = 200 * time.Millisecond
-	cfg.StoreTimeout = 2 * time.Second
+	cfg.StoreTimeout = primaryStoreTimeout
 	// The audit repairs what a store fault cost: read the store whole
 	// often.
 	cfg.AuditInterval = 2 * time.Second

@@ -157,6 +157,7 @@ func (e *env) opStoreFault(r *rand.Rand) (string, bool) {
 	if strings.HasPrefix(kind, "bucket") || strings.HasPrefix(kind, "segment") || strings.HasPrefix(kind, "newest") {
 		for _, s := range e.specs {
 			e.m.lost[s.name] = true
+			delete(e.m.coveredSince, s.name)
 		}
 	}
 	e.m.mu.Unlock()

@@ -127,6 +127,7 @@ func (e *env) opMove(r *rand.Rand) (string, bool) {
 	}
 	// The new store holds a record of every sequence and tombstone.
 	clear(m.lost)
+	clear(m.coveredSince)
 	m.storeGen++ // ZooKeeper copies from before the move belong to the old store
 	m.mu.Unlock()
 
