@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -85,8 +87,18 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	noAuth("worker writes a deletion record", err)
 	_, err = rep.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
 	noAuth("replica changes an ACL", err)
-	if _, _, code := worker.run("", "delete", "orders", "--yes"); code == 0 {
-		t.Error("seqkeeper delete as the worker succeeded")
+	// The worker's delete and advance are refused before anything is
+	// written: the store keeps orders live at its ceiling.
+	worker.env["SEQKEEPER_STORE"] = admin.env["SEQKEEPER_STORE"]
+	before := storedRecord(t, admin, "orders")
+	for _, args := range [][]string{{"delete", "orders", "--yes"}, {"advance", "orders", "--to", strconv.FormatInt(before.Ceiling+1000, 10)}} {
+		if _, errOut, code := worker.run("", args...); code != 2 || !strings.Contains(errOut, "not authenticated") || !strings.Contains(errOut, "ZooKeeper refused this identity") ||
+			!strings.Contains(errOut, "run the command as an identity whose role has this one") {
+			t.Errorf("seqkeeper %s as the worker: exit %d, %q; want 2 and the identity refused", args[0], code, errOut)
+		}
+	}
+	if after := storedRecord(t, admin, "orders"); after.Deleted() || after.Ceiling != before.Ceiling {
+		t.Errorf("the store's orders went from %+v to %+v under the worker's refused commands", before, after)
 	}
 
 	// What the replica and the worker created follows the layout, not
@@ -236,4 +248,22 @@ func TestACLShowOnAnOpenOrMissingRoot(t *testing.T) {
 	if err := json.Unmarshal([]byte(c.ok("acl", "show", "-o", "json")), &got); err != nil || !got.Open || got.Root == "" || len(got.Roles) != 0 || got.Wider == nil {
 		t.Fatalf("acl show -o json of an open root: %+v, %v", got, err)
 	}
+}
+
+// storedRecord reads name's record in c's file store.
+func storedRecord(t *testing.T, c *cli, name string) persist.Record {
+	t.Helper()
+	b, err := persist.NewFile(strings.TrimPrefix(c.env["SEQKEEPER_STORE"], "file://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := persist.NewStore(b, persist.StoreOptions{Root: c.root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.Get(context.Background(), name)
+	if err != nil {
+		t.Fatalf("the store's record of %s: %v", name, err)
+	}
+	return rec
 }

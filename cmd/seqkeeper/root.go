@@ -111,6 +111,10 @@ func run(ctx context.Context, g *globals, args []string) int {
 			msg += "; " + hint
 		}
 	}
+	if errors.Is(err, zkclient.ErrNoAuth) {
+		msg += "; ZooKeeper refused this identity: the root's ACL layout ('seqkeeper acl show', docs/security.md) gives each role its powers " +
+			"(a worker takes, pushes and registers; deleting and changing ACLs are the admin's); run the command as an identity whose role has this one (zk_tls_cert_file, zk_digest)"
+	}
 	fmt.Fprintln(g.stderr, "seqkeeper:", msg)
 	return exitCode(err)
 }
@@ -170,7 +174,8 @@ func exitCode(err error) int {
 		return 3
 	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
 		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush),
-		errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrWidenRefused), errors.Is(err, seqzk.ErrClaimed), errors.Is(err, persist.ErrOtherRoot):
+		errors.Is(err, seqzk.ErrAdvanceRefused), errors.Is(err, seqzk.ErrWidenRefused), errors.Is(err, seqzk.ErrClaimed), errors.Is(err, persist.ErrOtherRoot),
+		errors.Is(err, zkclient.ErrNoAuth):
 		return 2
 	}
 	return 1

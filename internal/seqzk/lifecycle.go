@@ -121,6 +121,30 @@ func (k Keeper) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Sta
 	return nil, c.zkError(h.Name, err)
 }
 
+// preflight asks ZooKeeper, before the store is written for change ch of
+// the name h holds, whether this client's identity may make it: the
+// change's transaction with a check that cannot hold appended, so that
+// ZooKeeper applies none of it and names the first operation it refuses.
+// Only a refusal of the identity (ErrNoAuth) is an error; anything else
+// is the commit's to meet.
+func (c *Client) preflight(ctx context.Context, h Holding, ch Change) error {
+	// No znode has a negative version: the check never holds.
+	ops := append(c.changeOps(ctx, h, ch), zkclient.CheckOp(c.opts.Root, neverVersion))
+	_, err := c.write(ctx, ops...)
+	switch {
+	case err == nil:
+		panic("seqzk: a check of version -2 held") // the change landed without its store write
+	case errors.Is(err, zkclient.ErrNoAuth):
+		return fmt.Errorf("sequence %q: %w; nothing was written", h.Name, err)
+	case zkclient.FailedOp(err) == len(ops)-1:
+		c.stats.conflicts.Add(-1) // the check meant to fail: no conflict
+	}
+	return nil
+}
+
+// neverVersion is a version no znode has (-1 is any version).
+const neverVersion = -2
+
 // Store is the durable store as the lifecycle protocol writes it; a
 // *persist.Store is one.
 type Store interface {
@@ -219,6 +243,9 @@ func (k Keeper) Lifecycle(ctx context.Context, store Store, name string, decide 
 			return l.done, err
 		}
 		if b := step.Before; b != nil && !covers(l.held, *b) {
+			if err := c.preflight(ctx, h, step.Change); err != nil {
+				return l.done, err
+			}
 			if err := PutAtCurrentEpoch(ctx, store, *b); err != nil {
 				return l.done, fmt.Errorf("sequence %q: write ceiling %d to the store: %w; nothing was changed in ZooKeeper", name, b.Ceiling, err)
 			}
