@@ -124,6 +124,8 @@ type SequenceReserveView struct {
 	RunwaySeconds float64 `json:"runway_seconds"`
 	Healthy       bool    `json:"healthy"`
 	Problem       string  `json:"problem,omitempty"`
+	// Exhausted: every ID of its space handed out (it ends there).
+	Exhausted bool `json:"exhausted,omitempty"`
 	// LegacyMargin: for a legacy counter, the smallest gap seen between
 	// the stored mark and the counter (negative: it once ran past).
 	LegacyMargin int64 `json:"legacy_margin,omitempty"`
@@ -181,7 +183,7 @@ func ReserveViewFrom(statusOf func(keep func(*primary.SequenceStatus) bool) prim
 		s := &st.Sequences[i]
 		v.Sequences = append(v.Sequences, SequenceReserveView{Name: s.Name, Legacy: s.Legacy, Next: s.Next, Ceiling: s.Ceiling,
 			StoredCeiling: s.StoredCeiling, RatePerSecond: s.Rate, RunwaySeconds: s.RunwaySeconds,
-			Healthy: s.Healthy, Problem: s.Problem, LegacyMargin: s.LegacyMargin})
+			Healthy: s.Healthy, Problem: s.Problem, Exhausted: s.Exhausted, LegacyMargin: s.LegacyMargin})
 	}
 	return v
 }

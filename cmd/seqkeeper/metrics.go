@@ -100,7 +100,8 @@ var (
 	descHandDeleted  = prometheus.NewDesc("seqkeeper_primary_hand_deleted_total", "Sequences found missing from ZooKeeper with no data loss since the primary last saw them (deleted by hand, without a tombstone): not restored.", nil, nil)
 	descStoreRepairs = prometheus.NewDesc("seqkeeper_store_repairs_total", "Store objects this replica found lost or rolled back and rebuilt (the meta and epoch objects).", nil, nil)
 	descSequences    = prometheus.NewDesc("seqkeeper_sequences", "Sequences the primary maintains (0 on a standby).", nil, nil)
-	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy.", nil, nil)
+	descUnhealthy    = prometheus.NewDesc("seqkeeper_unhealthy_sequences", "Sequences the primary reports unhealthy, exhausted ones apart.", nil, nil)
+	descExhausted    = prometheus.NewDesc("seqkeeper_exhausted_sequences", "Sequences that handed out every ID of their space (left out of the unhealthy count and the runways).", nil, nil)
 	descRunway       = prometheus.NewDesc("seqkeeper_runway_seconds", "How long the sequences' reserves last at their recent rates: a histogram over the sequences the primary maintains (capped at a day for idle ones).", nil, nil)
 	descRunwayMin    = prometheus.NewDesc("seqkeeper_runway_min_seconds", "The shortest runway of any sequence the primary maintains (absent on a standby).", nil, nil)
 	descLegacyMin    = prometheus.NewDesc("seqkeeper_legacy_margin_min_ids", "Smallest gap seen between any legacy counter and its stored mark (absent without legacy counters).", nil, nil)
@@ -111,7 +112,7 @@ var (
 func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerms, descZKDown, descRaises, descStorePuts, descStoreReqs,
 		descStoreHealthy, descCompactions, descCompacted, descRevalidated, descRestored, descRepaired, descHandDeleted, descStoreRepairs,
-		descSequences, descUnhealthy,
+		descSequences, descUnhealthy, descExhausted,
 		descRunway, descRunwayMin, descLegacyMin, descSeqRunway, descSeqLegacy} {
 		ch <- d
 	}
@@ -159,14 +160,18 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 // series of their own for the topN with the shortest runway. It keeps no
 // list of them all.
 func collectSequences(ch chan<- prometheus.Metric, statusOf func(keep func(*primary.SequenceStatus) bool) primary.Status, topN int) {
-	n, unhealthy := 0, 0
+	n, unhealthy, exhausted := 0, 0, 0
 	buckets := make(map[float64]uint64, len(runwayBuckets))
 	sum := 0.0
 	legacyMin, hasLegacy := int64(0), false
 	short := shortest{n: max(topN, 1)}
 	st := statusOf(func(s *primary.SequenceStatus) bool {
 		n++
-		if !s.Healthy {
+		switch {
+		case s.Exhausted:
+			exhausted++
+			return false // it has no runway to run out of
+		case !s.Healthy:
 			unhealthy++
 		}
 		sum += s.RunwaySeconds
@@ -182,12 +187,13 @@ func collectSequences(ch chan<- prometheus.Metric, statusOf func(keep func(*prim
 		return false
 	})
 	if !st.Leading {
-		n, unhealthy, sum, hasLegacy, short.top = 0, 0, 0, false, nil
+		n, unhealthy, exhausted, sum, hasLegacy, short.top = 0, 0, 0, 0, false, nil
 		clear(buckets)
 	}
 	ch <- prometheus.MustNewConstMetric(descSequences, prometheus.GaugeValue, float64(n))
 	ch <- prometheus.MustNewConstMetric(descUnhealthy, prometheus.GaugeValue, float64(unhealthy))
-	ch <- prometheus.MustNewConstHistogram(descRunway, uint64(n), sum, buckets)
+	ch <- prometheus.MustNewConstMetric(descExhausted, prometheus.GaugeValue, float64(exhausted))
+	ch <- prometheus.MustNewConstHistogram(descRunway, uint64(n-exhausted), sum, buckets)
 	if hasLegacy {
 		ch <- prometheus.MustNewConstMetric(descLegacyMin, prometheus.GaugeValue, float64(legacyMin))
 	}

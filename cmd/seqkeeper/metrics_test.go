@@ -165,3 +165,26 @@ func BenchmarkZooKeeperGetObserved(b *testing.B) {
 		})
 	}
 }
+
+// An exhausted sequence ends there: it is counted apart, and neither
+// pins the shortest runway at 0 nor counts as unhealthy, so no alert
+// pages for it forever.
+func TestExhaustedSequencesPageNoOne(t *testing.T) {
+	t.Parallel()
+	st := primary.Status{Leading: true, Sequences: []primary.SequenceStatus{
+		{Name: "done", Exhausted: true, Problem: "exhausted"},
+		{Name: "live", Healthy: true, RunwaySeconds: 45},
+		{Name: "stuck", RunwaySeconds: 30, Problem: "the last store write failed"},
+	}}
+	out, err := testutil.CollectAndFormat(sequencesCollector{st, 0}, expfmt.TypeTextPlain,
+		"seqkeeper_unhealthy_sequences", "seqkeeper_exhausted_sequences", "seqkeeper_runway_min_seconds", "seqkeeper_runway_seconds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"seqkeeper_unhealthy_sequences 1\n", "seqkeeper_exhausted_sequences 1\n",
+		"seqkeeper_runway_min_seconds 30\n", "seqkeeper_runway_seconds_count 2\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("want %q in:\n%s", want, out)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -54,8 +55,9 @@ func TestRestoredBoundedSequenceStaysExhausted(t *testing.T) {
 func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
-	r := newFileRig(t, z.Servers, z.Root)
+	r, p := startFilePrimary(t, z.Servers, z.Root, fileStore(t, t.TempDir()), nil)
 	w := r.client(z.Servers, 10*time.Second)
+	waitFor(t, "the root", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root); return ok })
 	ctx := context.Background()
 	if err := w.Register(ctx, "top", seqzk.Registration{Start: math.MaxInt64 - 150}); err != nil {
 		t.Fatal(err)
@@ -79,6 +81,12 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	if last != math.MaxInt64-1 { // MaxInt64 itself is never handed out (state.MaxID)
 		t.Fatalf("top ended at %d; want %d", last, int64(math.MaxInt64-1))
 	}
+	// The primary reports it exhausted, which the metrics keep apart from
+	// the unhealthy (cmd/seqkeeper's TestExhaustedSequencesPageNoOne).
+	waitFor(t, "the primary to see top exhausted", func() bool {
+		st := p.StatusOf(func(s *primary.SequenceStatus) bool { return s.Name == "top" })
+		return len(st.Sequences) == 1 && st.Sequences[0].Exhausted && !st.Sequences[0].Healthy
+	})
 	if _, err := w.Take(ctx, "other", 1); err != nil {
 		t.Fatal(err)
 	}

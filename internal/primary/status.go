@@ -52,6 +52,10 @@ type SequenceStatus struct {
 	RunwaySeconds float64 `json:"runway_seconds"`
 	Healthy       bool    `json:"healthy"`
 	Problem       string  `json:"problem,omitempty"`
+	// Exhausted is a sequence that handed out every ID of its space: it
+	// is not Healthy, but nothing is wrong that an alert should page for
+	// (it ends there; widen it, or delete it once its users moved on).
+	Exhausted bool `json:"exhausted,omitempty"`
 	// LegacyMargin is, for a legacy counter, the smallest gap seen between
 	// the stored mark and the counter; negative means the counter once ran
 	// past the mark (IDs not covered by the store for a while).
@@ -179,7 +183,9 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	case st.Legacy && s.LegacyMargin < 0:
 		s.Healthy, s.Problem = false, "legacy counter ran past its stored mark"
 	case !st.Legacy && st.Next > min(st.End, state.MaxID-1) && len(st.Recycled) == 0:
-		s.Healthy, s.Problem, s.RunwaySeconds = false, "exhausted: every ID of its space is issued or skipped; widen it ('seqkeeper widen') or move to a new sequence", 0
+		s.Healthy, s.Exhausted, s.RunwaySeconds = false, true, 0
+		s.Problem = "exhausted: every ID of its space is issued or skipped; widen it ('seqkeeper widen'), or move to a new sequence and delete this one"
+
 	}
 	return s
 }
