@@ -68,10 +68,23 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	if _, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 150}); !errors.Is(err, seqzk.ErrWidenRefused) || !strings.Contains(err.Error(), "widen refused: --max 150 is below its end") {
 		t.Fatalf("narrowing: %v; want refused", err)
 	}
+	// Another client, on a session of its own, has read cap exhausted
+	// and keeps that state in its cache.
+	other := r.client(10 * time.Second)
+	if _, err := other.Take(ctx, "cap", 1); !errors.Is(err, state.ErrExhausted) {
+		t.Fatalf("another client's take from the exhausted cap: %v; want exhausted", err)
+	}
 	w, err := primary.Widen(ctx, c, r.store(), "cap", seqzk.Widening{End: 400})
 	if err != nil || w.End != 400 {
 		t.Fatalf("widen: %+v, %v", w, err)
 	}
+	// Exhausted is said for good: not from a cache the widen overtook.
+	waitFor(t, "the primary to raise the widened cap", func() bool { st, _, err := c.Describe(ctx, "cap"); return err == nil && st.Ceiling > 200 })
+	first, err := other.Take(ctx, "cap", 1)
+	if err != nil || first[0].Start != 201 {
+		t.Fatalf("the other client's take right after the widen: %v, %v; want 201", first, err)
+	}
+	seen.add(t, "after widening, by another client", first)
 	if rec, err := r.store().Get(ctx, "cap"); err != nil || rec.End != 400 {
 		t.Fatalf("the store's record after widening: %+v, %v; want the end 400", rec, err)
 	}
@@ -80,8 +93,8 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 		t.Fatalf("take after widening: %v", err)
 	}
 	seen.add(t, "after widening", got)
-	if got[0].Start != 201 {
-		t.Fatalf("took %s after widening; want from 201", got)
+	if got[0].Start != 202 {
+		t.Fatalf("took %s after widening and 201; want from 202", got)
 	}
 
 	// More windows, while the primary runs: takes open them and use them,

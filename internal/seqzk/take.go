@@ -134,6 +134,7 @@ type took struct {
 func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, maxConflicts int) (_ state.Ranges, t took, _ error) {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
+	synced := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, t, err
@@ -149,6 +150,16 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 			return nil, t, err
 		}
 		got, err := st.Take(n)
+		if errors.Is(err, state.ErrExhausted) && !synced {
+			// Exhausted is an answer for good: say it only from a state
+			// read after a sync with the leader, not from a cached one
+			// that a widen (through any session) may have overtaken.
+			if err := c.sync(ctx, c.zk.Session(), nd.path); err != nil {
+				return nil, t, err
+			}
+			nd.valid, synced = false, true
+			continue
+		}
 		if err != nil {
 			return nil, t, err
 		}
