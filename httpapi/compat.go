@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,18 +42,8 @@ func (s *Server) handleLeaf(w http.ResponseWriter, r *http.Request) {
 // bizType, comma-separated. Like Tinyid, a batchSize above the replica's
 // limit (max_count) gets the limit.
 func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	if err := r.ParseForm(); err != nil {
-		badRequest(w, "nextIdSimple: %v", err)
-		return
-	}
-	name, count, err := tinyidParams(r.Form, s.maxCount)
-	if err != nil {
-		badRequest(w, "%v", err)
-		return
-	}
-	if err := sequence.ValidateName(name); err != nil {
-		s.failNamed(w, r, name, err)
+	name, count, ok := s.tinyidRequest(w, r, "nextIdSimple", true)
+	if !ok {
 		return
 	}
 	got, ok := s.takeIDs(w, r, name, count)
@@ -69,6 +60,82 @@ func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeText(w, []byte(b.String()))
+}
+
+// handleTinyidNextID serves Tinyid's nextId: what nextIdSimple hands out,
+// in Tinyid's JSON envelope, {"data":[ids],"code":200,"message":""}.
+func (s *Server) handleTinyidNextID(w http.ResponseWriter, r *http.Request) {
+	name, count, ok := s.tinyidRequest(w, r, "nextId", true)
+	if !ok {
+		return
+	}
+	got, ok := s.takeIDs(w, r, name, count)
+	if !ok {
+		return
+	}
+	ids := make([]int64, 0, got.Count())
+	for _, rg := range got {
+		for id := rg.Start; id <= rg.End; id++ {
+			ids = append(ids, id)
+		}
+	}
+	writeJSON(w, http.StatusOK, tinyidAnswer{Data: ids, Code: http.StatusOK})
+}
+
+// handleTinyidSegment serves Tinyid's nextSegmentIdSimple, the route
+// Tinyid's Java client calls, and nextSegmentId (simple false): a segment
+// of sequence bizType for one client, which hands out (currentId, maxId]
+// itself and asks for the next once it passes loadingId. Simple answers
+// currentId,loadingId,maxId,delta,remainder as text; the other, the same
+// in Tinyid's JSON envelope.
+func (s *Server) handleTinyidSegment(w http.ResponseWriter, r *http.Request, simple bool) {
+	route := "nextSegmentId"
+	if simple {
+		route += "Simple"
+	}
+	name, _, ok := s.tinyidRequest(w, r, route, false)
+	if !ok {
+		return
+	}
+	seg, err := s.nextSegment(r.Context(), name)
+	if err != nil {
+		s.failNamed(w, r, name, err)
+		return
+	}
+	s.served.Add(seg.MaxID - seg.CurrentID)
+	if simple {
+		writeText(w, fmt.Appendf(nil, "%d,%d,%d,%d,%d", seg.CurrentID, seg.LoadingID, seg.MaxID, seg.Delta, seg.Remainder))
+		return
+	}
+	writeJSON(w, http.StatusOK, tinyidAnswer{Data: seg, Code: http.StatusOK})
+}
+
+// tinyidAnswer is the envelope of Tinyid's JSON answers.
+type tinyidAnswer struct {
+	Data    any    `json:"data"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// tinyidRequest reads a Tinyid request's parameters (the query, or a POST's
+// form body): the sequence bizType and, where the route takes one,
+// batchSize. On failure it answers the error and returns false.
+func (s *Server) tinyidRequest(w http.ResponseWriter, r *http.Request, route string, batch bool) (string, int64, bool) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if err := r.ParseForm(); err != nil {
+		badRequest(w, "%s: %v", route, err)
+		return "", 0, false
+	}
+	name, count, err := tinyidParams(r.Form, route, batch, s.maxCount)
+	if err != nil {
+		badRequest(w, "%v", err)
+		return "", 0, false
+	}
+	if err := sequence.ValidateName(name); err != nil {
+		s.failNamed(w, r, name, err)
+		return "", 0, false
+	}
+	return name, count, true
 }
 
 // writeText writes a compatibility answer.

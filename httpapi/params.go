@@ -98,10 +98,14 @@ func listCursor(name string) string { return base64.RawURLEncoding.EncodeToStrin
 // tinyidParams reads the parameters of Tinyid's nextIdSimple (the query
 // and a form body, parsed): the sequence's name (not checked) and the
 // count, at most maxCount.
-func tinyidParams(form url.Values, maxCount int64) (name string, count int64, err error) {
+func tinyidParams(form url.Values, route string, batch bool, maxCount int64) (name string, count int64, err error) {
+	known := []string{"bizType", "token"}
+	if batch {
+		known = append(known, "batchSize")
+	}
 	for key, vs := range form {
-		if !slices.Contains([]string{"bizType", "batchSize", "token"}, key) {
-			return "", 0, fmt.Errorf("unknown parameter %q of nextIdSimple; it takes bizType, batchSize and token", key)
+		if !slices.Contains(known, key) {
+			return "", 0, fmt.Errorf("unknown parameter %q of %s; it takes %s", key, route, strings.Join(known, ", "))
 		}
 		// Get would take the first (the form body's, where the query has
 		// it too; FuzzTinyidParams holds it).
@@ -111,7 +115,7 @@ func tinyidParams(form url.Values, maxCount int64) (name string, count int64, er
 	}
 	name = form.Get("bizType")
 	if name == "" {
-		return "", 0, fmt.Errorf("nextIdSimple needs bizType, the sequence's name")
+		return "", 0, fmt.Errorf("%s needs bizType, the sequence's name", route)
 	}
 	count = 1
 	if v := form.Get("batchSize"); v != "" {

@@ -183,7 +183,7 @@ func FuzzTinyidParams(f *testing.F) {
 		if err != nil || maxCount < 1 {
 			return // ParseForm refuses it; New refuses the limit
 		}
-		name, count, err := tinyidParams(form, maxCount)
+		name, count, err := tinyidParams(form, "nextIdSimple", true, maxCount)
 		q, ok := queryOf(raw, "bizType", "batchSize", "token")
 		_, blank := form[""]
 		ok = ok && !blank && q["bizType"] != ""

@@ -93,6 +93,18 @@ var routeTable = []route{
 	{Route{"GET", "/api/segment/get/{key}", Taker, []string{"token"}, true}, (*Server).handleLeaf},
 	{Route{"GET", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
 	{Route{"POST", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
+	{Route{"GET", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyidNextID},
+	{Route{"POST", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyidNextID},
+	{Route{"GET", "/tinyid/id/nextSegmentIdSimple", Taker, []string{"bizType", "token"}, true}, segmentRoute(true)},
+	{Route{"POST", "/tinyid/id/nextSegmentIdSimple", Taker, []string{"bizType", "token"}, true}, segmentRoute(true)},
+	{Route{"GET", "/tinyid/id/nextSegmentId", Taker, []string{"bizType", "token"}, true}, segmentRoute(false)},
+	{Route{"POST", "/tinyid/id/nextSegmentId", Taker, []string{"bizType", "token"}, true}, segmentRoute(false)},
+}
+
+// segmentRoute is the handler of Tinyid's segment routes, simple (text) or
+// not (JSON).
+func segmentRoute(simple bool) func(*Server, http.ResponseWriter, *http.Request) {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) { s.handleTinyidSegment(w, r, simple) }
 }
 
 // Routes returns every route of the API, in a fixed order: the routes of

@@ -118,6 +118,7 @@ type Server struct {
 	tokens                  atomic.Pointer[tokenSet]
 	admin                   AdminService
 	maxCount                int64
+	segments                segmentSizes
 	allocOpt                sequence.AllocatorOptions
 	log                     zerolog.Logger
 	mux                     *http.ServeMux
