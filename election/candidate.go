@@ -390,7 +390,7 @@ func (e *Election) leave(ctx context.Context, c *candidate) {
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; candidate node deleted")
 			return
 		}
-		if errors.Is(err, zkclient.ErrClosed) { // closing ends the session
+		if errors.Is(err, zkclient.ErrClosed) { // Close asked the server to end the session; its timeout ends it otherwise
 			e.logc(zerolog.InfoLevel, c).Msg("election: left; the client is closed, and the node goes with its session")
 			return
 		}

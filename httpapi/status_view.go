@@ -104,9 +104,12 @@ type ReserveView struct {
 // ReserveSummaryView sums up the primary's view of every sequence.
 type ReserveSummaryView struct {
 	Sequences int `json:"sequences"`
+	// Unhealthy counts the unhealthy sequences, exhausted ones apart:
+	// Exhausted counts those (absent when none).
 	Unhealthy int `json:"unhealthy"`
+	Exhausted int `json:"exhausted,omitempty"`
 	// MinRunwaySeconds is the shortest runway and MinRunwaySequence its
-	// sequence; null and empty without sequences.
+	// sequence, exhausted ones apart; null and empty without others.
 	MinRunwaySeconds  *float64 `json:"min_runway_seconds"`
 	MinRunwaySequence string   `json:"min_runway_sequence"`
 }
@@ -168,10 +171,13 @@ func ReserveViewFrom(statusOf func(keep func(*primary.SequenceStatus) bool) prim
 	var sum ReserveSummaryView
 	st := statusOf(func(s *primary.SequenceStatus) bool {
 		sum.Sequences++
-		if !s.Healthy {
+		switch {
+		case s.Exhausted:
+			sum.Exhausted++
+		case !s.Healthy:
 			sum.Unhealthy++
 		}
-		if sum.MinRunwaySeconds == nil || s.RunwaySeconds < *sum.MinRunwaySeconds {
+		if !s.Exhausted && (sum.MinRunwaySeconds == nil || s.RunwaySeconds < *sum.MinRunwaySeconds) {
 			r := s.RunwaySeconds
 			sum.MinRunwaySeconds, sum.MinRunwaySequence = &r, s.Name
 		}

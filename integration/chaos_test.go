@@ -154,6 +154,7 @@ var faults = []fault{
 	{"lose-one-zookeeper", "store", (*chaos).loseZooKeeper},
 	{"lose-zookeeper-quorum", "store", (*chaos).loseQuorum},
 	{"wipe-zookeeper", "zookeeper", (*chaos).wipeZooKeeper},
+	{"tinyid-clients-through-kill-and-wipe", "zookeeper", (*chaos).tinyidThroughKillAndWipe},
 	{"rollback-zookeeper-before-raise", "zookeeper", (*chaos).rollbackBeforeRaise},
 	{"rollback-zookeeper-after-raise", "rollback", (*chaos).rollbackAfterRaise},
 	{"rollback-zookeeper-reusing-epoch", "rollback", (*chaos).rollbackReusingEpoch},

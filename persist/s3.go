@@ -136,15 +136,16 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3Backend, error) {
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		// An untrusted certificate does not heal by itself: the first
 		// attempt's error, with mapError's advice, not three attempts'.
-		o.Retryer = awsretry.NewStandard(func(so *awsretry.StandardOptions) {
-			final := awsretry.IsErrorRetryableFunc(func(err error) aws.Ternary {
-				if untrusted(err) {
-					return aws.FalseTernary
-				}
-				return aws.UnknownTernary
-			})
-			so.Retryables = append([]awsretry.IsErrorRetryable{final}, so.Retryables...)
-		})
+		// The retryer is the one the configuration asks for (its retry
+		// mode), with that one refusal in front.
+		base := o.Retryer
+		if base == nil {
+			base = awsretry.NewStandard()
+			if o.RetryMode == aws.RetryModeAdaptive {
+				base = awsretry.NewAdaptiveMode()
+			}
+		}
+		o.Retryer = trustedOnly{base}
 	})
 	b := &S3Backend{client: client, bucket: cfg.Bucket, prefix: prefix, endpoint: cfg.Endpoint, kmsKey: cfg.SSEKMSKeyID}
 	b.desc = strings.TrimSuffix("s3://"+cfg.Bucket+"/"+prefix, "/")
@@ -190,6 +191,22 @@ func (b *S3Backend) createBucketWhenReachable(ctx context.Context, region string
 			return fmt.Errorf("%s: waiting for the S3 endpoint to answer: %w", b.desc, err)
 		}
 	}
+}
+
+// trustedOnly is a retryer that never retries a TLS handshake that
+// refused the server's certificate.
+type trustedOnly struct{ aws.Retryer }
+
+func (r trustedOnly) IsErrorRetryable(err error) bool {
+	return !untrusted(err) && r.Retryer.IsErrorRetryable(err)
+}
+
+// GetAttemptToken is the wrapped retryer's (aws.RetryerV2).
+func (r trustedOnly) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	if v2, ok := r.Retryer.(aws.RetryerV2); ok {
+		return v2.GetAttemptToken(ctx)
+	}
+	return r.GetInitialToken(), nil
 }
 
 // untrusted tells an error of a TLS handshake that refused the server's

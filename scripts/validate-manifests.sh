@@ -203,20 +203,27 @@ alert_tests() {
 	(cd "$dir" && promtool test rules alerts_test.yaml)
 }
 # Each alert's tests can fail: one whose for: never ends must miss its
-# firing case, and one that always fires must break the healthy case.
+# firing case, and one that always fires must break the healthy case;
+# each for that alert (promtool names it), not for a broken copy.
 # mutate M WITH: the rule file with rule $i's "M: ..." line made "M: WITH".
 mutate() { awk -v i="$i" -v m="$1" -v with="$2" '/^ *- alert: /{k++} k == i && $1 == m":" {sub(m": .*", m": " with)} {print}' "$work/rules.yaml"; }
-n=$(grep -c '^ *- alert: ' "$work/rules.yaml")
-for ((i = 1; i <= n; i++)); do
+mapfile -t alerts < <(sed -n 's/^ *- alert: //p' "$work/rules.yaml")
+((${#alerts[@]} > 0)) || die "no alert in $K8S_DIR/prometheusrule.yaml's rules"
+for ((i = 1; i <= ${#alerts[@]}; i++)); do
+	name="${alerts[i - 1]}"
 	mutate for 1000h >"$work/never.yaml"
 	mutate expr 'vector(1)' >"$work/always.yaml"
 	for m in never always; do
-		cmp -s "$work/$m.yaml" "$work/rules.yaml" && die "self-check: the $m copy of rule $i is the rule file unchanged"
-		alert_tests "$work/$m.yaml" >/dev/null 2>&1 && die "self-check: the alert tests pass with rule $i made to $m fire"
+		cmp -s "$work/$m.yaml" "$work/rules.yaml" && die "self-check: the $m copy of $name is the rule file unchanged"
+		promtool check rules "$work/$m.yaml" >/dev/null 2>&1 || die "self-check: the $m copy of $name is not a valid rule file"
+		if out="$(alert_tests "$work/$m.yaml" 2>&1)"; then
+			die "self-check: the alert tests pass with $name made to $m fire"
+		fi
+		grep -q "alertname: $name," <<<"$out" || die "self-check: with $name made to $m fire the alert tests fail, but not on $name:"$'\n'"$out"
 	done
 done
 alert_tests "$work/rules.yaml" >"$work/alert-tests.out" 2>&1 || { cat "$work/alert-tests.out" >&2; die "the alert tests of deploy/prometheus/alerts_test.yaml fail (above)"; }
-log "alerts: $n rules, the same in docs/operations.md and $K8S_DIR/prometheusrule.yaml, every metric exported, valid (promtool check rules), each one's firing and silence tested (promtool test rules; a rule that never or always fires fails them)"
+log "alerts: ${#alerts[@]} rules, the same in docs/operations.md and $K8S_DIR/prometheusrule.yaml, every metric exported, valid (promtool check rules), each one's firing and silence tested (promtool test rules; a rule that never or always fires fails them)"
 
 # The systemd unit (its binary's path is replaced by one that exists here).
 ensure_packages log systemd-analyze:systemd ||

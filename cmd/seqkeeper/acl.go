@@ -61,7 +61,7 @@ func newACLShowCmd(g *globals) *cobra.Command {
 				err = g.printJSON(out)
 			} else {
 				if len(l.Roles) == 0 {
-					fmt.Fprintf(g.stdout, "root %s is open: its ACL names no roles, so every client may read and write under it ('seqkeeper acl apply' sets a layout)\n", root)
+					fmt.Fprintf(g.stdout, "root %s has no layout: its ACL names no roles, so what is created under it carries its creator's ACL ('seqkeeper acl apply' sets a layout)\n", root)
 				}
 				printLayout(g.stdout, l)
 				n = printACLFindings(g.stdout, findings)
@@ -77,8 +77,8 @@ func newACLShowCmd(g *globals) *cobra.Command {
 // aclShow is acl show's structured output.
 type aclShow struct {
 	Root string `json:"root"`
-	// Open is a root whose ACL names no roles: every client may read
-	// and write under it.
+	// Open is a root without a layout: its ACL names no roles, and what
+	// is created under it carries its creator's ACL.
 	Open       bool                `json:"open"`
 	Roles      map[string][]string `json:"roles"`
 	Wider      []aclNode           `json:"wider"`

@@ -236,7 +236,7 @@ func TestACLShowOnAnOpenOrMissingRoot(t *testing.T) {
 		t.Fatalf("acl show of a missing root: exit %d, %q %q; want 1 and that it does not exist", code, out, errOut)
 	}
 	c.ok("create", "open")
-	if out := c.ok("acl", "show"); !strings.Contains(out, "is open: its ACL names no roles") {
+	if out := c.ok("acl", "show"); !strings.Contains(out, "has no layout: its ACL names no roles") {
 		t.Fatalf("acl show of an open root: %q", out)
 	}
 	var got struct {

@@ -40,8 +40,8 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Long: `Compare every sequence in ZooKeeper with its record in the store. Unsafe
 (exit 1): a ZooKeeper ceiling above the stored one, a sequence the store does
 not cover, a legacy counter past its mark, corrupt data. Pending (exit 0): what
-a running primary fixes by itself (missing znodes, sequences not yet validated
-in the current ZooKeeper epoch, registrations). Exit 3 when nothing is unsafe
+a running primary fixes by itself (sequences not yet validated in the current
+ZooKeeper epoch, registrations, tombstones one side lacks). Exit 3 when nothing is unsafe
 but ZooKeeper lost sequences with its data that no one has re-created yet: a
 running primary does within seconds, so a 3 that persists means none runs
 ('seqkeeper restore' does it by hand).

@@ -113,7 +113,7 @@ func run(ctx context.Context, g *globals, args []string) int {
 	}
 	if errors.Is(err, zkclient.ErrNoAuth) {
 		msg += "; ZooKeeper refused this identity: the root's ACL layout ('seqkeeper acl show', docs/security.md) gives each role its powers " +
-			"(a worker takes, pushes and registers; deleting and changing ACLs are the admin's); run the command as an identity whose role has this one (zk_tls_cert_file, zk_digest)"
+			"(a worker takes, pushes and registers; deleting a sequence needs the replica or admin role, changing ACLs the admin's); run the command as an identity whose role has this one (zk_tls_cert_file, zk_digest)"
 	}
 	fmt.Fprintln(g.stderr, "seqkeeper:", msg)
 	return exitCode(err)

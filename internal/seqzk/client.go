@@ -160,6 +160,9 @@ type node struct {
 	// seen is set once the znode was read: if it vanishes later, Take
 	// waits for the primary to restore it instead of failing at once.
 	seen bool
+	// confirmed is when a take last read the sequence after a sync to
+	// answer that it is exhausted (see exhaustedRecheck).
+	confirmed time.Time
 }
 
 // NewClient returns a Client for the sequences under opts.Root.
@@ -204,9 +207,10 @@ type Stats struct {
 	Waits int64
 	// Syncs is the number of times the client synced its session with the
 	// ZooKeeper leader: before answering that a sequence does not exist
-	// (a read that found no znode reads again after it), and before
-	// listing the sequences (Names). Reads that find their znode never
-	// sync.
+	// (a read that found no znode reads again after it), before listing
+	// the sequences (Names), and before answering that a sequence is
+	// exhausted (at most once a second per sequence). Other reads that
+	// find their znode never sync.
 	Syncs int64
 }
 

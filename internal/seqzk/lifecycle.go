@@ -77,6 +77,10 @@ func (c *Client) changeOps(ctx context.Context, h Holding, ch Change) []zkclient
 	case h.guarded:
 		ops = append(ops, c.guardOps(h.Name, h.Deletion)...)
 	}
+	if ch.State != nil && !h.Exists {
+		// A create has no stat: the root's tells the epoch it landed in.
+		ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
+	}
 	return ops
 }
 
@@ -95,12 +99,7 @@ func (k Keeper) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Sta
 	nd := c.node(c.Path(h.Name))
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	ops := c.changeOps(ctx, h, ch)
-	if ch.State != nil && !h.Exists {
-		// A create has no stat: the root's tells the epoch it landed in.
-		ops = append(ops, zkclient.SetOp(c.opts.Root, nil, zkclient.AnyVersion))
-	}
-	res, err := c.write(ctx, ops...)
+	res, err := c.write(ctx, c.changeOps(ctx, h, ch)...)
 	nd.valid, nd.deleted = false, nil // this client reads the name afresh
 	switch {
 	case err == nil:
@@ -123,27 +122,36 @@ func (k Keeper) Commit(ctx context.Context, h Holding, ch Change) (*zkclient.Sta
 
 // preflight asks ZooKeeper, before the store is written for change ch of
 // the name h holds, whether this client's identity may make it: the
-// change's transaction with a check that cannot hold appended, so that
-// ZooKeeper applies none of it and names the first operation it refuses.
-// Only a refusal of the identity (ErrNoAuth) is an error; anything else
-// is the commit's to meet.
-func (c *Client) preflight(ctx context.Context, h Holding, ch Change) error {
-	// No znode has a negative version: the check never holds.
-	ops := append(c.changeOps(ctx, h, ch), zkclient.CheckOp(c.opts.Root, neverVersion))
-	_, err := c.write(ctx, ops...)
+// root's own znode ensured (as the commit would), then the commit's
+// transaction with a check appended that cannot hold, so that ZooKeeper
+// applies none of it and names the first operation it refuses. Only a
+// refusal of the identity (ErrNoAuth) is an error; anything else is the
+// commit's to meet.
+func (l *change) preflight(ctx context.Context, h Holding, ch Change) error {
+	if !l.meta {
+		if err := l.c.Meta().EnsureMeta(ctx); err != nil {
+			return err
+		}
+		l.meta = true
+	}
+	_, err := l.c.write(ctx, append(l.c.changeOps(ctx, h, ch), l.c.neverOp())...)
 	switch {
 	case err == nil:
-		panic("seqzk: a check of version -2 held") // the change landed without its store write
+		return fmt.Errorf("sequence %q: %w: the preflight's transaction landed (%s exists); its ceiling was not stored first, so the primary's audit must store it: delete that znode", h.Name, ErrChangedMeanwhile, l.c.neverPath())
 	case errors.Is(err, zkclient.ErrNoAuth):
 		return fmt.Errorf("sequence %q: %w; nothing was written", h.Name, err)
-	case zkclient.FailedOp(err) == len(ops)-1:
-		c.stats.conflicts.Add(-1) // the check meant to fail: no conflict
 	}
 	return nil
 }
 
-// neverVersion is a version no znode has (-1 is any version).
-const neverVersion = -2
+// neverPath is a znode that does not exist: a deletion record's name no
+// sequence can have (names start with a letter or digit).
+func (c *Client) neverPath() string { return c.metaPath() + "/.preflight" }
+
+// neverOp is a check that fails for want of its znode (neverPath), not of
+// a version that enough writes could reach: a transaction ending with it
+// never lands.
+func (c *Client) neverOp() zkclient.Op { return zkclient.CheckOp(c.neverPath(), zkclient.AnyVersion) }
 
 // Store is the durable store as the lifecycle protocol writes it; a
 // *persist.Store is one.
@@ -243,7 +251,7 @@ func (k Keeper) Lifecycle(ctx context.Context, store Store, name string, decide 
 			return l.done, err
 		}
 		if b := step.Before; b != nil && !covers(l.held, *b) {
-			if err := c.preflight(ctx, h, step.Change); err != nil {
+			if err := l.preflight(ctx, h, step.Change); err != nil {
 				return l.done, err
 			}
 			if err := PutAtCurrentEpoch(ctx, store, *b); err != nil {

@@ -150,14 +150,18 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 			return nil, t, err
 		}
 		got, err := st.Take(n)
-		if errors.Is(err, state.ErrExhausted) && !synced {
-			// Exhausted is an answer for good: say it only from a state
-			// read after a sync with the leader, not from a cached one
-			// that a widen (through any session) may have overtaken.
+		if errors.Is(err, state.ErrExhausted) && !synced && nd.path == nd.seq && time.Since(nd.confirmed) > exhaustedRecheck {
+			// A sequence's exhausted is an answer for good: say it from
+			// a state read after a sync with the leader, not from a
+			// cached one that a widen (through any session) may have
+			// overtaken. At most once per exhaustedRecheck per znode, so
+			// that takes of a sequence that stays exhausted cost no
+			// round trip. (A window's end is no answer: the take moves
+			// to the next window.)
 			if err := c.sync(ctx, c.zk.Session(), nd.path); err != nil {
 				return nil, t, err
 			}
-			nd.valid, synced = false, true
+			nd.valid, synced, nd.confirmed = false, true, time.Now()
 			continue
 		}
 		if err != nil {
@@ -210,6 +214,11 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 		}
 	}
 }
+
+// exhaustedRecheck is how long a sequence's exhausted state, confirmed by
+// a read after a sync, is answered from the cache: a widen is seen that
+// much later at most.
+const exhaustedRecheck = time.Second
 
 // errContended is returned by takeNode when it gave up on a znode that
 // other writers keep changing; nothing was handed out.

@@ -42,6 +42,8 @@ func (c *Client) write(ctx context.Context, ops ...zkclient.Op) ([]zkclient.OpRe
 	case i >= 0 && i < len(ops) && ops[i].IsCheck() && errors.Is(err, zkclient.ErrNoNode) &&
 		strings.HasPrefix(path.Base(ops[i].Path()), state.MarkerPrefix):
 		return nil, fmt.Errorf("%w: %w", errMarkerGone, err)
+	case i >= 0 && i < len(ops) && ops[i].IsCheck() && ops[i].Path() == c.neverPath():
+		// A preflight's own check (lifecycle.go): no conflict.
 	case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, zkclient.ErrNoNode), errors.Is(err, zkclient.ErrNodeExists),
 		errors.Is(err, zkclient.ErrNotEmpty):
 		c.stats.conflicts.Add(1)
