@@ -1,0 +1,272 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
+)
+
+// The alerts of deploy/kubernetes/prometheusrule.yaml, evaluated by a real
+// Prometheus scraping a real cluster: a healthy cluster under traffic
+// fires nothing; with the store stopped, the store and runway alerts
+// fire; with every replica stopped, the replica-down and no-primary
+// alerts fire. Each rule's for: is a sixtieth of its own (5m becomes 5s)
+// so that the test takes a minute, not an hour; the expressions, labels
+// and thresholds are the chart's as they are (promtool's unit tests,
+// scripts/validate-manifests.sh, hold the for: durations). The replicas'
+// runway is 20 s, so that the runway alert's 10 s is reached within
+// seconds of the store going away, and stays away while it answers.
+func TestAlertsFireInPrometheus(t *testing.T) {
+	takeClusterSlot(t)
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("the Prometheus server is missing: bash scripts/setup.sh installs it (Debian's prometheus package): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c := NewCluster(ctx, t, Options{ZooKeepers: 1, ZooKeeperEnv: map[string]string{"ZOO_STANDALONE_ENABLED": "false"}, MinIO: true, Replicas: 2, ReplicaEnv: map[string]string{
+		"SEQKEEPER_RUNWAY":         "20s",
+		"SEQKEEPER_SWEEP_INTERVAL": "1s",
+		"SEQKEEPER_AUDIT_INTERVAL": "3s",
+	}})
+	replicas := c.Replicas()
+	code, out, err := replicas[0].Container.Exec(ctx, []string{"/seqkeeper", "create", "alerts"}, tcexec.Multiplexed())
+	if b, _ := io.ReadAll(out); err != nil || code != 0 {
+		t.Fatalf("seqkeeper create alerts: exit %d, %v: %s", code, err, b)
+	}
+	var targets []string
+	for _, r := range replicas {
+		targets = append(targets, r.Addr(ReplicaPort))
+	}
+	stop := takeThroughout(ctx, targets)
+	defer stop()
+	prom := startPrometheus(t, promBin, targets)
+
+	// Healthy, under traffic: every target up and the sequence served,
+	// then nothing fires for 30 s (pending is not firing).
+	prom.waitFor(t, "both replicas scraped and the sequence served", time.Minute, func() (bool, string) {
+		v, err := prom.query(`count(up{job="seqkeeper"} == 1) == 2 and on() sum(rate(seqkeeper_ids_served_total[10s])) > 0`)
+		return err == nil && v, fmt.Sprint(err)
+	})
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		if firing := prom.firing(t); len(firing) > 0 {
+			t.Fatalf("a healthy cluster fires %v", firing)
+		}
+	}
+
+	// The store stops: takes use up the reserve; the store's and the
+	// runway's alerts fire.
+	if err := c.MinIO.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	prom.waitFiring(t, 2*time.Minute, "SeqkeeperStoreUnhealthy", "SeqkeeperRunwayLow")
+	if err := c.MinIO.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every replica stops: none is scraped, none leads.
+	stop()
+	for _, r := range replicas {
+		if err := r.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prom.waitFiring(t, time.Minute, "SeqkeeperReplicaDown", "SeqkeeperNoPrimary")
+}
+
+// takeThroughout takes IDs of "alerts" from the replicas at targets, 20
+// every 20 ms, until stopped; failures are the point of the faults.
+func takeThroughout(ctx context.Context, targets []string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		client := &http.Client{Timeout: 5 * time.Second}
+		for i := 0; ctx.Err() == nil; i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+targets[i%len(targets)]+"/v1/sequences/alerts/ids?count=20", nil)
+			if resp, err := client.Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			sleep(ctx, 20*time.Millisecond)
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+// prometheus is a Prometheus server of this test.
+type prometheus struct{ url string }
+
+// startPrometheus runs the Prometheus server at bin, scraping targets
+// every second as job seqkeeper, with the chart's alert rules, their
+// for: scaled down (see TestAlertsFireInPrometheus); it stops when the
+// test ends.
+func startPrometheus(t *testing.T, bin string, targets []string) *prometheus {
+	t.Helper()
+	dir := t.TempDir()
+	rules, err := chartRules(filepath.Join("..", "deploy", "kubernetes", "prometheusrule.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted := make([]string, len(targets))
+	for i, tg := range targets {
+		quoted[i] = strconv.Quote(tg)
+	}
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [rules.yaml]\n"+
+		"scrape_configs:\n  - job_name: seqkeeper\n    static_configs: [{targets: [%s]}]\n", strings.Join(quoted, ", "))
+	for name, data := range map[string]string{"prometheus.yaml": cfg, "rules.yaml": rules} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yaml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("prometheus log (the end):\n%s", b[max(0, len(b)-4000):])
+		}
+	})
+	p := &prometheus{url: "http://" + addr}
+	p.waitFor(t, "Prometheus ready", time.Minute, func() (bool, string) {
+		resp, err := http.Get(p.url + "/-/ready")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return p
+}
+
+// chartRules is the rule file of the PrometheusRule at path (its spec,
+// de-indented), each for: a sixtieth of its own: 5m becomes 5s, 1h 60s.
+func chartRules(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	_, spec, ok := strings.Cut(string(b), "\nspec:\n")
+	if !ok {
+		return "", fmt.Errorf("%s has no spec", path)
+	}
+	lines := strings.Split(spec, "\n")
+	forLine := regexp.MustCompile(`^(\s*for: )(\d+)([mh])$`)
+	for i, l := range lines {
+		l = strings.TrimPrefix(l, "  ")
+		if m := forLine.FindStringSubmatch(l); m != nil {
+			n, _ := strconv.Atoi(m[2])
+			if m[3] == "h" {
+				n *= 60
+			}
+			l = fmt.Sprintf("%s%ds", m[1], n)
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// query reports whether the PromQL expression q returns any sample.
+func (p *prometheus) query(q string) (bool, error) {
+	resp, err := http.Get(p.url + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string
+		Data   struct{ Result []json.RawMessage }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		return false, fmt.Errorf("query %s: %s %v", q, r.Status, err)
+	}
+	return len(r.Data.Result) > 0, nil
+}
+
+// firing returns the names of the alerts Prometheus says fire.
+func (p *prometheus) firing(t *testing.T) []string {
+	t.Helper()
+	resp, err := http.Get(p.url + "/api/v1/alerts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string
+				State  string
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range r.Data.Alerts {
+		if a.State == "firing" && !slices.Contains(names, a.Labels["alertname"]) {
+			names = append(names, a.Labels["alertname"])
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitFiring waits until each of names fires.
+func (p *prometheus) waitFiring(t *testing.T, limit time.Duration, names ...string) {
+	t.Helper()
+	p.waitFor(t, strings.Join(names, " and ")+" to fire", limit, func() (bool, string) {
+		firing := p.firing(t)
+		for _, n := range names {
+			if !slices.Contains(firing, n) {
+				return false, fmt.Sprintf("firing: %v", firing)
+			}
+		}
+		t.Logf("firing: %v", firing)
+		return true, ""
+	})
+}
+
+func (p *prometheus) waitFor(t *testing.T, what string, limit time.Duration, ok func() (bool, string)) {
+	t.Helper()
+	var last string
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		var done bool
+		if done, last = ok(); done {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
+}
