@@ -244,6 +244,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 		newPushCmd(g),
 		newDeleteCmd(g),
 		newLeaderCmd(g),
+		newStatusCmd(g),
 		newBenchCmd(g),
 		newServeCmd(g),
 		newVerifyCmd(g),

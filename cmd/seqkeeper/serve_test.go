@@ -304,3 +304,32 @@ func TestVerifyAndRestore(t *testing.T) {
 		t.Fatalf("take after restoring at the top: exit %d %q; want exhausted", code, errOut)
 	}
 }
+
+// status asks the primary, found through the election, or the replica
+// given: its role, session, store and sequences; -o json is the
+// replica's answer; a replica that does not answer fails it.
+func TestStatusShowsAReplica(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
+	r := c.serve("r1")
+	eventually(t, "replica ready", func() bool { return r.get(t, "/readyz", nil) == http.StatusOK })
+	c.ok("create", "orders")
+	eventually(t, "r1 to lead and serve orders", func() bool { _, code := r.ids(t, "orders", 1); return code == http.StatusOK })
+	out := c.ok("status")
+	for _, want := range []string{"replica:    r1 (primary) at " + r.addr, "zookeeper:  has_session", "store:      file://", " healthy", "sequences:  1 sequences, 0 unhealthy, shortest runway"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st struct {
+		Leading bool `json:"leading"`
+		Replica struct{ ID string }
+	}
+	if err := json.Unmarshal([]byte(c.ok("status", "--replica", r.addr, "-o", "json")), &st); err != nil || !st.Leading || st.Replica.ID != "r1" {
+		t.Errorf("status -o json: %+v, %v", st, err)
+	}
+	if _, errOut, code := c.run("", "status", "--replica", freeAddr(t)); code != 1 || !strings.Contains(errOut, "does not answer") {
+		t.Errorf("status of a replica that is not there: exit %d, %q", code, errOut)
+	}
+}
