@@ -118,15 +118,8 @@ func (c *Config) validateRoots() []error {
 	bad := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: roots: %s", ErrInvalid, fmt.Sprintf(format, args...)))
 	}
-	var set, keys, envs []string
-	for _, k := range []struct{ key, val string }{{"root", c.Root}, {"store", c.Store}} {
-		if k.val != "" && (k.key != "root" || k.val != DefaultRoot) {
-			set, keys, envs = append(set, fmt.Sprintf("%s (%s)", k.key, k.val)), append(keys, k.key), append(envs, EnvName(k.key))
-		}
-	}
-	if len(set) > 0 {
-		bad("set together with %s: with a roots: list every root and its store go in the list; remove %s from the top level, the environment (%s) and the flags",
-			strings.Join(set, " and "), strings.Join(keys, " and "), strings.Join(envs, ", "))
+	if err := c.topLevelRootOrStore(); err != nil {
+		bad("%v", err)
 	}
 	for _, k := range []struct {
 		key, val string
@@ -238,4 +231,20 @@ func (c *Config) ForRoot(name string) *Config {
 	out.ElectionPath, out.MarkerPath = rc.ElectionPath, rc.MarkerPath
 	out.derived = rc.derived
 	return &out
+}
+
+// topLevelRootOrStore says which of root and store are set beside a
+// roots: list, with their values and variables, or returns nil.
+func (c *Config) topLevelRootOrStore() error {
+	var set, keys, envs []string
+	for _, k := range []struct{ key, val string }{{"root", c.Root}, {"store", c.Store}} {
+		if k.val != "" && (k.key != "root" || k.val != DefaultRoot) {
+			set, keys, envs = append(set, fmt.Sprintf("%s (%s)", k.key, k.val)), append(keys, k.key), append(envs, EnvName(k.key))
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("set together with %s: with a roots: list every root and its store go in the list; remove %s from the top level, the environment (%s) and the flags",
+		strings.Join(set, " and "), strings.Join(keys, " and "), strings.Join(envs, ", "))
 }

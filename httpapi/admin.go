@@ -109,3 +109,30 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	s.log.Info().Str("sequence", name).Int64("tombstone_ceiling", ceiling).Str("remote", r.RemoteAddr).Msg("delete over HTTP")
 	writeJSON(w, http.StatusOK, DeleteResponse{Sequence: name, Deleted: true, TombstoneCeiling: ceiling})
 }
+
+// handleStepDown serves POST /v1/step-down: a planned handover. When this
+// replica is the root's primary it resigns, by the path a SIGTERM takes
+// (its primary stops, its candidate node goes, the next candidate leads),
+// and rejoins as the last candidate; it answers once the handover is
+// done. 409 not_primary when it does not lead.
+func (s *Server) handleStepDown(w http.ResponseWriter, r *http.Request) {
+	led := false
+	var err error
+	if s.stepDown != nil {
+		led, err = s.stepDown(r.Context())
+	}
+	switch {
+	case err != nil:
+		s.failNamed(w, r, "", err)
+	case !led:
+		writeError(w, http.StatusConflict, CodeNotPrimary, "this replica is not the primary: nothing to hand over ('seqkeeper leader' names the primary)")
+	default:
+		writeJSON(w, http.StatusOK, SteppedDown{SteppedDown: true})
+	}
+}
+
+// SteppedDown is the answer of POST /v1/step-down.
+type SteppedDown struct {
+	SteppedDown bool `json:"stepped_down"`
+}
+

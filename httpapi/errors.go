@@ -26,6 +26,7 @@ const (
 	CodeExhausted        = "exhausted"             // 409: the sequence's ID space is used up
 	CodeExists           = "exists"                // 409: create of a name that exists with other settings
 	CodeNotHandedOut     = "not_handed_out"        // 409: recycle of IDs this replica did not hand out: refused, leave them unused
+	CodeNotPrimary       = "not_primary"           // 409: step-down of a replica that is not the primary
 	CodeUncertain        = "uncertain"             // 500: recycle outcome unknown; without a key treat the IDs as lost, with one retry with the same key
 	CodeCorrupt          = "corrupt_state"         // 500: the sequence's data is unreadable
 	CodeInternal         = "internal"              // 500

@@ -78,6 +78,7 @@ var routeTable = []route{
 	{Route{"GET", "/v1/status", Taker, []string{"sequences", "name"}, false}, (*Server).handleStatus},
 	{Route{"GET", "/v1/openapi.json", Open, []string{}, false}, (*Server).handleOpenAPI},
 	{Route{"GET", "/v1/history", Taker, []string{}, false}, (*Server).handleHistory},
+	{Route{"POST", "/v1/step-down", Admin, []string{}, false}, (*Server).handleStepDown},
 	// The status console (console.go): open files, which read the /v1
 	// routes with the token.
 	{Route{"GET", "/ui/{file...}", Open, nil, false}, func(s *Server, w http.ResponseWriter, r *http.Request) { s.console.ServeHTTP(w, r) }},

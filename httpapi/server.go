@@ -84,6 +84,11 @@ type Options struct {
 	Tokens, AdminTokens []string
 	// Admin carries out the admin routes.
 	Admin AdminService
+	// StepDown hands the root's leadership over when this replica leads
+	// it (POST /v1/step-down, admin token): the next candidate leads and
+	// this replica rejoins last. It returns false, nothing done, when the
+	// replica does not lead. Nil: the route answers 409 not_primary.
+	StepDown func(ctx context.Context) (bool, error)
 	// Registry receives the API's metrics and is served on /metrics. Nil: a
 	// private registry with the Go and process collectors. The caller owns
 	// a registry it passes (and registers Go/process collectors itself).
@@ -117,6 +122,7 @@ type Server struct {
 	hasToken, hasAdminToken bool
 	tokens                  atomic.Pointer[tokenSet]
 	admin                   AdminService
+	stepDown                func(context.Context) (bool, error)
 	maxCount                int64
 	segments                segmentSizes
 	allocOpt                sequence.AllocatorOptions
@@ -212,6 +218,7 @@ func New(opts Options) (*Server, error) {
 		hasToken:      len(taker) > 0,
 		hasAdminToken: len(admin) > 0,
 		admin:         opts.Admin,
+		stepDown:      opts.StepDown,
 		paths:         http.NewServeMux(),
 		promHandler:   promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}),
 		maxCount:      opts.MaxCount,

@@ -3,7 +3,8 @@
 // One binary carries every role: "seqkeeper serve" runs a replica (leader
 // election, the primary's reservation loop, the HTTP ID API) and the other
 // subcommands are the operator tools (docs/cli.md). Exit codes: 0 ok, 1
-// failure, 2 usage or configuration error.
+// failure, 2 usage or configuration error, 3 (verify) ZooKeeper lost sequences
+// that no one has re-created yet.
 package main
 
 import (
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
 
 func main() {
@@ -20,4 +23,30 @@ func main() {
 	code := run(ctx, defaultGlobals(), os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// commands are seqkeeper's subcommands, in the order help lists them.
+func commands(g *globals) []*cobra.Command {
+	return []*cobra.Command{
+		newVersionCmd(g),
+		newCreateCmd(g),
+		newListCmd(g),
+		newDescribeCmd(g),
+		newTakeCmd(g),
+		newPushCmd(g),
+		newDeleteCmd(g),
+		newLeaderCmd(g),
+		newStatusCmd(g),
+		newStepDownCmd(g),
+		newBenchCmd(g),
+		newServeCmd(g),
+		newVerifyCmd(g),
+		newRestoreCmd(g),
+		newAdvanceCmd(g),
+		newWidenCmd(g),
+		newAdoptCmd(g),
+		newExportCmd(g),
+		newImportCmd(g),
+		newACLCmd(g),
+	}
 }

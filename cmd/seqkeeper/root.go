@@ -92,8 +92,8 @@ func defaultGlobals() *globals {
 	}
 }
 
-// run executes the command line args and returns the exit code: 0 ok, 1
-// failure, 2 usage or configuration error. Errors go to g.stderr.
+// run executes the command line args and returns the exit code (see
+// exitCode). Errors go to g.stderr.
 func run(ctx context.Context, g *globals, args []string) int {
 	root := newRootCmd(g)
 	root.SetArgs(args)
@@ -235,27 +235,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 	pf.StringVar(&g.rootName, "root-name", "", "the root of the config file's roots: list to work on, by its name (env "+envRootName+")")
 	g.settings.Add(pf, globalSettings...)
 
-	root.AddCommand(
-		newVersionCmd(g),
-		newCreateCmd(g),
-		newListCmd(g),
-		newDescribeCmd(g),
-		newTakeCmd(g),
-		newPushCmd(g),
-		newDeleteCmd(g),
-		newLeaderCmd(g),
-		newStatusCmd(g),
-		newBenchCmd(g),
-		newServeCmd(g),
-		newVerifyCmd(g),
-		newRestoreCmd(g),
-		newAdvanceCmd(g),
-		newWidenCmd(g),
-		newAdoptCmd(g),
-		newExportCmd(g),
-		newImportCmd(g),
-		newACLCmd(g),
-	)
+	root.AddCommand(commands(g)...)
 	root.SetOut(g.stdout) // before the completion commands capture it
 	root.SetErr(g.stderr)
 	root.InitDefaultCompletionCmd()

@@ -268,6 +268,13 @@ func (r *replica) newAPI(cfg *config.Config, tokens, adminTokens []string, metri
 			Name: name, Sequences: root.Workers(), Status: root.Status, Ready: r.ready,
 			Tokens: tokens, AdminTokens: adminTokens, Registry: metrics.reg, MetricLabels: labels,
 			Admin: root.Admin(), Logger: root.Logger(), TopSequences: int(cfg.MetricsTopSequences),
+			StepDown: func(ctx context.Context) (bool, error) {
+				err := root.Resign(ctx)
+				if errors.Is(err, election.ErrNotLeader) {
+					return false, nil
+				}
+				return err == nil, err
+			},
 		})
 		if err == nil {
 			root.SetAllocators(api.Allocators)

@@ -333,3 +333,45 @@ func TestStatusShowsAReplica(t *testing.T) {
 		t.Errorf("status of a replica that is not there: exit %d, %q", code, errOut)
 	}
 }
+
+// step-down hands the primary's leadership to the next replica in line;
+// the old primary keeps serving as a standby, which refuses a step-down
+// of its own (409 not_primary). Without the admin token it is a usage
+// error.
+func TestStepDownHandsOver(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.env["SEQKEEPER_STORE"] = "file://" + t.TempDir()
+	c.env["SEQKEEPER_HTTP_ADMIN_TOKEN"] = "admin-s3cret"
+	r1 := c.serve("r1")
+	eventually(t, "r1 leads", func() bool {
+		out, _, code := c.run("", "leader")
+		return code == 0 && strings.Contains(out, "leader:     r1")
+	})
+	r2 := c.serve("r2")
+	eventually(t, "r2 ready", func() bool { return r2.get(t, "/readyz", nil) == http.StatusOK })
+	if out := c.ok("step-down"); !strings.Contains(out, "r1 stepped down; r2 leads") {
+		t.Fatalf("step-down: %q", out)
+	}
+	eventually(t, "r2 to say it leads", func() bool {
+		var st struct{ Leading bool }
+		return r2.get(t, "/v1/status", &st) == http.StatusOK && st.Leading
+	})
+	c.ok("create", "after")
+	eventually(t, "r1, now a standby, to serve", func() bool { _, code := r1.ids(t, "after", 1); return code == http.StatusOK })
+	req, _ := http.NewRequest(http.MethodPost, "http://"+r1.addr+"/v1/step-down", nil)
+	req.Header.Set("Authorization", "Bearer admin-s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body), "not_primary") {
+		t.Errorf("step-down of the standby r1: %d %s; want 409 not_primary", resp.StatusCode, body)
+	}
+	delete(c.env, "SEQKEEPER_HTTP_ADMIN_TOKEN")
+	if _, errOut, code := c.run("", "step-down"); code != 2 || !strings.Contains(errOut, "needs the admin token") {
+		t.Errorf("step-down without the admin token: exit %d, %q", code, errOut)
+	}
+}

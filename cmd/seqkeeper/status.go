@@ -189,3 +189,73 @@ func statusProblem(addr string, st httpapi.StatusView) error {
 	}
 	return nil
 }
+
+func newStepDownCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "step-down",
+		Short: "Hand the primary's leadership over to the next replica in line",
+		Long: `A planned handover, before a primary's host is drained or upgraded: the
+primary (found through the election, as 'seqkeeper leader' finds it)
+resigns by the path a SIGTERM takes (its primary stops, its candidate node
+is deleted, the next candidate leads) and rejoins as the last candidate,
+still serving. It asks the primary's POST /v1/step-down with the
+configuration's http_admin_token, and prints the replica that leads after.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			zc, _, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer zc.Close()
+			before, err := readLeader(ctx, zc, g.cfg.ElectionPath)
+			if err != nil {
+				return err
+			}
+			if before.Address == "" {
+				return fmt.Errorf("the primary %s publishes no address (its 'advertise' setting): ask its POST /v1/step-down yourself", before.ID)
+			}
+			if err := g.askStepDown(ctx, before.Address); err != nil {
+				return err
+			}
+			after, err := readLeader(ctx, zc, g.cfg.ElectionPath)
+			if err != nil {
+				return fmt.Errorf("%s stepped down; no replica leads yet: %w", before.ID, err)
+			}
+			fmt.Fprintf(g.stdout, "%s stepped down; %s leads\n", before.ID, after.ID)
+			return nil
+		},
+	}
+}
+
+// askStepDown sends POST /v1/step-down to the replica at addr.
+func (g *globals) askStepDown(ctx context.Context, addr string) error {
+	token, err := g.cfg.AdminToken()
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return usagef("step-down needs the admin token (http_admin_token or http_admin_token_file) of the replicas")
+	}
+	scheme := "http"
+	if g.cfg.HTTPTLSCertFile != "" {
+		scheme = "https"
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+"/v1/step-down", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the primary at %s does not answer: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("the primary at %s answers %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

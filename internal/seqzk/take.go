@@ -151,17 +151,10 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 		}
 		got, err := st.Take(n)
 		if errors.Is(err, state.ErrExhausted) && !synced && nd.path == nd.seq && time.Since(nd.confirmed) > exhaustedRecheck {
-			// A sequence's exhausted is an answer for good: say it from
-			// a state read after a sync with the leader, not from a
-			// cached one that a widen (through any session) may have
-			// overtaken. At most once per exhaustedRecheck per znode, so
-			// that takes of a sequence that stays exhausted cost no
-			// round trip. (A window's end is no answer: the take moves
-			// to the next window.)
-			if err := c.sync(ctx, c.zk.Session(), nd.path); err != nil {
+			if err := c.confirmExhausted(ctx, nd); err != nil {
 				return nil, t, err
 			}
-			nd.valid, synced, nd.confirmed = false, true, time.Now()
+			synced = true
 			continue
 		}
 		if err != nil {
@@ -213,6 +206,21 @@ func (c *Client) takeNode(ctx context.Context, name string, nd *node, n int64, m
 			return nil, t, c.zkError(name, err)
 		}
 	}
+}
+
+// confirmExhausted makes the next read of sequence node nd come after a
+// sync with the leader: a sequence's exhausted is an answer for good, to
+// be said from such a read, not from a cached state that a widen (through
+// any session) may have overtaken. Takes do it at most once per
+// exhaustedRecheck per sequence, so that takes of a sequence that stays
+// exhausted cost no round trip; a window's end is no answer (the take
+// moves to the next window) and needs none.
+func (c *Client) confirmExhausted(ctx context.Context, nd *node) error {
+	if err := c.sync(ctx, c.zk.Session(), nd.path); err != nil {
+		return err
+	}
+	nd.valid, nd.confirmed = false, time.Now()
+	return nil
 }
 
 // exhaustedRecheck is how long a sequence's exhausted state, confirmed by
