@@ -17,9 +17,9 @@
 // or used); NewCluster fails the test, naming the missing image, when one is
 // absent. TestRollingUpgrade also needs the earlier release that
 // scripts/upgrade-from.sh builds, and fails the same way without it;
-TestAlertsFireInPrometheus needs the Prometheus server of Debian's
-prometheus package, which scripts/setup.sh installs. Set TESTCONTAINERS_RYUK_DISABLED=true (TestMain does) since the
-// Ryuk reaper image cannot be pulled either. Published ports are reached at
+// TestAlertsFireInPrometheus needs the Prometheus server of Debian's
+// prometheus package, which scripts/setup.sh installs. Set
+// TESTCONTAINERS_RYUK_DISABLED=true (TestMain does) since the Ryuk reaper image cannot be pulled either. Published ports are reached at
 // 127.0.0.1 when the Docker daemon shares this network namespace, even in a
 // container (see publishedHost); TESTCONTAINERS_HOST_OVERRIDE overrides
 // that. Docker learns a container's name on the network some time after the
