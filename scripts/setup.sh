@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what seqkeeper's tests and demo need on a fresh machine, each part
 # only when it is missing: the ZooKeeper 3.8 package (for package tests), a
-# JRE, debootstrap, Prometheus (promtool, for the alert tests), chromium
-# (the status console's browser test),
-# staticcheck, the MinIO binary and the container images.
+# JRE, debootstrap, Prometheus (promtool and the server, for the alert
+# tests; on a host that runs systemd, Debian's package also starts a
+# prometheus service on :9090, which the tests do not use: 'systemctl
+# disable --now prometheus' stops it), chromium (the status console's
+# browser test), staticcheck, the MinIO binary and the container images.
 # Safe to run again; a warm machine finishes in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
