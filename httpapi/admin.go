@@ -135,4 +135,3 @@ func (s *Server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 type SteppedDown struct {
 	SteppedDown bool `json:"stepped_down"`
 }
-
