@@ -100,6 +100,16 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	if after := storedRecord(t, admin, "orders"); after.Deleted() || after.Ceiling != before.Ceiling {
 		t.Errorf("the store's orders went from %+v to %+v under the worker's refused commands", before, after)
 	}
+	// The worker's import of a sequence the root lacks is refused before
+	// it stores the sequence's ceiling.
+	export := `{"seqkeeper_export":1,"root":"/elsewhere","exported_at":"2026-11-25T10:00:00Z"}` + "\n" +
+		`{"name":"imported","deleted":false,"legacy":false,"registered":false,"next":10,"ceiling":500,"start":1,"end":9223372036854775807,"windows":0,"recycled":[]}` + "\n"
+	if _, errOut, code := worker.run(export, "import"); code != 2 || !strings.Contains(errOut, "nothing was written") {
+		t.Errorf("seqkeeper import as the worker: exit %d, %q; want 2, nothing written", code, errOut)
+	}
+	if rec, err := storeOf(t, admin).Get(ctx, "imported"); !errors.Is(err, persist.ErrNotFound) {
+		t.Errorf("the worker's refused import stored %+v (%v); want nothing", rec, err)
+	}
 
 	// What the replica and the worker created follows the layout, not
 	// their own identities: a sequence, its marker, a candidate.
@@ -250,8 +260,8 @@ func TestACLShowOnAnOpenOrMissingRoot(t *testing.T) {
 	}
 }
 
-// storedRecord reads name's record in c's file store.
-func storedRecord(t *testing.T, c *cli, name string) persist.Record {
+// storeOf opens c's file store.
+func storeOf(t *testing.T, c *cli) *persist.Store {
 	t.Helper()
 	b, err := persist.NewFile(strings.TrimPrefix(c.env["SEQKEEPER_STORE"], "file://"))
 	if err != nil {
@@ -261,7 +271,13 @@ func storedRecord(t *testing.T, c *cli, name string) persist.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := s.Get(context.Background(), name)
+	return s
+}
+
+// storedRecord reads name's record in c's file store.
+func storedRecord(t *testing.T, c *cli, name string) persist.Record {
+	t.Helper()
+	rec, err := storeOf(t, c).Get(context.Background(), name)
 	if err != nil {
 		t.Fatalf("the store's record of %s: %v", name, err)
 	}
