@@ -69,6 +69,18 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 			t.Fatalf("a healthy cluster fires %v", firing)
 		}
 	}
+	// Every panel of the chart's dashboard shows data from this cluster.
+	exprs, err := dashboardQueries(filepath.Join("..", "charts", "seqkeeper", "dashboards", "seqkeeper.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range exprs {
+		q := strings.ReplaceAll(e.expr, "$__rate_interval", "1m")
+		if ok, err := prom.query(q); err != nil || !ok {
+			t.Errorf("the dashboard's panel %q: %s returns no series (%v)", e.panel, q, err)
+		}
+	}
+	t.Logf("the dashboard's %d queries return series", len(exprs))
 
 	// The store stops: takes use up the reserve; the store's and the
 	// runway's alerts fire.
@@ -269,4 +281,35 @@ func (p *prometheus) waitFor(t *testing.T, what string, limit time.Duration, ok 
 		}
 	}
 	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
+}
+
+// panelQuery is one query of a dashboard panel.
+type panelQuery struct{ panel, expr string }
+
+// dashboardQueries returns every panel target's expression of the
+// dashboard JSON at path.
+func dashboardQueries(path string) ([]panelQuery, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var out []panelQuery
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			out = append(out, panelQuery{p.Title, tg.Expr})
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no panel queries", path)
+	}
+	return out, nil
 }

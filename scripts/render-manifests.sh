@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Renders the plain manifests of deploy/kubernetes from the Helm chart, so
-# that there is one source for both: seqkeeper.yaml, servicemonitor.yaml
-# and prometheusrule.yaml are `helm template` of charts/seqkeeper with
+# that there is one source for both: seqkeeper.yaml, servicemonitor.yaml,
+# prometheusrule.yaml and dashboard.yaml are `helm template` of charts/seqkeeper with
 # deploy/kubernetes/values/manifests.yaml, as the release "seqkeeper",
 # under the headers below. zookeeper.yaml and examples/ are written by hand.
 #
@@ -34,6 +34,12 @@ done
 mkdir -p "$out"
 
 helm="$(go_tool log "$HELM")" || die "could not install $HELM"
+# The chart's dashboard is generated (internal/tools/dashboard, Grafana's
+# foundation SDK); --out renders the committed one.
+if [[ "$out" == deploy/kubernetes ]]; then
+	(cd internal/tools/dashboard && go run . ../../../charts/seqkeeper/dashboards/seqkeeper.json) ||
+		die "internal/tools/dashboard failed"
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 # Nothing of the user's Helm set-up (repositories, plugins) is used.
@@ -75,4 +81,10 @@ render prometheusrule.yaml "# For the Prometheus Operator (needs its CRDs, like 
 # docs/operations.md shows." \
 	prometheusrule.yaml
 
-log "rendered seqkeeper.yaml, servicemonitor.yaml and prometheusrule.yaml into $out"
+render dashboard.yaml "# seqkeeper's Grafana dashboard, for Grafana's dashboard sidecar (it loads
+# ConfigMaps labelled grafana_dashboard); without one, import the JSON in
+# Grafana (Dashboards, New, Import) and pick the Prometheus that scrapes
+# the replicas." \
+	dashboard.yaml
+
+log "rendered seqkeeper.yaml, servicemonitor.yaml, prometheusrule.yaml and dashboard.yaml into $out"

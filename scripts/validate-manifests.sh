@@ -154,7 +154,11 @@ grep -q '^kind: ConfigMap$' "$work/chart-full-values.yaml" || die "ci/full-value
 # The plain manifests are the chart rendered with deploy/kubernetes/values:
 # a fresh render must equal what is committed.
 bash scripts/render-manifests.sh --out "$work/fresh" 2>/dev/null || die "scripts/render-manifests.sh failed"
-rendered=(seqkeeper.yaml servicemonitor.yaml prometheusrule.yaml)
+rendered=(seqkeeper.yaml servicemonitor.yaml prometheusrule.yaml dashboard.yaml)
+# The dashboard is the generator's output (internal/tools/dashboard).
+(cd internal/tools/dashboard && go run . "$work/dashboard.json") || die "internal/tools/dashboard failed"
+cmp -s "$work/dashboard.json" charts/seqkeeper/dashboards/seqkeeper.json ||
+	die "charts/seqkeeper/dashboards/seqkeeper.json is not internal/tools/dashboard's output: run bash scripts/render-manifests.sh and commit the result"
 stale() { # DIR: does any rendered file of DIR differ from the fresh one?
 	local f
 	for f in "${rendered[@]}"; do
