@@ -31,7 +31,7 @@ ZooKeeper's x509 provider), digest:<user>:<base64 SHA-1>, ip:<cidr>,
 world:anyone.`,
 		Args: usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newACLShowCmd(g), newACLApplyCmd(g))
+	cmd.AddCommand(eachRoot(g, newACLShowCmd(g)), newACLApplyCmd(g))
 	return cmd
 }
 

@@ -68,6 +68,7 @@ type globals struct {
 	configPath string
 	output     string
 	rootName   string // --root-name: one root of the config file's roots: list
+	allRoots   bool   // --all-roots: every root of it, one at a time (allroots.go)
 	settings   config.Flags
 
 	stdin     io.Reader
@@ -80,8 +81,9 @@ type globals struct {
 	storeCeiling storeCeilingFunc
 
 	// cfg is the resolved, validated configuration; set by load before a
-	// command that needs it runs.
-	cfg *config.Config
+	// command that needs it runs. With --all-roots, all is the whole of
+	// it and cfg one root's at a time.
+	cfg, all *config.Config
 }
 
 // defaultGlobals is the real process's globals.
@@ -166,11 +168,10 @@ func usagef(format string, args ...any) error {
 // operator must change the command line, not retry it.
 func exitCode(err error) int {
 	var ue *usageError
-	var lost lossPending
 	switch {
 	case err == nil:
 		return 0
-	case errors.As(err, &lost):
+	case onlyLost(err):
 		return 3
 	case errors.As(err, &ue), errors.Is(err, config.ErrInvalid),
 		errors.Is(err, sequence.ErrInvalidName), errors.Is(err, sequence.ErrBadPush),
@@ -179,6 +180,21 @@ func exitCode(err error) int {
 		return 2
 	}
 	return 1
+}
+
+// onlyLost reports whether every error err joins (--all-roots) is verify's
+// lossPending: any other failure wins over it.
+func onlyLost(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyLost(e) {
+				return false
+			}
+		}
+		return true
+	}
+	var lost lossPending
+	return errors.As(err, &lost)
 }
 
 // usageArgs turns an argument validator's errors into usage errors.
@@ -233,6 +249,7 @@ Settings come from flags, then SEQKEEPER_* environment variables, then the
 	pf.StringVar(&g.configPath, "config", "", "YAML config file with the same settings as the flags (env "+config.EnvConfigFile+")")
 	pf.StringVarP(&g.output, "output", "o", "", "output format: text, json or yaml (env "+envOutput+"; default text)")
 	pf.StringVar(&g.rootName, "root-name", "", "the root of the config file's roots: list to work on, by its name (env "+envRootName+")")
+	pf.BoolVar(&g.allRoots, "all-roots", false, "run verify, list, leader, status or acl show once per root of the config file's roots: list")
 	g.settings.Add(pf, globalSettings...)
 
 	root.AddCommand(commands(g)...)
@@ -286,6 +303,13 @@ func (g *globals) load(cmd *cobra.Command) error {
 	}
 	if err := g.resolveOutput(); err != nil {
 		return err
+	}
+	if g.allRoots {
+		if err := g.checkAllRoots(cmd, cfg, from); err != nil {
+			return err
+		}
+		g.all, g.cfg = cfg, cfg.ForRoot(cfg.RootNames()[0])
+		return nil
 	}
 	if cfg, err = g.selectRoot(cmd, cfg, from); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -127,6 +128,34 @@ roots:
 			t.Errorf("leader --root-name %s: exit %d %q; want exit 1 naming the election %s", r.name, code, errOut, r.election)
 		}
 	}
+	// --all-roots runs the read-only commands once per root: each root's
+	// sequences under its own heading, or one JSON object of them all.
+	out := c.ok("--config", rootsFile, "--all-roots", "list")
+	for _, r := range []root{orders, billing} {
+		head := fmt.Sprintf("== root %s (%s) ==\n", r.name, r.root)
+		i := strings.Index(out, head)
+		if i < 0 || !strings.Contains(out[i:], "only-in-"+r.name) {
+			t.Errorf("list --all-roots lacks %q followed by only-in-%s:\n%s", head, r.name, out)
+		}
+	}
+	var all struct {
+		Roots []struct {
+			Name, Root string
+			Output     json.RawMessage
+		}
+	}
+	if err := json.Unmarshal([]byte(c.ok("--config", rootsFile, "--all-roots", "list", "-o", "json")), &all); err != nil ||
+		len(all.Roots) != 2 || all.Roots[0].Name != "orders" || !strings.Contains(string(all.Roots[1].Output), "only-in-billing") {
+		t.Errorf("list --all-roots -o json: %+v, %v", all, err)
+	}
+	// No replica runs: leader fails for each root, exit 1, naming each.
+	if out, errOut, code := c.run("--config", rootsFile, "--all-roots", "leader"); code != 1 ||
+		!strings.Contains(errOut, "root orders: no leader elected") || !strings.Contains(errOut, "root billing: no leader elected") {
+		t.Errorf("leader --all-roots: exit %d\n%s%s", code, out, errOut)
+	}
+	c.refused([]string{"--config", rootsFile, "--all-roots", "create", "x"}, "works on one root at a time")
+	c.refused([]string{"--config", rootsFile, "--all-roots", "--root-name", "orders", "list"}, "both say which roots to work on")
+
 	if exists(config.DefaultRoot + "/only-in-orders") {
 		t.Errorf("a sequence was created under the default root %s", config.DefaultRoot)
 	}
@@ -182,4 +211,24 @@ roots:
 	}
 	c.refused([]string{"--config", singleFile, "--root-name", "orders", "list"},
 		"--root-name orders: the configuration has no roots: list; its one root, "+single+", is named ids")
+}
+
+// --all-roots joins each root's error: a usage error wins (2), then any
+// failure (1); a loss verify found is 3 only when every root's error is.
+func TestAllRootsExitCodeIsTheWorst(t *testing.T) {
+	t.Parallel()
+	lost := func(root string) error { return fmt.Errorf("root %s: %w", root, lossPending{1}) }
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{errors.Join(lost("a"), lost("b")), 3},
+		{errors.Join(lost("a"), fmt.Errorf("root b: %w", errNoLeader)), 1},
+		{errors.Join(lost("a"), usagef("bad")), 2},
+		{lost("a"), 3},
+	} {
+		if got := exitCode(c.err); got != c.want {
+			t.Errorf("exitCode(%v) = %d, want %d", c.err, got, c.want)
+		}
+	}
 }
