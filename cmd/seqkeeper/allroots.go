@@ -102,3 +102,18 @@ func (g *globals) checkAllRoots(cmd *cobra.Command, cfg *config.Config, from str
 	}
 	return nil
 }
+
+// onlyLost reports whether every error err joins (--all-roots) is verify's
+// lossPending: any other failure wins over it.
+func onlyLost(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyLost(e) {
+				return false
+			}
+		}
+		return true
+	}
+	var lost lossPending
+	return errors.As(err, &lost)
+}

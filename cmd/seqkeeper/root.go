@@ -182,21 +182,6 @@ func exitCode(err error) int {
 	return 1
 }
 
-// onlyLost reports whether every error err joins (--all-roots) is verify's
-// lossPending: any other failure wins over it.
-func onlyLost(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !onlyLost(e) {
-				return false
-			}
-		}
-		return true
-	}
-	var lost lossPending
-	return errors.As(err, &lost)
-}
-
 // usageArgs turns an argument validator's errors into usage errors.
 func usageArgs(v cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
