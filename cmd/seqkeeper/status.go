@@ -81,40 +81,54 @@ func (g *globals) primaryAddress(ctx context.Context) (string, error) {
 // replicaStatus asks the replica at addr for GET /v1/status.
 func (g *globals) replicaStatus(ctx context.Context, addr string) ([]byte, httpapi.StatusView, error) {
 	var st httpapi.StatusView
-	scheme := "http"
-	if g.cfg.HTTPTLSCertFile != "" {
-		scheme = "https"
-	}
-	url := scheme + "://" + addr + "/v1/status?sequences=none"
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, st, &usageError{fmt.Errorf("--replica %q: %w", addr, err)}
-	}
 	tokens, err := g.cfg.BearerTokens()
 	if err != nil {
 		return nil, st, err
 	}
+	token := ""
 	if len(tokens) > 0 {
-		req.Header.Set("Authorization", "Bearer "+tokens[0])
+		token = tokens[0]
 	}
-	resp, err := http.DefaultClient.Do(req)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	raw, err := g.callReplica(ctx, http.MethodGet, addr, "/v1/status?sequences=none", token)
 	if err != nil {
-		return nil, st, fmt.Errorf("replica %s does not answer: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, st, fmt.Errorf("replica %s: read its status: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, st, fmt.Errorf("replica %s answers %s: %s", addr, resp.Status, strings.TrimSpace(string(raw)))
+		return nil, st, err
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
 		return nil, st, fmt.Errorf("replica %s: its status is not JSON of this release: %w", addr, err)
 	}
 	return raw, st, nil
+}
+
+// callReplica sends method path, with the bearer token unless it is
+// empty, to the replica at addr (https when the configuration serves
+// TLS), and returns the body of a 200 answer.
+func (g *globals) callReplica(ctx context.Context, method, addr, path, token string) ([]byte, error) {
+	scheme := "http"
+	if g.cfg.HTTPTLSCertFile != "" {
+		scheme = "https"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, scheme+"://"+addr+path, nil)
+	if err != nil {
+		return nil, &usageError{fmt.Errorf("replica address %q: %w", addr, err)}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("replica %s does not answer: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("replica %s: read its answer: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("replica %s answers %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return body, nil
 }
 
 // printStatus writes st, as replica addr answered it at now.
@@ -237,25 +251,8 @@ func (g *globals) askStepDown(ctx context.Context, addr string) error {
 	if token == "" {
 		return usagef("step-down needs the admin token (http_admin_token or http_admin_token_file) of the replicas")
 	}
-	scheme := "http"
-	if g.cfg.HTTPTLSCertFile != "" {
-		scheme = "https"
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+addr+"/v1/step-down", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("the primary at %s does not answer: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("the primary at %s answers %s: %s", addr, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return nil
+	_, err = g.callReplica(ctx, http.MethodPost, addr, "/v1/step-down", token)
+	return err
 }
