@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -37,35 +36,18 @@ func (s *Server) handleLeaf(w http.ResponseWriter, r *http.Request) {
 	writeText(w, strconv.AppendInt(nil, got[0].Start, 10))
 }
 
-// handleTinyid serves Tinyid's nextIdSimple (GET or POST, parameters in
-// the query or a form body): batchSize IDs (default 1) of sequence
-// bizType, comma-separated. Like Tinyid, a batchSize above the replica's
-// limit (max_count) gets the limit.
-func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request) {
-	name, count, ok := s.tinyidRequest(w, r, "nextIdSimple", true)
-	if !ok {
-		return
+// handleTinyid serves Tinyid's nextIdSimple and nextId (simple false),
+// GET or POST, parameters in the query or a form body: batchSize IDs
+// (default 1) of sequence bizType, comma-separated, or for nextId in
+// Tinyid's JSON envelope, {"data":[ids],"code":200,"message":""}. Like
+// Tinyid, a batchSize above the replica's limit (max_count) gets the
+// limit.
+func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request, simple bool) {
+	route := "nextId"
+	if simple {
+		route += "Simple"
 	}
-	got, ok := s.takeIDs(w, r, name, count)
-	if !ok {
-		return
-	}
-	var b strings.Builder
-	for _, rg := range got {
-		for id := rg.Start; id <= rg.End; id++ {
-			if b.Len() > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(strconv.FormatInt(id, 10))
-		}
-	}
-	writeText(w, []byte(b.String()))
-}
-
-// handleTinyidNextID serves Tinyid's nextId: what nextIdSimple hands out,
-// in Tinyid's JSON envelope, {"data":[ids],"code":200,"message":""}.
-func (s *Server) handleTinyidNextID(w http.ResponseWriter, r *http.Request) {
-	name, count, ok := s.tinyidRequest(w, r, "nextId", true)
+	name, count, ok := s.tinyidRequest(w, r, route, true)
 	if !ok {
 		return
 	}
@@ -79,7 +61,18 @@ func (s *Server) handleTinyidNextID(w http.ResponseWriter, r *http.Request) {
 			ids = append(ids, id)
 		}
 	}
-	writeJSON(w, http.StatusOK, tinyidAnswer{Data: ids, Code: http.StatusOK})
+	if !simple {
+		writeJSON(w, http.StatusOK, tinyidAnswer{Data: ids, Code: http.StatusOK})
+		return
+	}
+	b := make([]byte, 0, 12*len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	writeText(w, b)
 }
 
 // handleTinyidSegment serves Tinyid's nextSegmentIdSimple, the route

@@ -92,18 +92,22 @@ var routeTable = []route{
 	// Compatibility (compat.go): the read routes of Meituan's Leaf and of
 	// Tinyid, for their clients to point at a replica unchanged.
 	{Route{"GET", "/api/segment/get/{key}", Taker, []string{"token"}, true}, (*Server).handleLeaf},
-	{Route{"GET", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
-	{Route{"POST", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyid},
-	{Route{"GET", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyidNextID},
-	{Route{"POST", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, (*Server).handleTinyidNextID},
+	{Route{"GET", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, tinyidRoute(true)},
+	{Route{"POST", "/tinyid/id/nextIdSimple", Taker, []string{"bizType", "batchSize", "token"}, true}, tinyidRoute(true)},
+	{Route{"GET", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, tinyidRoute(false)},
+	{Route{"POST", "/tinyid/id/nextId", Taker, []string{"bizType", "batchSize", "token"}, true}, tinyidRoute(false)},
 	{Route{"GET", "/tinyid/id/nextSegmentIdSimple", Taker, []string{"bizType", "token"}, true}, segmentRoute(true)},
 	{Route{"POST", "/tinyid/id/nextSegmentIdSimple", Taker, []string{"bizType", "token"}, true}, segmentRoute(true)},
 	{Route{"GET", "/tinyid/id/nextSegmentId", Taker, []string{"bizType", "token"}, true}, segmentRoute(false)},
 	{Route{"POST", "/tinyid/id/nextSegmentId", Taker, []string{"bizType", "token"}, true}, segmentRoute(false)},
 }
 
-// segmentRoute is the handler of Tinyid's segment routes, simple (text) or
-// not (JSON).
+// tinyidRoute and segmentRoute are the handlers of Tinyid's ID and
+// segment routes, simple (text) or not (JSON).
+func tinyidRoute(simple bool) func(*Server, http.ResponseWriter, *http.Request) {
+	return func(s *Server, w http.ResponseWriter, r *http.Request) { s.handleTinyid(w, r, simple) }
+}
+
 func segmentRoute(simple bool) func(*Server, http.ResponseWriter, *http.Request) {
 	return func(s *Server, w http.ResponseWriter, r *http.Request) { s.handleTinyidSegment(w, r, simple) }
 }
