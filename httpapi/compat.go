@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"path"
 	"strconv"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -43,11 +44,7 @@ func (s *Server) handleLeaf(w http.ResponseWriter, r *http.Request) {
 // Tinyid, a batchSize above the replica's limit (max_count) gets the
 // limit.
 func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request, simple bool) {
-	route := "nextId"
-	if simple {
-		route += "Simple"
-	}
-	name, count, ok := s.tinyidRequest(w, r, route, true)
+	name, count, ok := s.tinyidRequest(w, r, true)
 	if !ok {
 		return
 	}
@@ -82,11 +79,7 @@ func (s *Server) handleTinyid(w http.ResponseWriter, r *http.Request, simple boo
 // currentId,loadingId,maxId,delta,remainder as text; the other, the same
 // in Tinyid's JSON envelope.
 func (s *Server) handleTinyidSegment(w http.ResponseWriter, r *http.Request, simple bool) {
-	route := "nextSegmentId"
-	if simple {
-		route += "Simple"
-	}
-	name, _, ok := s.tinyidRequest(w, r, route, false)
+	name, _, ok := s.tinyidRequest(w, r, false)
 	if !ok {
 		return
 	}
@@ -113,7 +106,8 @@ type tinyidAnswer struct {
 // tinyidRequest reads a Tinyid request's parameters (the query, or a POST's
 // form body): the sequence bizType and, where the route takes one,
 // batchSize. On failure it answers the error and returns false.
-func (s *Server) tinyidRequest(w http.ResponseWriter, r *http.Request, route string, batch bool) (string, int64, bool) {
+func (s *Server) tinyidRequest(w http.ResponseWriter, r *http.Request, batch bool) (string, int64, bool) {
+	route := path.Base(r.URL.Path) // Tinyid's name of it: nextId, nextSegmentIdSimple, ...
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	if err := r.ParseForm(); err != nil {
 		badRequest(w, "%s: %v", route, err)
