@@ -39,9 +39,10 @@ var slotOrder = []string{
 	"TestChaos/replicas",
 	"TestChaos/store",
 	"TestChaos/zookeeper",
+	"TestAlertsFireInPrometheus",
 	"TestSmoke",
-	"TestImageTalksHTTPSToS3",
 	"TestSmokeOverTLS",
+	"TestImageTalksHTTPSToS3",
 }
 
 // slotGather is how long slots are held back after the first request:

@@ -47,7 +47,7 @@ while (($#)); do
 	--base) base=$2; shift ;;
 	--rounds) rounds=$2; shift ;;
 	--only) only=",$2,"; shift ;;
-	--short) short=true rounds=1 dur=3s only=",capped,pace," ;;
+	--short) short=true rounds=1 dur=1s only=",capped,pace," ;;
 	-h|--help) sed -n '2,35p' "$0"; exit 0 ;;
 	-*) echo "usage: $0 [--base REV] [--rounds N] [--only capped,pace,handover,http,raises,restore] [--short] [REV]" >&2; exit 2 ;;
 	*) rev=$1 ;;

@@ -5,6 +5,7 @@ package primary_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,8 +45,15 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 	for id := range issued {
 		last = max(last, id)
 	}
+	var seen string // what the store held at the last look, for a failure
+	defer func() {
+		if t.Failed() {
+			t.Logf("the store's record of old at the last look: %s; the highest ID taken: %d", seen, last)
+		}
+	}()
 	waitFor(t, "a mark above the lost history's IDs", func() bool {
 		rec, err := r.store.Get(ctx, "old")
+		seen = fmt.Sprintf("%+v (error %v)", rec, err)
 		return err == nil && rec.Ceiling >= last
 	})
 	ens.Rollback(t, 0, saved)
