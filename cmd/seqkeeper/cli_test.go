@@ -22,6 +22,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -36,10 +37,17 @@ import (
 )
 
 // TestMain holds every request to a replica's API, and every answer, to
-// the OpenAPI document (internal/apitest).
+// the OpenAPI document (internal/apitest). The test binary is also the
+// seqkeeper command of the runbooks' scripts (TestRunbooks).
 func TestMain(m *testing.M) {
+	testscript.Main(checkedRun{m}, map[string]func(){"seqkeeper": main})
+}
+
+type checkedRun struct{ m *testing.M }
+
+func (r checkedRun) Run() int {
 	apitest.InstallDefault()
-	os.Exit(max(testenv.Run(m), apitest.Check()))
+	return max(testenv.Run(r.m), apitest.Check())
 }
 
 // cli runs the seqkeeper command line in-process against the shared real

@@ -26,7 +26,7 @@ type replicaProc struct {
 	stderr *lockedBuffer
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/seqkeeper/seqkeeper/config"
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/zkclient"
+)
+
+// The runbooks of the docs run as written: each is a script in
+// testdata/runbooks, run by testscript (go-internal's, the way the go
+// command tests itself) with the seqkeeper command built into the test
+// binary, against the shared real ZooKeeper and a real MinIO bucket of
+// the script's own. A runbook in the docs names its script in a comment
+// above it (<!-- runbook: testdata/runbooks/NAME.txtar -->), and
+// TestRunbooksMatchTheDocs holds the two together: every seqkeeper
+// command the doc shows runs, in the doc's order, in the script.
+//
+// Each script starts with $SEQKEEPER_ZK, $SEQKEEPER_ROOT, $SEQKEEPER_STORE
+// (and the bucket's credentials) and $SEQKEEPER_HTTP set, so the doc's
+// commands run as a reader types them, and has these commands beside
+// testscript's own:
+//
+//	exits N prog args...   runs prog, which must exit with status N
+//	lose-zookeeper         ZooKeeper loses every znode of the script's root
+//	                       (its sequences, election and marker), as a wipe
+//	                       of its servers does
+//	serving [URL]          waits until the replica at URL (default
+//	                       http://$SEQKEEPER_HTTP) is ready and leads
+//	legacy-counter NAME N  writes NAME as Curator's 8-byte counter at N
+func TestRunbooks(t *testing.T) {
+	t.Parallel()
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/runbooks",
+		RequireExplicitExec: true,
+		Setup:               runbookSetup,
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exits":          runbookExits,
+			"lose-zookeeper": runbookLoseZooKeeper,
+			"serving":        runbookServing,
+			"legacy-counter": runbookLegacyCounter,
+		},
+	})
+}
+
+// runbookZK is the key of a script's ZooKeeper connection and root.
+type runbookZK struct{}
+
+type runbookEnv struct {
+	conn *zkclient.Client
+	// paths hold every znode of the script's root: the root, and its
+	// election and marker (derived from the root, elsewhere).
+	paths []string
+}
+
+// lose deletes every znode of the script's root.
+func (z runbookEnv) lose() error {
+	for _, p := range z.paths {
+		if err := testenv.DeleteAll(z.conn, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runbookSetup(env *testscript.Env) error {
+	t, ok := env.T().(testing.TB)
+	if !ok {
+		return errors.New("testscript's T is not a testing.TB")
+	}
+	z := testenv.ZooKeeper(t)
+	bucket := testenv.ObjectStore(t)
+	conn, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
+	if err != nil {
+		return err
+	}
+	root := z.Root + "/all-sequences"
+	election, _ := config.DerivedPaths(root)
+	z1 := runbookEnv{conn: conn, paths: []string{z.Root, path.Dir(election)}}
+	env.Defer(func() { _ = z1.lose(); conn.Close() })
+	env.Values[runbookZK{}] = z1
+	env.Vars = append(env.Vars,
+		"SEQKEEPER_ZK="+strings.Join(z.Servers, ","),
+		"SEQKEEPER_ROOT="+root,
+		fmt.Sprintf("SEQKEEPER_STORE=s3://%s/runbook?endpoint=%s&region=%s", bucket.Bucket, bucket.Endpoint, bucket.Region),
+		"AWS_ACCESS_KEY_ID="+bucket.AccessKey,
+		"AWS_SECRET_ACCESS_KEY="+bucket.SecretKey,
+		"SEQKEEPER_HTTP="+freeAddr(t),
+		"SEQKEEPER_LOG_FORMAT=json",
+		// What a runbook waits for, at a test's pace: a replica raises
+		// ceilings every 200 ms, and a take at the ceiling waits 5 s.
+		"SEQKEEPER_SWEEP_INTERVAL=200ms",
+		"SEQKEEPER_CEILING_WAIT=5s",
+	)
+	return nil
+}
+
+// runbookExits runs a program that must exit with the given status.
+func runbookExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N prog args...")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		got = exit.ExitCode()
+	case err != nil:
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d; want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// runbookLoseZooKeeper deletes every znode of the script's root: what a
+// wipe of the ensemble's data does to it.
+func runbookLoseZooKeeper(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: lose-zookeeper")
+	}
+	ts.Check(ts.Value(runbookZK{}).(runbookEnv).lose())
+}
+
+// runbookServing waits until a replica is ready and leads.
+func runbookServing(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) > 1 {
+		ts.Fatalf("usage: serving [URL]")
+	}
+	url := "http://" + ts.Getenv("SEQKEEPER_HTTP")
+	if len(args) == 1 {
+		url = args[0]
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/v1/status")
+		if err == nil {
+			var body strings.Builder
+			_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && strings.Contains(body.String(), `"leading":true`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("the replica at %s did not lead within 30 s (last: %v)", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runbookLegacyCounter writes a Curator DistributedAtomicLong's counter.
+func runbookLegacyCounter(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: legacy-counter NAME N")
+	}
+	n, err := strconv.ParseUint(args[1], 10, 63)
+	ts.Check(err)
+	z := ts.Value(runbookZK{}).(runbookEnv)
+	root := ts.Getenv("SEQKEEPER_ROOT")
+	if ok, _, err := z.conn.Exists(context.Background(), root); err == nil && !ok {
+		_, err = z.conn.Create(context.Background(), root, nil, 0)
+		ts.Check(err)
+	}
+	_, err = z.conn.Create(context.Background(), root+"/"+args[0], binary.BigEndian.AppendUint64(nil, n), 0)
+	ts.Check(err)
+}
+
+// runbookMarker names a runbook's script in the docs, above its block.
+var runbookMarker = regexp.MustCompile(`^<!-- runbook: (testdata/runbooks/[a-z0-9-]+\.txtar) -->$`)
+
+// TestRunbooksMatchTheDocs holds each runbook of the docs to its script:
+// the seqkeeper commands of the block under the marker, in order, are
+// commands the script runs, in order (the script runs more: its setup
+// and its checks). Every script belongs to a runbook.
+func TestRunbooksMatchTheDocs(t *testing.T) {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs found: %v", err)
+	}
+	used := map[string]bool{}
+	for _, doc := range docs {
+		for _, b := range runbooksOf(t, doc) {
+			used[b.script] = true
+			data, err := os.ReadFile(b.script)
+			if err != nil {
+				t.Errorf("%s:%d: the runbook names %s, which cannot be read: %v", doc, b.line, b.script, err)
+				continue
+			}
+			ran := scriptCommands(string(data))
+			if missing := notInOrder(b.cmds, ran); missing != "" {
+				t.Errorf("%s:%d: the runbook shows %q, which %s does not run in the runbook's order; the script runs:\n  %s",
+					doc, b.line, missing, b.script, strings.Join(ran, "\n  "))
+			}
+		}
+	}
+	scripts, _ := filepath.Glob("testdata/runbooks/*.txtar")
+	for _, s := range scripts {
+		if !used[s] {
+			t.Errorf("%s is the runbook of no doc: put <!-- runbook: %s --> above the doc's block it runs", s, s)
+		}
+	}
+}
+
+// runbook is a marked block of a doc: its line, its script and the
+// seqkeeper commands it shows.
+type runbook struct {
+	line   int
+	script string
+	cmds   []string
+}
+
+// runbooksOf returns the marked blocks of doc, each with its seqkeeper
+// commands: a transcript's "$ seqkeeper ..." lines, or a shell block's
+// "seqkeeper ..." lines, each without its trailing comment.
+func runbooksOf(t *testing.T, doc string) []runbook {
+	t.Helper()
+	data, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runbook
+	lines := strings.Split(string(data), "\n")
+	for i := 0; i < len(lines); i++ {
+		m := runbookMarker.FindStringSubmatch(lines[i])
+		if m == nil {
+			continue
+		}
+		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+			t.Errorf("%s:%d: a runbook marker must stand right above a fenced block", doc, i+1)
+			continue
+		}
+		b := runbook{line: i + 1, script: m[1]}
+		for i += 2; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+			l := strings.TrimPrefix(lines[i], "$ ")
+			if !strings.HasPrefix(l, "seqkeeper ") {
+				continue
+			}
+			if c, _, ok := strings.Cut(l, " #"); ok {
+				l = c
+			}
+			b.cmds = append(b.cmds, strings.Join(strings.Fields(l), " "))
+		}
+		if len(b.cmds) == 0 {
+			t.Errorf("%s:%d: the runbook shows no seqkeeper command", doc, b.line)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// scriptCommands returns the seqkeeper commands a script runs, as typed:
+// from "exec seqkeeper ...", "! exec seqkeeper ..." and "exits N seqkeeper
+// ...", without a background marker.
+func scriptCommands(script string) []string {
+	var out []string
+	for _, l := range strings.Split(script, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && f[0] == "!":
+			f = f[1:]
+		case len(f) > 2 && f[0] == "exits":
+			f = f[1:]
+			f[0] = "exec"
+		}
+		if len(f) < 2 || f[0] != "exec" || f[1] != "seqkeeper" {
+			continue
+		}
+		f = f[1:]
+		if last := f[len(f)-1]; strings.HasPrefix(last, "&") && strings.HasSuffix(last, "&") {
+			f = f[:len(f)-1]
+		}
+		out = append(out, strings.Join(f, " "))
+	}
+	return out
+}
+
+// notInOrder returns the first of want that does not follow the ones
+// before it in got, or "".
+func notInOrder(want, got []string) string {
+	for _, w := range want {
+		i := slices.Index(got, w)
+		if i < 0 {
+			return w
+		}
+		got = got[i+1:]
+	}
+	return ""
+}
