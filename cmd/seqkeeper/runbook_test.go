@@ -35,7 +35,8 @@ import (
 // command the doc shows runs, in the doc's order, in the script.
 //
 // Each script starts with $SEQKEEPER_ZK, $SEQKEEPER_ROOT, $SEQKEEPER_STORE
-// (and the bucket's credentials) and $SEQKEEPER_HTTP set, so the doc's
+// (and the bucket's credentials) and $SEQKEEPER_HTTP set (and a second
+// replica's address in $REPLICA_B_HTTP), so the doc's
 // commands run as a reader types them, and has these commands beside
 // testscript's own:
 //
@@ -44,7 +45,8 @@ import (
 //	                       (its sequences, election and marker), as a wipe
 //	                       of its servers does
 //	serving [URL]          waits until the replica at URL (default
-//	                       http://$SEQKEEPER_HTTP) is ready and leads
+//	                       http://$SEQKEEPER_HTTP) leads
+//	ready [URL]            waits until it is ready (a standby too)
 //	legacy-counter NAME N  writes NAME as Curator's 8-byte counter at N
 func TestRunbooks(t *testing.T) {
 	t.Parallel()
@@ -56,6 +58,7 @@ func TestRunbooks(t *testing.T) {
 			"exits":          runbookExits,
 			"lose-zookeeper": runbookLoseZooKeeper,
 			"serving":        runbookServing,
+			"ready":          runbookReady,
 			"legacy-counter": runbookLegacyCounter,
 		},
 	})
@@ -95,7 +98,9 @@ func runbookSetup(env *testscript.Env) error {
 	root := z.Root + "/all-sequences"
 	election, _ := config.DerivedPaths(root)
 	z1 := runbookEnv{conn: conn, paths: []string{z.Root, path.Dir(election)}}
-	env.Defer(func() { _ = z1.lose(); conn.Close() })
+	// After the script's background replicas are stopped (env.Defer
+	// would run before).
+	t.Cleanup(func() { _ = z1.lose(); conn.Close() })
 	env.Values[runbookZK{}] = z1
 	env.Vars = append(env.Vars,
 		"SEQKEEPER_ZK="+strings.Join(z.Servers, ","),
@@ -104,6 +109,7 @@ func runbookSetup(env *testscript.Env) error {
 		"AWS_ACCESS_KEY_ID="+bucket.AccessKey,
 		"AWS_SECRET_ACCESS_KEY="+bucket.SecretKey,
 		"SEQKEEPER_HTTP="+freeAddr(t),
+		"REPLICA_B_HTTP="+freeAddr(t), // a second replica's (--http)
 		"SEQKEEPER_LOG_FORMAT=json",
 		// What a runbook waits for, at a test's pace: a replica raises
 		// ceilings every 200 ms, and a take at the ceiling waits 5 s.
@@ -143,10 +149,20 @@ func runbookLoseZooKeeper(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(ts.Value(runbookZK{}).(runbookEnv).lose())
 }
 
-// runbookServing waits until a replica is ready and leads.
+// runbookServing waits until a replica leads (serving) or is ready (ready).
 func runbookServing(ts *testscript.TestScript, neg bool, args []string) {
+	runbookWaitReplica(ts, neg, args, "serving", "/v1/status", `"leading":true`)
+}
+
+func runbookReady(ts *testscript.TestScript, neg bool, args []string) {
+	runbookWaitReplica(ts, neg, args, "ready", "/readyz", "")
+}
+
+// runbookWaitReplica waits until the replica at args[0] (default
+// $SEQKEEPER_HTTP) answers route with 200 and a body holding want.
+func runbookWaitReplica(ts *testscript.TestScript, neg bool, args []string, cmd, route, want string) {
 	if neg || len(args) > 1 {
-		ts.Fatalf("usage: serving [URL]")
+		ts.Fatalf("usage: %s [URL]", cmd)
 	}
 	url := "http://" + ts.Getenv("SEQKEEPER_HTTP")
 	if len(args) == 1 {
@@ -154,17 +170,17 @@ func runbookServing(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url + "/v1/status")
+		resp, err := http.Get(url + route)
 		if err == nil {
 			var body strings.Builder
 			_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(body.String(), `"leading":true`) {
+			if resp.StatusCode == http.StatusOK && strings.Contains(body.String(), want) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("the replica at %s did not lead within 30 s (last: %v)", url, err)
+			ts.Fatalf("%s: the replica at %s did not answer %s with 200 %s within 30 s (last: %v)", cmd, url, route, want, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
