@@ -48,6 +48,8 @@ import (
 //	                       http://$SEQKEEPER_HTTP) leads
 //	ready [URL]            waits until it is ready (a standby too)
 //	legacy-counter NAME N  writes NAME as Curator's 8-byte counter at N
+//	expand FILE...         replaces each $VAR or ${VAR} in the files with
+//	                       its value ($ZROOT: a znode of the script's own)
 func TestRunbooks(t *testing.T) {
 	t.Parallel()
 	testscript.Run(t, testscript.Params{
@@ -60,6 +62,7 @@ func TestRunbooks(t *testing.T) {
 			"serving":        runbookServing,
 			"ready":          runbookReady,
 			"legacy-counter": runbookLegacyCounter,
+			"expand":         runbookExpand,
 		},
 	})
 }
@@ -89,12 +92,11 @@ func runbookSetup(env *testscript.Env) error {
 	if !ok {
 		return errors.New("testscript's T is not a testing.TB")
 	}
-	z := testenv.ZooKeeper(t)
-	bucket := testenv.ObjectStore(t)
-	conn, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
+	z, conn, err := runbookZooKeeper(t, env)
 	if err != nil {
 		return err
 	}
+	bucket := testenv.ObjectStore(t)
 	root := z.Root + "/all-sequences"
 	election, _ := config.DerivedPaths(root)
 	z1 := runbookEnv{conn: conn, paths: []string{z.Root, path.Dir(election)}}
@@ -111,12 +113,38 @@ func runbookSetup(env *testscript.Env) error {
 		"SEQKEEPER_HTTP="+freeAddr(t),
 		"REPLICA_B_HTTP="+freeAddr(t), // a second replica's (--http)
 		"SEQKEEPER_LOG_FORMAT=json",
+		"ZROOT="+z.Root,
+		"S3_BUCKET="+bucket.Bucket, "S3_ENDPOINT="+bucket.Endpoint, // for a file of several roots
 		// What a runbook waits for, at a test's pace: a replica raises
 		// ceilings every 200 ms, and a take at the ceiling waits 5 s.
 		"SEQKEEPER_SWEEP_INTERVAL=200ms",
 		"SEQKEEPER_CEILING_WAIT=5s",
 	)
 	return nil
+}
+
+// runbookZooKeeper is the script's ZooKeeper and an all-powerful session
+// on it: the shared one, or for a script named tls-* a TLS-only ensemble
+// of its own that knows clients by certificate. There the commands run
+// as x509:CN=ops ($SEQKEEPER_ZK_TLS_*), and $<ROLE>_CERT and $<ROLE>_KEY
+// hold the certificates of CN=ops (OPS), CN=seqkeeper-replica (REPLICA),
+// CN=orders-service (WORKER) and CN=stranger (STRANGER).
+func runbookZooKeeper(t testing.TB, env *testscript.Env) (*testenv.ZK, *zkclient.Client, error) {
+	if !strings.HasPrefix(path.Base(t.Name()), "tls-") {
+		z := testenv.ZooKeeper(t)
+		conn, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
+		return z, conn, err
+	}
+	e := testenv.StartTLSEnsemble(t, 1)
+	ca, cert, key := e.TLSFiles(t, "ops")
+	env.Vars = append(env.Vars, "SEQKEEPER_ZK_TLS_CA_FILE="+ca, "SEQKEEPER_ZK_TLS_CERT_FILE="+cert, "SEQKEEPER_ZK_TLS_KEY_FILE="+key,
+		"OPS_CERT="+cert, "OPS_KEY="+key)
+	for role, cn := range map[string]string{"REPLICA": "seqkeeper-replica", "WORKER": "orders-service", "STRANGER": "stranger"} {
+		_, cert, key := e.TLSFiles(t, cn)
+		env.Vars = append(env.Vars, role+"_CERT="+cert, role+"_KEY="+key)
+	}
+	conn, err := zkclient.Dial(context.Background(), e.Servers(), zkclient.Options{TLS: e.ClientTLS(t, testenv.TLSSuperUserCN)})
+	return &testenv.ZK{Servers: e.Servers(), Root: "/runbook"}, conn, err
 }
 
 // runbookExits runs a program that must exit with the given status.
@@ -203,6 +231,18 @@ func runbookLegacyCounter(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 }
 
+// runbookExpand expands the script's variables in files of its archive.
+func runbookExpand(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: expand FILE...")
+	}
+	for _, f := range args {
+		data, err := os.ReadFile(ts.MkAbs(f))
+		ts.Check(err)
+		ts.Check(os.WriteFile(ts.MkAbs(f), []byte(os.Expand(string(data), ts.Getenv)), 0o600))
+	}
+}
+
 // runbookMarker names a runbook's script in the docs, above its block.
 var runbookMarker = regexp.MustCompile(`^<!-- runbook: (testdata/runbooks/[a-z0-9-]+\.txtar) -->$`)
 
@@ -259,17 +299,24 @@ func runbooksOf(t *testing.T, doc string) []runbook {
 	var out []runbook
 	lines := strings.Split(string(data), "\n")
 	for i := 0; i < len(lines); i++ {
-		m := runbookMarker.FindStringSubmatch(lines[i])
+		m := runbookMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
 		if m == nil {
 			continue
 		}
-		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+		if i+1 >= len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "```") {
 			t.Errorf("%s:%d: a runbook marker must stand right above a fenced block", doc, i+1)
 			continue
 		}
 		b := runbook{line: i + 1, script: m[1]}
-		for i += 2; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
-			l := strings.TrimPrefix(lines[i], "$ ")
+		for i += 2; i < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i]), "```"); i++ {
+			l := strings.TrimPrefix(strings.TrimSpace(lines[i]), "$ ")
+			for strings.HasSuffix(l, "\\") && i+1 < len(lines) {
+				i++
+				l = strings.TrimSuffix(l, "\\") + " " + strings.TrimSpace(lines[i])
+			}
+			for f := strings.Fields(l); len(f) > 1 && strings.Contains(f[0], "="); f = f[1:] {
+				l = strings.Join(f[1:], " ") // VAR=value: the script's env sets it
+			}
 			if !strings.HasPrefix(l, "seqkeeper ") {
 				continue
 			}
