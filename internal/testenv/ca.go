@@ -29,9 +29,17 @@ var serial atomic.Int64
 // NewCA makes a CA named name, valid for a day.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newCA(name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ca
+}
+
+func newCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
@@ -40,13 +48,13 @@ func NewCA(t testing.TB, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{cert: cert, key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
 // Pool is a certificate pool holding only the CA.
@@ -61,9 +69,17 @@ func (ca *CA) Pool() *x509.CertPool {
 // returns the certificate and its key as PEM.
 func (ca *CA) Issue(t testing.TB, usage x509.ExtKeyUsage, hosts ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := ca.issue(usage, hosts...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return certPEM, keyPEM
+}
+
+func (ca *CA) issue(usage x509.ExtKeyUsage, hosts ...string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: hosts[0]},
@@ -79,12 +95,12 @@ func (ca *CA) Issue(t testing.TB, usage x509.ExtKeyUsage, hosts ...string) (cert
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	// PKCS #8, which ZooKeeper's PEM key store reads as well as Go.
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 }

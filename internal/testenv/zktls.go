@@ -52,32 +52,50 @@ func (z *zkTLS) config(port int) string {
 // from TLSFiles or ClientTLS).
 func StartTLSEnsemble(t testing.TB, n int) *Ensemble {
 	t.Helper()
-	dir := t.TempDir()
-	ca := NewCA(t, "zookeeper-test-ca")
-	certPEM, keyPEM := ca.Issue(t, x509.ExtKeyUsageServerAuth, "127.0.0.1", "localhost")
-	z := &zkTLS{ca: ca, keyStore: filepath.Join(dir, "server-keystore.pem"), trustStore: filepath.Join(dir, "ca.pem")}
-	if err := os.WriteFile(z.keyStore, append(keyPEM, certPEM...), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(z.trustStore, ca.PEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEnsemble(dir, n)
+	e, err := NewTLSEnsemble(t.TempDir(), n)
 	if err != nil {
 		t.Fatal(err)
-	}
-	e.tls = z
-	z.probe = e.ClientTLS(t, "testenv-probe")
-	for _, s := range e.servers {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("zk%d", s.id), "zoo.cfg"), []byte(e.config(s)), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	t.Cleanup(e.StopAll)
 	if err := e.StartAll(); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// NewTLSEnsemble lays out, under dir, the ensemble StartTLSEnsemble
+// starts, with a new CA, without starting it. The caller must call
+// StopAll.
+func NewTLSEnsemble(dir string, n int) (*Ensemble, error) {
+	ca, err := newCA("zookeeper-test-ca")
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.issue(x509.ExtKeyUsageServerAuth, "127.0.0.1", "localhost")
+	if err != nil {
+		return nil, err
+	}
+	z := &zkTLS{ca: ca, keyStore: filepath.Join(dir, "server-keystore.pem"), trustStore: filepath.Join(dir, "ca.pem")}
+	if err := os.WriteFile(z.keyStore, append(keyPEM, certPEM...), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(z.trustStore, ca.PEM, 0o644); err != nil {
+		return nil, err
+	}
+	e, err := NewEnsemble(dir, n)
+	if err != nil {
+		return nil, err
+	}
+	e.tls = z
+	if z.probe, err = e.clientTLS("testenv-probe"); err != nil {
+		return nil, err
+	}
+	for _, s := range e.servers {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("zk%d", s.id), "zoo.cfg"), []byte(e.config(s)), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
 }
 
 // CA is the TLS ensemble's certificate authority (nil without TLS).
@@ -92,12 +110,23 @@ func (e *Ensemble) CA() *CA {
 // certificate whose subject is CN=cn: ZooKeeper's identity x509:CN=cn.
 func (e *Ensemble) ClientTLS(t testing.TB, cn string) *tls.Config {
 	t.Helper()
-	certPEM, keyPEM := e.tls.ca.Issue(t, x509.ExtKeyUsageClientAuth, cn)
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	c, err := e.clientTLS(cn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tls.Config{RootCAs: e.tls.ca.Pool(), Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return c
+}
+
+func (e *Ensemble) clientTLS(cn string) (*tls.Config, error) {
+	certPEM, keyPEM, err := e.tls.ca.issue(x509.ExtKeyUsageClientAuth, cn)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: e.tls.ca.Pool(), Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // TLSFiles writes the CA bundle and a new client certificate and key with
@@ -105,15 +134,26 @@ func (e *Ensemble) ClientTLS(t testing.TB, cn string) *tls.Config {
 // zk_tls_ca_file, zk_tls_cert_file and zk_tls_key_file.
 func (e *Ensemble) TLSFiles(t testing.TB, cn string) (caFile, certFile, keyFile string) {
 	t.Helper()
-	dir := t.TempDir()
-	certPEM, keyPEM := e.tls.ca.Issue(t, x509.ExtKeyUsageClientAuth, cn)
+	caFile, certFile, keyFile, err := e.WriteTLSFiles(t.TempDir(), cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caFile, certFile, keyFile
+}
+
+// WriteTLSFiles is TLSFiles into dir: ca.pem, CN.pem and CN-key.pem.
+func (e *Ensemble) WriteTLSFiles(dir, cn string) (caFile, certFile, keyFile string, err error) {
+	certPEM, keyPEM, err := e.tls.ca.issue(x509.ExtKeyUsageClientAuth, cn)
+	if err != nil {
+		return "", "", "", err
+	}
 	caFile, certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, cn+".pem"), filepath.Join(dir, cn+"-key.pem")
 	for f, data := range map[string][]byte{caFile: e.tls.ca.PEM, certFile: certPEM, keyFile: keyPEM} {
 		if err := os.WriteFile(f, data, 0o600); err != nil {
-			t.Fatal(err)
+			return "", "", "", err
 		}
 	}
-	return caFile, certFile, keyFile
+	return caFile, certFile, keyFile, nil
 }
 
 // fourLetterWord asks a server, over TLS for a TLS ensemble.
