@@ -135,6 +135,7 @@ func runbookZooKeeper(t testing.TB, env *testscript.Env) (*testenv.ZK, *zkclient
 		conn, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{})
 		return z, conn, err
 	}
+	testenv.Slow(t) // an ensemble of its own: 30 s of JVM start
 	e := testenv.StartTLSEnsemble(t, 1)
 	ca, cert, key := e.TLSFiles(t, "ops")
 	env.Vars = append(env.Vars, "SEQKEEPER_ZK_TLS_CA_FILE="+ca, "SEQKEEPER_ZK_TLS_CERT_FILE="+cert, "SEQKEEPER_ZK_TLS_KEY_FILE="+key,

@@ -31,6 +31,9 @@ func TestLocalStack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.tls {
+				testenv.Slow(t) // a TLS ensemble: 30 s of JVM start
+			}
 			dir := t.TempDir()
 			addr := freeAddr(t)
 			ready := make(chan struct{})
