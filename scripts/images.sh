@@ -19,6 +19,8 @@
 #   bash scripts/images.sh --force   rebuild every image (reuses the cache)
 #   bash scripts/images.sh --check   exit 1 listing missing images; builds nothing
 #   bash scripts/images.sh --mirror  print the Debian mirror debootstrap uses
+#   bash scripts/images.sh --binaries  only the MinIO binary (no Docker needed:
+#                                    package tests, internal/tools/localstack)
 #
 # An image named zookeeper:3.8 or minio/minio:latest that this script did not
 # build (the real one, pulled from a registry) is left alone unless --force.
@@ -57,11 +59,13 @@ usage() {
 force=0
 check=0
 mirror_only=0
+binaries_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--force) force=1 ;;
 	--check) check=1 ;;
 	--mirror) mirror_only=1 ;;
+	--binaries) binaries_only=1 ;;
 	-h | --help)
 		usage
 		exit 0
@@ -241,17 +245,21 @@ build_seqkeeper() {
 
 # --- minio/minio:latest ------------------------------------------------------
 
+minio_binary() {
+	if [[ ! -x "$MINIO_BIN" ]]; then
+		log "MinIO: go install $MINIO_MODULE into $CACHE/bin (takes about 5 minutes)"
+		mkdir -p "$CACHE/bin"
+		heartbeat "MinIO: go install" CGO_ENABLED=0 GOBIN="$CACHE/bin" go install "$MINIO_MODULE"
+	fi
+}
+
 build_minio() {
 	local ctx hash
 	if foreign "${MINIO_IMAGES[0]}"; then
 		log "${MINIO_IMAGES[0]}: present and not built here; keeping it (--force replaces it)"
 		return
 	fi
-	if [[ ! -x "$MINIO_BIN" ]]; then
-		log "MinIO: go install $MINIO_MODULE into $CACHE/bin (takes about 5 minutes)"
-		mkdir -p "$CACHE/bin"
-		heartbeat "MinIO: go install" CGO_ENABLED=0 GOBIN="$CACHE/bin" go install "$MINIO_MODULE"
-	fi
+	minio_binary
 	hash="$(hash_files "$IMAGES_DIR/minio/Dockerfile" "$MINIO_BIN")"
 	if up_to_date "$hash" "${MINIO_IMAGES[@]}"; then
 		log "${MINIO_IMAGES[0]}: up to date"
@@ -394,6 +402,12 @@ build_zookeeper() {
 }
 
 # --- main --------------------------------------------------------------------
+
+if ((binaries_only)); then
+	minio_binary
+	log "MinIO binary ready: $MINIO_BIN"
+	exit 0
+fi
 
 command -v docker >/dev/null || die "docker is not installed"
 docker info >/dev/null 2>&1 || die "cannot reach the Docker daemon (is it running, may this user use it?)"

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -47,13 +50,16 @@ import (
 //	serving [URL]          waits until the replica at URL (default
 //	                       http://$SEQKEEPER_HTTP) leads
 //	ready [URL]            waits until it is ready (a standby too)
+//	candidates N           waits until N replicas stand in the election
 //	legacy-counter NAME N  writes NAME as Curator's 8-byte counter at N
 //	expand FILE...         replaces each $VAR or ${VAR} in the files with
 //	                       its value ($ZROOT: a znode of the script's own)
 func TestRunbooks(t *testing.T) {
 	t.Parallel()
+	deadline, _ := t.Deadline() // background replicas are stopped by then
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/runbooks",
+		Deadline:            deadline,
 		RequireExplicitExec: true,
 		Setup:               runbookSetup,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -61,6 +67,7 @@ func TestRunbooks(t *testing.T) {
 			"lose-zookeeper": runbookLoseZooKeeper,
 			"serving":        runbookServing,
 			"ready":          runbookReady,
+			"candidates":     runbookCandidates,
 			"legacy-counter": runbookLegacyCounter,
 			"expand":         runbookExpand,
 		},
@@ -72,19 +79,28 @@ type runbookZK struct{}
 
 type runbookEnv struct {
 	conn *zkclient.Client
-	// paths hold every znode of the script's root: the root, and its
-	// election and marker (derived from the root, elsewhere).
-	paths []string
+	// base holds the script's roots; their elections and markers are
+	// derived from them, under config.RootsPrefix.
+	base     string
+	election string // $SEQKEEPER_ROOT's
 }
 
-// lose deletes every znode of the script's root.
+// lose deletes every znode of the script's roots, their derived
+// elections and markers included.
 func (z runbookEnv) lose() error {
-	for _, p := range z.paths {
-		if err := testenv.DeleteAll(z.conn, p); err != nil {
-			return err
+	derived, _, err := z.conn.Children(context.Background(), config.RootsPrefix)
+	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
+		return err
+	}
+	mine := url.PathEscape(strings.TrimPrefix(z.base, "/") + "/")
+	for _, d := range derived {
+		if strings.HasPrefix(d, mine) {
+			if err := testenv.DeleteAll(z.conn, config.RootsPrefix+"/"+d); err != nil {
+				return err
+			}
 		}
 	}
-	return nil
+	return testenv.DeleteAll(z.conn, z.base)
 }
 
 func runbookSetup(env *testscript.Env) error {
@@ -99,7 +115,7 @@ func runbookSetup(env *testscript.Env) error {
 	bucket := testenv.ObjectStore(t)
 	root := z.Root + "/all-sequences"
 	election, _ := config.DerivedPaths(root)
-	z1 := runbookEnv{conn: conn, paths: []string{z.Root, path.Dir(election)}}
+	z1 := runbookEnv{conn: conn, base: z.Root, election: election}
 	// After the script's background replicas are stopped (env.Defer
 	// would run before).
 	t.Cleanup(func() { _ = z1.lose(); conn.Close() })
@@ -187,6 +203,8 @@ func runbookReady(ts *testscript.TestScript, neg bool, args []string) {
 	runbookWaitReplica(ts, neg, args, "ready", "/readyz", "")
 }
 
+var runbookHTTP = &http.Client{Timeout: 5 * time.Second}
+
 // runbookWaitReplica waits until the replica at args[0] (default
 // $SEQKEEPER_HTTP) answers route with 200 and a body holding want.
 func runbookWaitReplica(ts *testscript.TestScript, neg bool, args []string, cmd, route, want string) {
@@ -199,7 +217,7 @@ func runbookWaitReplica(ts *testscript.TestScript, neg bool, args []string, cmd,
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url + route)
+		resp, err := runbookHTTP.Get(url + route)
 		if err == nil {
 			var body strings.Builder
 			_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
@@ -212,6 +230,33 @@ func runbookWaitReplica(ts *testscript.TestScript, neg bool, args []string, cmd,
 			ts.Fatalf("%s: the replica at %s did not answer %s with 200 %s within 30 s (last: %v)", cmd, url, route, want, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// runbookCandidates waits until the root's election has N candidates.
+func runbookCandidates(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: candidates N")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	z := ts.Value(runbookZK{}).(runbookEnv)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		kids, _, err := z.conn.Children(context.Background(), z.election)
+		n := 0
+		for _, k := range kids {
+			if strings.HasPrefix(k, "_c_") { // a candidate (election/candidate.go), not leader-beat
+				n++
+			}
+		}
+		if err == nil && n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			ts.Fatalf("the election %s has %d candidates after 30 s (%v); want %d", z.election, n, err, want)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -248,9 +293,10 @@ func runbookExpand(ts *testscript.TestScript, neg bool, args []string) {
 var runbookMarker = regexp.MustCompile(`^<!-- runbook: (testdata/runbooks/[a-z0-9-]+\.txtar) -->$`)
 
 // TestRunbooksMatchTheDocs holds each runbook of the docs to its script:
-// the seqkeeper commands of the block under the marker, in order, are
-// commands the script runs, in order (the script runs more: its setup
-// and its checks). Every script belongs to a runbook.
+// the seqkeeper commands of the block under the marker, in order, with the
+// variables a command line sets, are commands the script runs, in order,
+// with those variables set (the script runs more: its setup and its
+// checks). Every script belongs to a runbook.
 func TestRunbooksMatchTheDocs(t *testing.T) {
 	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil || len(docs) == 0 {
@@ -265,10 +311,14 @@ func TestRunbooksMatchTheDocs(t *testing.T) {
 				t.Errorf("%s:%d: the runbook names %s, which cannot be read: %v", doc, b.line, b.script, err)
 				continue
 			}
-			ran := scriptCommands(string(data))
-			if missing := notInOrder(b.cmds, ran); missing != "" {
+			ran := scriptCommands(data)
+			if missing, ok := notInOrder(b.cmds, ran); !ok {
+				var lines []string
+				for _, c := range ran {
+					lines = append(lines, c.String())
+				}
 				t.Errorf("%s:%d: the runbook shows %q, which %s does not run in the runbook's order; the script runs:\n  %s",
-					doc, b.line, missing, b.script, strings.Join(ran, "\n  "))
+					doc, b.line, missing.String(), b.script, strings.Join(lines, "\n  "))
 			}
 		}
 	}
@@ -280,17 +330,34 @@ func TestRunbooksMatchTheDocs(t *testing.T) {
 	}
 }
 
+// command is a seqkeeper command line and the variables set for it.
+type command struct {
+	env  map[string]string
+	line string
+}
+
+func (c command) String() string {
+	var env []string
+	for k, v := range c.env {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return strings.Join(append(env, c.line), " ")
+}
+
 // runbook is a marked block of a doc: its line, its script and the
 // seqkeeper commands it shows.
 type runbook struct {
 	line   int
 	script string
-	cmds   []string
+	cmds   []command
 }
 
-// runbooksOf returns the marked blocks of doc, each with its seqkeeper
-// commands: a transcript's "$ seqkeeper ..." lines, or a shell block's
-// "seqkeeper ..." lines, each without its trailing comment.
+// runbooksOf returns the marked blocks of doc, each with its commands: a
+// transcript's "$ ..." lines, or every line of a shell block, each
+// without its trailing comment. A command that is not seqkeeper's (bar
+// "echo $?", which the script's exits checks) fails the test: the script
+// could not run it as written.
 func runbooksOf(t *testing.T, doc string) []runbook {
 	t.Helper()
 	data, err := os.ReadFile(doc)
@@ -302,6 +369,9 @@ func runbooksOf(t *testing.T, doc string) []runbook {
 	for i := 0; i < len(lines); i++ {
 		m := runbookMarker.FindStringSubmatch(strings.TrimSpace(lines[i]))
 		if m == nil {
+			if l := strings.TrimSpace(lines[i]); strings.HasPrefix(l, "<!--") && strings.Contains(l, "runbook") {
+				t.Errorf("%s:%d: %q is not a runbook marker: <!-- runbook: testdata/runbooks/NAME.txtar -->", doc, i+1, lines[i])
+			}
 			continue
 		}
 		if i+1 >= len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "```") {
@@ -309,22 +379,38 @@ func runbooksOf(t *testing.T, doc string) []runbook {
 			continue
 		}
 		b := runbook{line: i + 1, script: m[1]}
+		var block []string
 		for i += 2; i < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[i]), "```"); i++ {
-			l := strings.TrimPrefix(strings.TrimSpace(lines[i]), "$ ")
-			for strings.HasSuffix(l, "\\") && i+1 < len(lines) {
-				i++
-				l = strings.TrimSuffix(l, "\\") + " " + strings.TrimSpace(lines[i])
+			block = append(block, strings.TrimSpace(lines[i]))
+		}
+		transcript := slices.ContainsFunc(block, func(l string) bool { return strings.HasPrefix(l, "$ ") })
+		for j := 0; j < len(block); j++ {
+			l := block[j]
+			if transcript && !strings.HasPrefix(l, "$ ") || l == "" || strings.HasPrefix(l, "#") {
+				continue // output, or a comment
 			}
-			for f := strings.Fields(l); len(f) > 1 && strings.Contains(f[0], "="); f = f[1:] {
-				l = strings.Join(f[1:], " ") // VAR=value: the script's env sets it
-			}
-			if !strings.HasPrefix(l, "seqkeeper ") {
-				continue
+			l = strings.TrimPrefix(l, "$ ")
+			for strings.HasSuffix(l, "\\") && j+1 < len(block) {
+				j++
+				l = strings.TrimSuffix(l, "\\") + " " + block[j]
 			}
 			if c, _, ok := strings.Cut(l, " #"); ok {
 				l = c
 			}
-			b.cmds = append(b.cmds, strings.Join(strings.Fields(l), " "))
+			c := command{env: map[string]string{}}
+			f := strings.Fields(l)
+			for ; len(f) > 1 && strings.Contains(f[0], "="); f = f[1:] {
+				k, v, _ := strings.Cut(f[0], "=")
+				c.env[k] = v
+			}
+			switch {
+			case len(f) > 0 && f[0] == "seqkeeper":
+				c.line = strings.Join(f, " ")
+				b.cmds = append(b.cmds, c)
+			case strings.Join(f, " ") == "echo $?":
+			default:
+				t.Errorf("%s:%d: the runbook shows %q, which its script cannot run as written: only seqkeeper commands (and echo $?) belong in a runbook", doc, b.line, l)
+			}
 		}
 		if len(b.cmds) == 0 {
 			t.Errorf("%s:%d: the runbook shows no seqkeeper command", doc, b.line)
@@ -334,15 +420,31 @@ func runbooksOf(t *testing.T, doc string) []runbook {
 	return out
 }
 
-// scriptCommands returns the seqkeeper commands a script runs, as typed:
-// from "exec seqkeeper ...", "! exec seqkeeper ..." and "exits N seqkeeper
-// ...", without a background marker.
-func scriptCommands(script string) []string {
-	var out []string
-	for _, l := range strings.Split(script, "\n") {
+// scriptCommands returns the seqkeeper commands a script runs, as typed,
+// with the variables its env commands set by then: from "exec seqkeeper
+// ...", "! exec seqkeeper ..." and "exits N seqkeeper ...", without a
+// background marker, in the script itself (not its files) up to a skip
+// or stop.
+func scriptCommands(data []byte) []command {
+	var out []command
+	env := map[string]string{}
+	for _, l := range strings.Split(string(txtar.Parse(data).Comment), "\n") {
 		f := strings.Fields(l)
 		switch {
-		case len(f) > 0 && f[0] == "!":
+		case len(f) == 0:
+			continue
+		case f[0] == "skip" || f[0] == "stop":
+			return out
+		case f[0] == "env":
+			for _, kv := range f[1:] {
+				if k, v, _ := strings.Cut(kv, "="); v == "" {
+					delete(env, k)
+				} else {
+					env[k] = v
+				}
+			}
+			continue
+		case f[0] == "!":
 			f = f[1:]
 		case len(f) > 2 && f[0] == "exits":
 			f = f[1:]
@@ -355,20 +457,30 @@ func scriptCommands(script string) []string {
 		if last := f[len(f)-1]; strings.HasPrefix(last, "&") && strings.HasSuffix(last, "&") {
 			f = f[:len(f)-1]
 		}
-		out = append(out, strings.Join(f, " "))
+		out = append(out, command{env: maps.Clone(env), line: strings.Join(f, " ")})
 	}
 	return out
 }
 
 // notInOrder returns the first of want that does not follow the ones
-// before it in got, or "".
-func notInOrder(want, got []string) string {
+// before it in got (same line, and every variable want sets set so).
+func notInOrder(want, got []command) (command, bool) {
 	for _, w := range want {
-		i := slices.Index(got, w)
+		i := slices.IndexFunc(got, func(g command) bool {
+			if g.line != w.line {
+				return false
+			}
+			for k, v := range w.env {
+				if g.env[k] != v {
+					return false
+				}
+			}
+			return true
+		})
 		if i < 0 {
-			return w
+			return w, false
 		}
 		got = got[i+1:]
 	}
-	return ""
+	return command{}, true
 }

@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -92,10 +92,53 @@ func waitReady(t *testing.T, url string) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// A directory that is not localstack's is never emptied.
+func TestRefusesADirectoryNotItsOwn(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "precious")
+	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareDir(dir); err == nil || !strings.Contains(err.Error(), "is not localstack's") {
+		t.Fatalf("prepareDir of a directory with a file of its own: %v; want a refusal", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Fatalf("the directory's file: %v", err)
+	}
+	// Its own directory is emptied for the next start.
+	own := filepath.Join(dir, "own")
+	if _, err := prepareDir(own); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(own, "old-data"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepareDir(own); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(own, "old-data")); !os.IsNotExist(err) {
+		t.Fatalf("the old stack's data after a new start: %v; want it gone", err)
+	}
+}
+
+// The environment file survives values a shell would break on.
+func TestEnvFileQuotes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "env")
+	if err := writeEnv(path, []string{"SEQKEEPER_STORE=s3://b/p?x=1&y='2'", "PATH=/tmp/o'neil $x/bin:$PATH"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("bash", "-c", "source "+path+` && printf '%s\n%s\n' "$SEQKEEPER_STORE" "${PATH%%:*}"`).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if want := "s3://b/p?x=1&y='2'\n/tmp/o'neil $x/bin\n"; string(out) != want {
+		t.Fatalf("sourced: %q; want %q", out, want)
+	}
 }
