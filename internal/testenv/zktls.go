@@ -52,15 +52,7 @@ func (z *zkTLS) config(port int) string {
 // from TLSFiles or ClientTLS).
 func StartTLSEnsemble(t testing.TB, n int) *Ensemble {
 	t.Helper()
-	e, err := NewTLSEnsemble(t.TempDir(), n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.StopAll)
-	if err := e.StartAll(); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return startLaidOut(t, NewTLSEnsemble, n)
 }
 
 // NewTLSEnsemble lays out, under dir, the ensemble StartTLSEnsemble

@@ -56,15 +56,37 @@ type zkServer struct {
 // wipes or rolls back servers; other tests share ZooKeeper(t).
 func StartEnsemble(t testing.TB, n int) *Ensemble {
 	t.Helper()
-	e, err := NewEnsemble(t.TempDir(), n)
+	return startLaidOut(t, NewEnsemble, n)
+}
+
+// startLaidOut lays out an ensemble of n servers in a directory of t's
+// with layOut, starts it, and stops it when t ends.
+func startLaidOut(t testing.TB, layOut func(dir string, n int) (*Ensemble, error), n int) *Ensemble {
+	t.Helper()
+	e, err := layOut(t.TempDir(), n)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.StopAll)
+	t.Cleanup(func() { e.logTails(t) })
 	if err := e.StartAll(); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// logTails logs the end of each server's log when t failed: what the
+// servers said (a slow fsync, a refused session) while a test found no
+// session or no answer.
+func (e *Ensemble) logTails(t testing.TB) {
+	if !t.Failed() {
+		return
+	}
+	for i, s := range e.servers {
+		if tail := tailN(s.proc.logPath, 4000); tail != nil {
+			t.Logf("ZooKeeper server %d (%s): %v", s.id, e.Addr(i), tail)
+		}
+	}
 }
 
 // NewEnsemble lays out an ensemble of n servers under dir without starting
