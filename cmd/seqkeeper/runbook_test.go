@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -215,21 +215,31 @@ func runbookWaitReplica(ts *testscript.TestScript, neg bool, args []string, cmd,
 	if len(args) == 1 {
 		url = args[0]
 	}
+	runbookWait(ts, func() (bool, string) {
+		resp, err := runbookHTTP.Get(url + route)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), want),
+			fmt.Sprintf("%s: the replica at %s did not answer %s with 200 %s (last: %s)", cmd, url, route, want, resp.Status)
+	})
+}
+
+// runbookWait polls ok until it holds, for up to 30 s; then the script
+// fails with what ok said last.
+func runbookWait(ts *testscript.TestScript, ok func() (bool, string)) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := runbookHTTP.Get(url + route)
-		if err == nil {
-			var body strings.Builder
-			_, _ = bufio.NewReader(resp.Body).WriteTo(&body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && strings.Contains(body.String(), want) {
-				return
-			}
+		done, last := ok()
+		if done {
+			return
 		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("%s: the replica at %s did not answer %s with 200 %s within 30 s (last: %v)", cmd, url, route, want, err)
+			ts.Fatalf("after 30 s: %s", last)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -241,8 +251,7 @@ func runbookCandidates(ts *testscript.TestScript, neg bool, args []string) {
 	want, err := strconv.Atoi(args[0])
 	ts.Check(err)
 	z := ts.Value(runbookZK{}).(runbookEnv)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	runbookWait(ts, func() (bool, string) {
 		kids, _, err := z.conn.Children(context.Background(), z.election)
 		n := 0
 		for _, k := range kids {
@@ -250,14 +259,8 @@ func runbookCandidates(ts *testscript.TestScript, neg bool, args []string) {
 				n++
 			}
 		}
-		if err == nil && n == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("the election %s has %d candidates after 30 s (%v); want %d", z.election, n, err, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && n == want, fmt.Sprintf("the election %s has %d candidates (%v); want %d", z.election, n, err, want)
+	})
 }
 
 // runbookLegacyCounter writes a Curator DistributedAtomicLong's counter.
@@ -269,10 +272,7 @@ func runbookLegacyCounter(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	z := ts.Value(runbookZK{}).(runbookEnv)
 	root := ts.Getenv("SEQKEEPER_ROOT")
-	if ok, _, err := z.conn.Exists(context.Background(), root); err == nil && !ok {
-		_, err = z.conn.Create(context.Background(), root, nil, 0)
-		ts.Check(err)
-	}
+	ts.Check(z.conn.EnsurePath(context.Background(), root))
 	_, err = z.conn.Create(context.Background(), root+"/"+args[0], binary.BigEndian.AppendUint64(nil, n), 0)
 	ts.Check(err)
 }
