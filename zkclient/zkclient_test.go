@@ -255,6 +255,25 @@ func TestDialWaitsForNamesToResolve(t *testing.T) {
 	c.Close()
 }
 
+// A server that accepts connections but never answers the handshake (a
+// frozen JVM, a black hole) gives way to the next server within its share
+// of the session timeout. Each Dial tries the servers in a random order,
+// so six of them meet the silent one first about 63 times in 64.
+func TestDialPassesASilentServer(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	silent := testenv.NewProxy(t, z.Servers[0])
+	silent.Cut()
+	for i := 0; i < 6; i++ {
+		c, err := zkclient.Dial(context.Background(), []string{silent.Addr(), z.Servers[0]},
+			zkclient.Options{SessionTimeout: 6 * time.Second, ConnectTimeout: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("dial %d: %v; want a session from the server that answers", i, err)
+		}
+		c.Close()
+	}
+}
+
 // MultiRead answers each path with its own result (a missing znode is
 // ErrNoNode in its place), and a persistent watch (AddWatch) notifies every
 // change, not only the first, the znode's deletion and its creation again

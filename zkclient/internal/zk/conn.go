@@ -352,6 +352,16 @@ func (c *Conn) setTimeouts(sessionTimeoutMs int32) {
 	c.pingInterval = c.recvTimeout / 2
 }
 
+// handshakeTimeout is the session timeout divided among the servers
+// (seqkeeper): the Java client's connectTimeout.
+func (c *Conn) handshakeTimeout() time.Duration {
+	d := time.Duration(c.sessionTimeoutMs) * time.Millisecond
+	if n := c.hostProvider.Len(); n > 1 {
+		d /= time.Duration(n)
+	}
+	return max(d, c.connectTimeout)
+}
+
 func (c *Conn) setState(state State) {
 	atomic.StoreInt32((*int32)(&c.state), int32(state))
 	c.sendEvent(Event{Type: EventSession, State: state, Server: c.Server()})
@@ -698,17 +708,20 @@ func (c *Conn) authenticate() error {
 
 	binary.BigEndian.PutUint32(buf[:4], uint32(n))
 
-	c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout * 10))
+	// seqkeeper: the whole handshake within the session timeout shared
+	// among the servers, as the Java client bounds it, so that a server
+	// that accepts connections but never answers (frozen, or behind a
+	// black hole) gives way to the next one. Upstream waits ten receive
+	// timeouts (67 s with a 10 s session) on each read and write.
+	c.conn.SetDeadline(time.Now().Add(c.handshakeTimeout()))
+	defer c.conn.SetDeadline(time.Time{})
 	_, err = c.conn.Write(buf[:n+4])
-	c.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
 		return err
 	}
 
 	// Receive and decode a connect response.
-	c.conn.SetReadDeadline(time.Now().Add(c.recvTimeout * 10))
 	_, err = io.ReadFull(c.conn, buf[:4])
-	c.conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		return err
 	}
