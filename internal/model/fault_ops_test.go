@@ -312,3 +312,56 @@ func (e *env) adminWorker() *worker {
 func usedUp(st state.State) bool {
 	return st.End < state.MaxID && st.Next > st.End && len(st.Recycled) == 0
 }
+
+// opBirthCrash registers a deleted name again while its primary's store
+// dies after a few requests: before, between or after the birth's ceiling
+// and the store's record of the birth. A worker takes from the name, the
+// primary is killed, and half the time ZooKeeper loses its data before a
+// successor starts. A name that handed out an ID must exist afterwards
+// (the store restores it); one that handed out none may be gone.
+func (e *env) opBirthCrash(r *rand.Rand) (string, bool) {
+	var gone []string
+	for _, s := range e.specs {
+		if !e.live(s.name) {
+			gone = append(gone, s.name)
+		}
+	}
+	if len(gone) == 0 || !e.storeCovers() {
+		return "", false
+	}
+	name := gone[r.IntN(len(gone))]
+	old := e.prim
+	budget := r.Int64N(8)
+	old.crash.left.Store(budget)
+	line := e.recreateName(name, false)
+	e.m.mu.Lock()
+	before := e.m.ledgers[name].handed
+	e.m.mu.Unlock()
+	w := e.pickWorker(r)
+	line += "; " + e.take(w, w.label, name, 3, 3*time.Second)
+	e.m.mu.Lock()
+	took := e.m.ledgers[name].handed > before
+	e.m.mu.Unlock()
+	old.zk.Close()
+	e.stopPrimary(old, "crashed at a birth")
+	wipe := r.IntN(2) == 0
+	if wipe {
+		e.zkFault(r.IntN(2) == 0, func() error { return e.ens.Wipe(0) })
+		e.rollbackOp = e.m.op
+		e.forgetWidens()
+	}
+	e.startPrimary()
+	what := fmt.Sprintf("birth-crash %s after %d store requests (wipe %v) -> %s: %s", old.holder, budget, wipe, e.prim.holder, line)
+	e.fault(what)
+	e.settle(20 * time.Second)
+	exists := e.existsSure(name)
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	switch {
+	case took && !exists:
+		e.m.fail(fmt.Sprintf("NAME LOST: %q handed out IDs at op #%d and does not exist after its primary crashed at its birth and ZooKeeper lost its data: the store did not record the birth", name, e.m.op))
+	case !exists:
+		e.deleted[name] = e.m.op // never born: gone as if deleted
+	}
+	return fmt.Sprintf("%s -> exists %v", what, exists), true
+}

@@ -53,6 +53,7 @@ var opTable = []opSpec{
 	{"handover", 2, (*env).opHandover},
 	{"kill-primary", 1, (*env).opKillPrimary},
 	{"compaction-crash", 2, (*env).opCompactionCrash},
+	{"birth-crash", 1, (*env).opBirthCrash},
 	{"expire-primary", 1, (*env).opExpirePrimary},
 	{"depose-primary", 1, (*env).opDeposePrimary},
 	{"zk-restart", 2, (*env).opRestart},

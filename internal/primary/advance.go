@@ -103,6 +103,11 @@ func Advance(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name
 		}
 		next := seqzk.Advanced(st, floor, stored, h.Epoch)
 		before := persist.Record{Name: name, Ceiling: stored, Start: st.Start, End: st.End, Windows: st.Windows}
+		if seqzk.Unconfirmed(st) {
+			// A birth ZooKeeper holds and the store may not know yet: the
+			// stamp makes it usable, so the store learns it first.
+			before.Live = st.PushFloor
+		}
 		return seqzk.Step{Change: seqzk.Change{State: &next, Keep: trusted}, Before: &before}, nil
 	})
 	if err != nil || !done.Committed {

@@ -48,6 +48,9 @@ func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T)
 	if _, err := boss.Keeper().Initialise(ctx, "x", 1, 1000, d); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := boss.Keeper().Restamp(ctx, "x", 0, 1, 1000, false); err != nil { // the birth stored: put(1000)
+		t.Fatal(err)
+	}
 	seen := ids{}
 	worker := r.client(ens.Servers(), 30*time.Second)
 	op := r.client(ens.Servers(), 30*time.Second) // the operator; its session predates the copy

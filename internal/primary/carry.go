@@ -13,12 +13,29 @@ import (
 
 // carryOutAll makes the ZooKeeper changes of the plans that are not
 // pipelined, up to Parallelism at once, once the store holds their
-// ceilings; then records what was written as the state now, and tells the
-// store of the incarnations born.
+// ceilings, and records what was written as the state now. The
+// registrations initialised are births: the store learns their
+// incarnation, and only then are they stamped for clients to take from
+// (seqzk.Unconfirmed), so that no ID is handed out from an incarnation a
+// ZooKeeper loss would not restore.
 func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
+	births, errs := p.carryOutEach(ctx, plans)
+	if err := p.confirmBirths(ctx, births); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range births {
+		births[i].kind = planConfirm
+	}
+	_, more := p.carryOutEach(ctx, births)
+	return errors.Join(append(errs, more...)...)
+}
+
+// carryOutEach is carryOutAll's pass over plans; it returns the births
+// initialised.
+func (p *Primary) carryOutEach(ctx context.Context, plans []plan) ([]plan, []error) {
 	var mu sync.Mutex
 	var errs []error
-	var births []persist.Record // initialised: the store learns their incarnation
+	var births []plan
 	done := make(map[string]carried, len(plans))
 	sem := make(chan struct{}, p.cfg.Parallelism)
 	var wg sync.WaitGroup
@@ -47,20 +64,15 @@ func (p *Primary) carryOutAll(ctx context.Context, plans []plan) error {
 				errs = append(errs, err)
 			} else if st.Name != "" {
 				done[pl.name] = carried{st, moved, czxid}
-				if pl.kind == planInit {
-					r := pl.rec
-					r.Live = pl.floor
-					births = append(births, r)
+				if pl.kind == planInit && seqzk.Unconfirmed(st) {
+					births = append(births, pl)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if err := p.confirmBirths(ctx, births); err != nil {
-		errs = append(errs, err)
-	}
 	p.noteCarried(done)
-	return errors.Join(errs...)
+	return births, errs
 }
 
 // carried is what carryOut wrote for one sequence.
@@ -110,19 +122,25 @@ func (p *Primary) noteCarried(done map[string]carried) {
 // (their Live): until then the store held only their ceilings, so that a
 // birth a delete overtook (its guarded initialisation failed) never made
 // the store claim a live name ZooKeeper does not hold. Should this write
-// fail, or the primary stop before it, the audit learns the incarnation
-// from ZooKeeper (mirrorDeletions); meanwhile a ZooKeeper data loss would
-// cost the new incarnation (the store holds it deleted), never an ID.
-func (p *Primary) confirmBirths(ctx context.Context, births []persist.Record) error {
+// fail, or the primary stop before it, the births stay unconfirmed (no
+// client takes from them), and whoever decides on them next stores the
+// birth with their ceiling before stamping them (decide); a ZooKeeper
+// data loss meanwhile forgets registrations that handed out nothing.
+func (p *Primary) confirmBirths(ctx context.Context, births []plan) error {
 	if len(births) == 0 {
 		return nil
 	}
-	if err := p.put(ctx, births); err != nil {
-		return fmt.Errorf("record %d new incarnations in the store (the audit will): %w", len(births), err)
+	recs := make([]persist.Record, len(births))
+	for i, pl := range births {
+		recs[i] = pl.rec
+		recs[i].Live = pl.floor
+	}
+	if err := p.put(ctx, recs); err != nil {
+		return fmt.Errorf("record %d new incarnations in the store (the next sweep will): %w", len(births), err)
 	}
 	p.view.Lock()
 	defer p.view.Unlock()
-	for _, r := range births {
+	for _, r := range recs {
 		p.joinRecord(r)
 	}
 	return nil
@@ -154,6 +172,8 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 	case planInit:
 		st, err = p.seq.Keeper().Initialise(ctx, pl.name, pl.floor, pl.rec.Ceiling, pl.guard)
 		p.count(func(s *Stats) { s.Initialised++ })
+	case planConfirm:
+		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
 	case planRevalidate:
 		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
 		p.count(func(s *Stats) { s.Revalidated++ })
@@ -173,7 +193,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 	if pl.kind != planRaise && st.Next > before.Next {
 		moved = st.Next - before.Next
 	}
-	if st.Windows > 0 {
+	if st.Windows > 0 && st.Validated() {
 		carved, err := p.topUpWindows(ctx, pl.name, st)
 		return st, moved + carved, czxid, err
 	}

@@ -186,6 +186,14 @@ type gatedBackend struct {
 
 type gate struct {
 	hit, release chan struct{}
+	dropped      bool // set before release: the write fails unwritten
+}
+
+// drop releases the held write as one that never reached the store: its
+// writer stopped first.
+func (g *gate) drop() {
+	g.dropped = true
+	close(g.release)
 }
 
 func (g *gatedBackend) arm() *gate {
@@ -204,6 +212,9 @@ func (g *gatedBackend) Put(ctx context.Context, key string, data []byte, ifMatch
 		if gt != nil {
 			close(gt.hit)
 			<-gt.release
+			if gt.dropped {
+				return "", errors.New("the test dropped this store write: its writer stopped before it")
+			}
 		}
 	}
 	return g.Backend.Put(ctx, key, data, ifMatch)

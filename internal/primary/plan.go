@@ -82,6 +82,12 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		p.adopt(ev.Name, t)
 		p.namesStale = true
 	}
+	if err == nil && seqzk.Unconfirmed(st) && ev.Czxid == t.czxid && t.state.Validated() && t.state.PushFloor == st.PushFloor {
+		// Our own initialisation, read before the stamp we made of it
+		// once the store held the birth (noteCarried): already decided.
+		// In a rolled-back history the epoch's change revalidates it.
+		return t
+	}
 	t.czxid, t.mzxid, t.version, t.fresh = ev.Czxid, ev.Mzxid, ev.Version, true
 	t.corrupt = err
 	if err != nil {
@@ -170,6 +176,7 @@ const (
 	planLegacyMark
 	planLegacyForward
 	planRotate
+	planConfirm // the stamp of a birth the store has recorded
 )
 
 // decide returns what a sequence needs, if anything.
@@ -219,6 +226,12 @@ func (p *Primary) decide(name string, t *tracked) (plan, bool) {
 		return plan{name: name, kind: planInit, floor: floor, guard: b.guard, rec: withCeiling(base, reconcile.Ceiling(floor, headroom, st.End))}, true
 	}
 	floor := reconcile.Floor(st, rec, stored)
+	if seqzk.Unconfirmed(st) {
+		// A birth the store may not have recorded (its primary stopped
+		// first): ZooKeeper holds it, so the store learns it with the
+		// ceiling, before the stamp lets anyone take from it.
+		base.Live = st.PushFloor
+	}
 	switch {
 	case stored && rec.Czxid != 0 && rec.Czxid != t.czxid:
 		p.log.Warn().Str("sequence", name).Int64("czxid", t.czxid).Int64("stored_czxid", rec.Czxid).

@@ -266,6 +266,8 @@ func check(name string, st state.State, readErr error, rec persist.Record, store
 			f.Level, f.Problem, f.Action = Unsafe, "no record in the store: a ZooKeeper data loss would reissue its IDs", CoverInStore
 		case st.Ceiling > rec.Ceiling:
 			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("ZooKeeper ceiling %d is above the stored ceiling %d", st.Ceiling, rec.Ceiling), CoverInStore
+		case seqzk.Unconfirmed(st):
+			f.Level, f.Problem = Pending, "initialised; the primary stamps it once the store has recorded its birth, and clients wait until then"
 		case rec.Deleted():
 			f.Level, f.Problem = Pending, "the store holds a tombstone for this name: the store has not learnt of this incarnation's birth yet (the primary's audit records it), or ZooKeeper was restored from a copy taken before a delete (delete it again)"
 		case st.ZKEpoch != epoch:

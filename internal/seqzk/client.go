@@ -340,6 +340,7 @@ var errAtCeiling = errors.New("at ceiling")
 type unvalidatedError struct {
 	marker string
 	reason string
+	birth  bool // Unconfirmed: waiting for the store, not for a fast-forward
 }
 
 func (e *unvalidatedError) Error() string { return e.reason }
@@ -367,8 +368,12 @@ func (c *Client) cas(ctx context.Context, nd *node, st state.State) (*zkclient.S
 
 // unvalidatedOf says why st cannot be taken from yet, or returns nil.
 func unvalidatedOf(st state.State) error {
-	if st.Legacy || st.Registered || st.Validated() {
+	switch {
+	case st.Legacy || st.Registered || st.Validated():
 		return nil
+	case Unconfirmed(st):
+		return &unvalidatedError{marker: st.Marker, birth: true,
+			reason: "a new incarnation the primary has initialised and not yet stamped: it stamps it once its store has recorded the birth"}
 	}
 	return &unvalidatedError{reason: "state not validated by a primary in this ZooKeeper history"}
 }

@@ -97,6 +97,12 @@ func (k Keeper) ForwardLegacy(ctx context.Context, name string, to int64) (state
 	})
 }
 
+// Unconfirmed reports whether st is a birth the primary initialised
+// (Initialise) and has not stamped yet: it has a marker and no epoch. The
+// store may not know the new incarnation yet, so no client takes from it;
+// the primary stamps it once the store holds the birth.
+func Unconfirmed(st state.State) bool { return !st.Legacy && st.ZKEpoch == 0 && st.Marker != "" }
+
 // reload reads nd afresh for the primary's read-modify-write loops. It
 // reports retry after a connection error (having backed off), and an error
 // when the loop must stop (ctx done, the znode missing or corrupt).
@@ -144,8 +150,14 @@ func (k Keeper) Revalidate(ctx context.Context, name string, floor, ceiling int6
 // written only if the name's deletion record is still as guard says (the
 // primary read it, and the store, to choose floor). If a delete of the name
 // happened since, it fails with ErrChangedMeanwhile and writes nothing; the
-// primary decides again. A state that is not a registration any more is
-// revalidated as by Revalidate.
+// primary decides again.
+//
+// The state it writes is not validated (no epoch, see Unconfirmed): no
+// client takes from it until the store has recorded the birth and the
+// primary has stamped it (Restamp), so a name that handed out an ID is
+// always one the store restores after a ZooKeeper loss. A state already
+// initialised so is left as it is; a validated one is revalidated as by
+// Revalidate.
 func (k Keeper) Initialise(ctx context.Context, name string, floor, ceiling int64, guard Deletion) (state.State, error) {
 	c := k.c
 	return c.revalidate(ctx, name, floor, ceiling, false, &guard, 0)
@@ -174,9 +186,16 @@ func (k Keeper) Restamp(ctx context.Context, name string, czxid, floor, ceiling 
 func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion, czxid int64) (state.State, error) {
 	var out state.State
 	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
+		if guard != nil && Unconfirmed(nd.state) {
+			out = nd.state // initialised already: a stamp waits for the store
+			return true, nil
+		}
 		st, stamp, err := c.planStamp(ctx, name, nd, floor, ceiling, force, czxid)
 		if err != nil {
 			return true, err
+		}
+		if guard != nil && nd.state.Registered {
+			st.ZKEpoch = 0 // a birth: Unconfirmed until the store records it
 		}
 		if st.Equal(nd.state) {
 			out = st
@@ -198,7 +217,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 			if stamp {
 				nd.valid = false // the child watch fired
 			}
-			if landed == st.ZKEpoch {
+			if landed == st.ZKEpoch || Unconfirmed(st) {
 				out = st
 				return true, nil
 			}

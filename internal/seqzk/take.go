@@ -356,6 +356,10 @@ func (n *node) deletedSignal() <-chan zkclient.Event {
 }
 
 func (c *Client) waitError(name string, st state.State, unvalidated *unvalidatedError) error {
+	if unvalidated != nil && unvalidated.birth {
+		return fmt.Errorf("sequence %q: %w within %s: %v; is 'seqkeeper serve' running and can it reach its store?",
+			name, ErrUnvalidated, c.opts.CeilingWait, unvalidated)
+	}
 	if unvalidated != nil {
 		return fmt.Errorf("sequence %q: %w within %s: %v; ZooKeeper elected a new leader or was restored, and no primary has fast-forwarded the sequence since: is 'seqkeeper serve' running and can it reach its store?",
 			name, ErrUnvalidated, c.opts.CeilingWait, unvalidated)

@@ -187,7 +187,10 @@ type State struct {
 	// roll data back, so a client hands out IDs only from a write whose zxid
 	// is in this epoch; after any election it waits until the primary has
 	// fast-forwarded the sequence past the stored ceiling and stamped the
-	// new epoch. 0 means never validated.
+	// new epoch. 0 means never validated: with a Marker, a new incarnation
+	// the primary has initialised and stamps only once its store holds the
+	// birth, so that no ID is handed out of a sequence a ZooKeeper loss
+	// would not restore.
 	ZKEpoch int64
 
 	// Marker names the child znode (MarkerPrefix and 16 random hex digits)
