@@ -33,7 +33,7 @@ const (
 	CodeCeilingReached   = "ceiling_reached"       // 503: reservation exhausted; retry later
 	CodeZKUnavailable    = "zookeeper_unavailable" // 503: retry later
 	CodeRecreated        = "recreated"             // 503: sequence re-created under a write; retry later
-	CodeUnvalidated      = "unvalidated"           // 503: not yet revalidated after a ZooKeeper leader election; retry shortly
+	CodeUnvalidated      = "unvalidated"           // 503: not yet revalidated after a ZooKeeper leader election, or a new sequence not yet stamped; retry shortly
 	CodeShuttingDown     = "shutting_down"         // 503: this replica is stopping; use another
 	CodeUnavailable      = "unavailable"           // 503: timed out or cancelled
 	CodeNotReady         = "not_ready"             // 503: /readyz failed

@@ -43,7 +43,8 @@ var (
 	// ErrUnvalidated reports that a sequence was not validated in the
 	// current ZooKeeper epoch within Options.CeilingWait (see
 	// State.ZKEpoch): no primary has fast-forwarded it since ZooKeeper
-	// elected a new leader.
+	// elected a new leader, or stamped it since it was created (the
+	// primary does once its store holds the new sequence).
 	ErrUnvalidated = seqzk.ErrUnvalidated
 	// ErrMarkerGone reports that a sequence's state names a marker znode
 	// that does not exist (see State.Marker).

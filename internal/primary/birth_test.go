@@ -76,3 +76,62 @@ func TestNoTakeBeforeTheStoreHoldsTheBirth(t *testing.T) {
 		return true
 	})
 }
+
+// A birth read back in another ZooKeeper epoch is not stamped at its
+// floor: ZooKeeper restored from a copy taken after the initialisation
+// and before the stamp brings the birth back after IDs went out of it in
+// the lost history. Confirm refuses it, and the primary decides again from
+// the store (above its ceiling).
+func TestABirthBackFromACopyIsNotStampedAtItsFloor(t *testing.T) {
+	testenv.ParallelUnderShort(t)
+	ens := testenv.StartEnsemble(t, 1)
+	ctx := context.Background()
+	r := &fileRig{t: t, root: "/birth/all-sequences"}
+	boss := r.client(ens.Servers(), 30*time.Second) // stands in for the primary
+	if err := boss.ZK().EnsurePath(ctx, r.root); err != nil {
+		t.Fatal(err)
+	}
+	if err := boss.Register(ctx, "x", seqzk.Registration{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := boss.Meta().EnsureMeta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := boss.Meta().ReadDeletion(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	born, err := boss.Keeper().Initialise(ctx, "x", 1, 1000, d)
+	if err != nil || !seqzk.Unconfirmed(born) {
+		t.Fatalf("initialised: %+v, %v; want an unconfirmed birth", born, err)
+	}
+	copyDir := ens.Snapshot(t, 0) // a restart: a leader election
+	worker := r.client(ens.Servers(), 30*time.Second)
+	waitFor(t, "sessions", func() bool { return boss.ZK().HasSession() && worker.ZK().HasSession() })
+	if _, err := boss.Keeper().Confirm(ctx, "x", born); !errors.Is(err, seqzk.ErrChangedMeanwhile) {
+		t.Fatalf("confirm of the birth after a leader election: %v; want ErrChangedMeanwhile", err)
+	}
+	// The lost history: the primary stamps it from the store, as after
+	// any election (above the ceiling the store holds), and workers take.
+	if _, err := boss.Keeper().Restamp(ctx, "x", 0, 1001, 2000, false); err != nil {
+		t.Fatal(err)
+	}
+	seen := ids{}
+	got, err := worker.Take(ctx, "x", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.add(t, "the lost history", got)
+
+	ens.Rollback(t, 0, copyDir)
+	now := r.client(ens.Servers(), 10*time.Second)
+	if _, err := now.Keeper().Confirm(ctx, "x", born); !errors.Is(err, seqzk.ErrChangedMeanwhile) {
+		t.Fatalf("confirm of the birth back from the copy: %v; want ErrChangedMeanwhile", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if got, err := now.Take(tctx, "x", 10); err == nil {
+		seen.add(t, "after the rollback", got)
+		t.Fatalf("took %v from the birth back from the copy; want nothing until the primary stamps it above the store", got)
+	}
+}

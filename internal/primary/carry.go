@@ -65,6 +65,7 @@ func (p *Primary) carryOutEach(ctx context.Context, plans []plan) ([]plan, []err
 			} else if st.Name != "" {
 				done[pl.name] = carried{st, moved, czxid}
 				if pl.kind == planInit && seqzk.Unconfirmed(st) {
+					pl.born = st
 					births = append(births, pl)
 				}
 			}
@@ -173,7 +174,7 @@ func (p *Primary) carryOut(ctx context.Context, pl plan, before state.State) (st
 		st, err = p.seq.Keeper().Initialise(ctx, pl.name, pl.floor, pl.rec.Ceiling, pl.guard)
 		p.count(func(s *Stats) { s.Initialised++ })
 	case planConfirm:
-		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
+		st, err = p.seq.Keeper().Confirm(ctx, pl.name, pl.born)
 	case planRevalidate:
 		st, err = p.seq.Keeper().Restamp(ctx, pl.name, pl.rec.Czxid, pl.floor, pl.rec.Ceiling, false)
 		p.count(func(s *Stats) { s.Revalidated++ })

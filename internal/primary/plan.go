@@ -82,7 +82,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 		p.adopt(ev.Name, t)
 		p.namesStale = true
 	}
-	if err == nil && seqzk.Unconfirmed(st) && ev.Czxid == t.czxid && t.state.Validated() && t.state.PushFloor == st.PushFloor {
+	if err == nil && seqzk.Unconfirmed(st) && ev.Czxid == t.czxid && t.state.Validated() && t.state.Marker == st.Marker && t.state.PushFloor == st.PushFloor {
 		// Our own initialisation, read before the stamp we made of it
 		// once the store held the birth (noteCarried): already decided.
 		// In a rolled-back history the epoch's change revalidates it.
@@ -149,6 +149,9 @@ type plan struct {
 	// guard, for an initialisation, is the name's deletion record as read
 	// when the floor was chosen (births).
 	guard seqzk.Deletion
+	// born, for a confirmation, is the Unconfirmed state the
+	// initialisation wrote.
+	born state.State
 }
 
 // withCeiling is rec with the ceiling it is to store.

@@ -22,7 +22,9 @@ import (
 // write in a transaction that fails if the name's deletion record changed
 // since it was read (seqzk.Restoration, seqzk.Client.Initialise), and
 // only then tells the store of a new incarnation (confirmBirths): a delete
-// cannot be overtaken by a birth decided before it.
+// cannot be overtaken by a birth decided before it. An initialised
+// registration is stamped for clients only after that (Keeper.Confirm):
+// no ID goes out of a birth the store does not hold.
 
 // deletionsOf reads the deletion records of names, one by one for a few
 // and all at once for many.

@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/seqkeeper/seqkeeper/sequence/state"
-
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // Stats count the primary's work across terms.
@@ -176,6 +176,8 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 		s.Healthy, s.Problem = false, "the last store write failed: "+p.storeErrs[name].Error()
 	case st.Registered:
 		s.Healthy, s.Problem = false, "registered, not initialised yet"
+	case seqzk.Unconfirmed(st):
+		s.Healthy, s.Problem = false, "initialised, not stamped yet: waiting for the store to record its birth"
 	case !st.Legacy && (st.ZKEpoch != p.zkEpoch || !st.Validated()):
 		s.Healthy, s.Problem = false, "not validated in the current ZooKeeper epoch yet"
 	case !st.Legacy && s.StoredCeiling < st.Ceiling:

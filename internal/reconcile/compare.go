@@ -267,7 +267,7 @@ func check(name string, st state.State, readErr error, rec persist.Record, store
 		case st.Ceiling > rec.Ceiling:
 			f.Level, f.Problem, f.Action = Unsafe, fmt.Sprintf("ZooKeeper ceiling %d is above the stored ceiling %d", st.Ceiling, rec.Ceiling), CoverInStore
 		case seqzk.Unconfirmed(st):
-			f.Level, f.Problem = Pending, "initialised; the primary stamps it once the store has recorded its birth, and clients wait until then"
+			f.Level, f.Problem = Pending, "initialised; the primary stamps it once the store has recorded its birth, and clients wait until then (is 'seqkeeper serve' running and can it reach its store?)"
 		case rec.Deleted():
 			f.Level, f.Problem = Pending, "the store holds a tombstone for this name: the store has not learnt of this incarnation's birth yet (the primary's audit records it), or ZooKeeper was restored from a copy taken before a delete (delete it again)"
 		case st.ZKEpoch != epoch:
@@ -403,7 +403,12 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 			continue
 		}
 		floor := Floor(f.State, f.Record, true)
-		if _, err := seqs.Keeper().Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End)); err != nil {
+		_, err := seqs.Keeper().Revalidate(ctx, f.Sequence, floor, Ceiling(floor, n, f.State.End))
+		switch {
+		case errors.Is(err, seqzk.ErrChangedMeanwhile):
+			f.Outcome = "not done: " + err.Error()
+			continue
+		case err != nil:
 			return err
 		}
 		f.Outcome = "done"

@@ -48,7 +48,9 @@ var (
 	// current ZooKeeper epoch within Options.CeilingWait: ZooKeeper elected
 	// a new leader (restarted, failed over, or was restored from an older
 	// copy) and no primary has yet fast-forwarded the sequence past its
-	// stored ceiling. See State.ZKEpoch.
+	// stored ceiling, or the sequence is new and the primary has not yet
+	// stamped it (it does once its store holds the birth). See
+	// State.ZKEpoch.
 	ErrUnvalidated = errors.New("sequence not validated in the current ZooKeeper epoch")
 
 	// ErrMarkerGone reports that a sequence's state names a marker znode
@@ -144,6 +146,7 @@ type node struct {
 	state   state.State
 	version int32
 	czxid   int64
+	mzxid   int64 // of the data as load last read it
 	// conn is the zkclient connection (zkclient.Client.Connection) the
 	// cache was read on: any reconnect voids it.
 	conn int64

@@ -78,7 +78,7 @@ func (c *Client) load(ctx context.Context, name string, n *node, dataWatch bool)
 			n.valid = false
 			return nil, err
 		}
-		n.state, n.version, n.valid, n.seen = st, stat.Version, true, true
+		n.state, n.version, n.mzxid, n.valid, n.seen = st, stat.Version, stat.Mzxid, true, true
 		return watch, nil
 	}
 }

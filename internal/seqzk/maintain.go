@@ -140,9 +140,13 @@ func (c *Client) reload(ctx context.Context, name string, nd *node, attempt int)
 // Like Raise, it must be called only after the durable store holds
 // ceiling. It retries until the stamp matches the epoch its write landed
 // in, or ctx is done.
+//
+// It refuses a state the primary initialised and has not stamped yet
+// (Unconfirmed): the store may not know that birth, and only the
+// primary's stamp records it first.
 func (k Keeper) Revalidate(ctx context.Context, name string, floor, ceiling int64) (state.State, error) {
 	c := k.c
-	return c.revalidate(ctx, name, floor, ceiling, false, nil, 0)
+	return c.revalidate(ctx, name, floor, ceiling, false, nil, -1)
 }
 
 // Initialise is Revalidate for the primary's initialisation of a
@@ -163,8 +167,51 @@ func (k Keeper) Initialise(ctx context.Context, name string, floor, ceiling int6
 	return c.revalidate(ctx, name, floor, ceiling, false, &guard, 0)
 }
 
+// Confirm stamps birth, the Unconfirmed state Initialise wrote, once the
+// store has recorded the birth: with the epoch the birth landed in, and
+// only while the znode holds it unchanged. Nothing can have been handed
+// out of it then, so it keeps its next. A birth changed since, or read
+// back in another epoch (a leader election since it was written: a
+// restore from a copy may have brought it back after IDs went out of it
+// in a lost history), is ErrChangedMeanwhile, nothing written; so is a
+// stamp that lands in another epoch (clients refuse it). Either way the
+// primary decides again, from the store.
+func (k Keeper) Confirm(ctx context.Context, name string, birth state.State) (state.State, error) {
+	c := k.c
+	var out state.State
+	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
+		if !Unconfirmed(nd.state) || !nd.state.Equal(birth) {
+			return true, fmt.Errorf("sequence %q: %w: not the birth initialised", name, ErrChangedMeanwhile)
+		}
+		st := birth
+		st.ZKEpoch = epochOf(nd.mzxid)
+		if e := c.Epoch(); e != 0 && e != st.ZKEpoch {
+			return true, fmt.Errorf("sequence %q: %w: ZooKeeper elected a leader since its birth", name, ErrChangedMeanwhile)
+		}
+		stat, err := c.cas(ctx, nd, st)
+		switch {
+		case err == nil:
+			nd.state, nd.version = st, stat.Version
+			if epochOf(stat.Mzxid) != st.ZKEpoch {
+				return true, fmt.Errorf("sequence %q: %w: ZooKeeper elected a leader since its birth", name, ErrChangedMeanwhile)
+			}
+			out = st
+			return true, nil
+		case errors.Is(err, zkclient.ErrBadVersion), errors.Is(err, errMarkerGone):
+			nd.valid = false // read again: the state decides
+			return false, nil
+		case zkclient.IsTransient(err):
+			nd.valid = false
+			return false, retryDelay.Wait(ctx, attempt)
+		}
+		return true, c.zkError(name, err)
+	})
+	return out, err
+}
+
 // Restamp is the primary's Revalidate of the incarnation it planned for,
-// the znode created at czxid (0: whichever): a znode created since (a
+// the znode created at czxid (0: whichever), an Unconfirmed birth
+// included (the primary stored it with the ceiling): a znode created since (a
 // delete and a registration or a re-creation meanwhile) is
 // ErrChangedMeanwhile, nothing written. With force it always moves next
 // up to floor and drops recycled IDs and windows, even when the state
@@ -177,8 +224,9 @@ func (k Keeper) Restamp(ctx context.Context, name string, czxid, floor, ceiling 
 	return c.revalidate(ctx, name, floor, ceiling, force, nil, czxid)
 }
 
-// revalidate is Revalidate, Initialise (with guard) and Restamp (with
-// czxid, and force): under the node's lock it plans the state (planStamp)
+// revalidate is Revalidate (czxid -1: an Unconfirmed state is refused),
+// Initialise (with guard: it writes one) and Restamp (with czxid, and
+// force: it stamps one): under the node's lock it plans the state (planStamp)
 // and writes it, a stamp by transaction (writeStamp) and a raise by
 // compare-and-set, until it lands in the epoch it was stamped for. It
 // rides out conflicts and connection errors, and a state whose marker is
@@ -186,9 +234,12 @@ func (k Keeper) Restamp(ctx context.Context, name string, czxid, floor, ceiling 
 func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int64, force bool, guard *Deletion, czxid int64) (state.State, error) {
 	var out state.State
 	err := c.locked(ctx, name, func(nd *node, attempt int) (bool, error) {
-		if guard != nil && Unconfirmed(nd.state) {
+		switch {
+		case guard != nil && Unconfirmed(nd.state):
 			out = nd.state // initialised already: a stamp waits for the store
 			return true, nil
+		case czxid < 0 && Unconfirmed(nd.state):
+			return true, fmt.Errorf("sequence %q: %w: the primary initialised it and stamps it once its store has recorded the birth", name, ErrChangedMeanwhile)
 		}
 		st, stamp, err := c.planStamp(ctx, name, nd, floor, ceiling, force, czxid)
 		if err != nil {
@@ -261,7 +312,7 @@ func (c *Client) revalidate(ctx context.Context, name string, floor, ceiling int
 
 // planStamp decides, from nd's state just read, the state revalidate
 // writes and whether it is a stamp. It refuses a legacy counter, and a
-// znode created again since czxid (when czxid is not 0) with
+// znode created again since czxid (when czxid > 0) with
 // ErrChangedMeanwhile. It stamps when forced, for a registration, and for a
 // state not validated in the current epoch: next moves up to floor (a
 // registration starts over from its settings), recycled IDs are dropped,
@@ -276,7 +327,7 @@ func (c *Client) planStamp(ctx context.Context, name string, nd *node, floor, ce
 	if epoch == 0 {
 		epoch = c.probeEpoch(ctx)
 	}
-	if czxid != 0 && nd.czxid != czxid {
+	if czxid > 0 && nd.czxid != czxid {
 		// Deleted and created again since the plan was made (a
 		// registration, say: a birth, which only Initialise makes,
 		// guarded by the deletion record). The floor planned for the

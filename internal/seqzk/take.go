@@ -274,6 +274,8 @@ func (c *Client) waitRaise(ctx context.Context, name string, since time.Time, un
 			// Validated again or rotated while we were not looking, or
 			// only our cache was stale.
 			return nil
+		case unvalidated != nil && unvalidated.birth && !Unconfirmed(st):
+			return nil // the birth stamped (Confirm keeps its marker)
 		case unvalidated == nil && st.Available() > 0:
 			return nil // raised while we were not looking
 		}
