@@ -1,13 +1,11 @@
 package election
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -468,14 +466,14 @@ func TestSharedIDIsWarnedAbout(t *testing.T) {
 	t.Parallel()
 	z := testenv.ZooKeeper(t)
 	path := z.Root + "/election"
-	start := func(id, addr string) *syncBuffer {
+	start := func(id, addr string) *testenv.Buffer {
 		t.Helper()
 		client, err := zkclient.Dial(context.Background(), z.Servers, zkclient.Options{SessionTimeout: 4 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(client.Close)
-		var buf syncBuffer
+		var buf testenv.Buffer
 		e, err := New(Config{Client: client, Path: path, Identity: Identity{ID: id, Address: addr}, Logger: zerolog.New(&buf)})
 		if err != nil {
 			t.Fatal(err)
@@ -502,22 +500,4 @@ func TestSharedIDIsWarnedAbout(t *testing.T) {
 	if strings.Contains(other.String(), "another replica uses") {
 		t.Errorf("host-b was warned although its id is its own:\n%s", other.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,7 +93,7 @@ func newCLI(t *testing.T) *cli {
 // stdout, stderr and the exit code.
 func (c *cli) run(stdin string, args ...string) (string, string, int) {
 	c.t.Helper()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	g := &globals{
 		stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
 		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
@@ -102,26 +101,6 @@ func (c *cli) run(stdin string, args ...string) (string, string, int) {
 	}
 	code := run(context.Background(), g, append([]string{"--root", c.root}, args...))
 	return stdout.String(), stderr.String(), code
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use: go-zookeeper's
-// goroutines may still log a closed session's last events after a command
-// returns.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // ok runs a command that must succeed and returns its stdout.
@@ -730,7 +709,7 @@ func TestCommandSeesResolvedConfig(t *testing.T) {
 		return cmd
 	}
 	run := func(args ...string) (string, int) {
-		var stderr lockedBuffer
+		var stderr testenv.Buffer
 		g := &globals{stdin: strings.NewReader(""), stdout: io.Discard, stderr: &stderr,
 			lookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
 		root := newRootCmd(g)

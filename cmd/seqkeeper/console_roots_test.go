@@ -103,7 +103,7 @@ roots:
 // SEQKEEPER_* variables, on a free port.
 func serveConfig(t *testing.T, config, id string) *replicaProc {
 	t.Helper()
-	r := &replicaProc{id: id, addr: freeAddr(t), exit: make(chan int, 1), stderr: &lockedBuffer{}}
+	r := &replicaProc{id: id, addr: freeAddr(t), exit: make(chan int, 1), stderr: &testenv.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	g := &globals{

@@ -164,7 +164,7 @@ type multiProc struct {
 func (m *multiRoot) start(id string) *multiProc {
 	t := m.t
 	p := &multiProc{addr: freeAddr(t)}
-	p.id, p.logs, p.done = id, &lockedBuffer{}, make(chan struct{})
+	p.id, p.logs, p.done = id, &testenv.Buffer{}, make(chan struct{})
 	p.cmd = exec.Command(seqkeeperBinary(t), "--config", m.config, "serve", "--http", p.addr, "--id", id)
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	p.cmd.Stderr = p.logs

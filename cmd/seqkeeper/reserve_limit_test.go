@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/seqkeeper/seqkeeper/internal/testenv"
 )
 
 // A reserve above the cap is a configuration error: exit 2 before anything
@@ -26,9 +28,9 @@ func TestReserveAboveLimitIsAUsageError(t *testing.T) {
 			for k, v := range tc.env {
 				env[k] = v
 			}
-			var stderr lockedBuffer
+			var stderr testenv.Buffer
 			g := &globals{
-				stdin: strings.NewReader(""), stdout: &lockedBuffer{}, stderr: &stderr,
+				stdin: strings.NewReader(""), stdout: &testenv.Buffer{}, stderr: &stderr,
 				lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 			}
 			if code := run(context.Background(), g, tc.args); code != 2 || !strings.Contains(stderr.String(), tc.want) {

@@ -26,7 +26,7 @@ type rootNameCLI struct {
 
 func (c *rootNameCLI) run(args ...string) (string, string, int) {
 	c.t.Helper()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testenv.Buffer
 	g := &globals{
 		stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
 		lookupEnv:    func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },

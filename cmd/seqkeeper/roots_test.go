@@ -206,7 +206,7 @@ type replicaUnderTest struct {
 	id   string
 	proc *replicaProc // for its HTTP helpers
 	cmd  *exec.Cmd
-	logs *lockedBuffer
+	logs *testenv.Buffer
 	down atomic.Bool // stopped on purpose: its errors are expected
 	done chan struct{}
 	code int
@@ -218,7 +218,7 @@ func (r *rootUnderTest) startReplicas() {
 		addr := freeAddr(r.t)
 		cmd := exec.Command(seqkeeperBinary(r.t), "--root", r.c.root, "serve", "--http", addr, "--id", id)
 		cmd.Env = r.c.environ()
-		rep := &replicaUnderTest{id: id, proc: &replicaProc{id: id, addr: addr}, cmd: cmd, logs: &lockedBuffer{}, done: make(chan struct{})}
+		rep := &replicaUnderTest{id: id, proc: &replicaProc{id: id, addr: addr}, cmd: cmd, logs: &testenv.Buffer{}, done: make(chan struct{})}
 		cmd.Stderr = rep.logs
 		if err := cmd.Start(); err != nil {
 			r.t.Fatal(err)

@@ -22,7 +22,7 @@ type replicaProc struct {
 	addr   string
 	cancel context.CancelFunc
 	exit   chan int
-	stderr *lockedBuffer
+	stderr *testenv.Buffer
 }
 
 func freeAddr(t testing.TB) string {
@@ -42,7 +42,7 @@ func (c *cli) serve(id string) *replicaProc {
 // serveWith is serve with more command-line arguments after the usual.
 func (c *cli) serveWith(id string, extra ...string) *replicaProc {
 	c.t.Helper()
-	r := &replicaProc{id: id, addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &lockedBuffer{}}
+	r := &replicaProc{id: id, addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &testenv.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	g := &globals{

@@ -36,11 +36,11 @@ func newZKModeCase(t *testing.T, servers []string) *zkModeCase {
 // start runs serve with args in the background; the test's end stops it.
 func (c *zkModeCase) start(args ...string) *replicaProc {
 	c.t.Helper()
-	r := &replicaProc{id: "r1", addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &lockedBuffer{}}
+	r := &replicaProc{id: "r1", addr: freeAddr(c.t), exit: make(chan int, 1), stderr: &testenv.Buffer{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	g := &globals{
-		stdin: strings.NewReader(""), stdout: &lockedBuffer{}, stderr: r.stderr,
+		stdin: strings.NewReader(""), stdout: &testenv.Buffer{}, stderr: r.stderr,
 		lookupEnv: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok },
 	}
 	go func() {
@@ -129,7 +129,7 @@ func TestServeRefusesStandaloneZooKeeper(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, seqkeeperBinary(t), "serve")
 	cmd.Env = (&cli{env: c.env}).environ()
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "runs in standalone mode") {

@@ -5,7 +5,6 @@ package primary_test
 // and a ledger of every ID handed out.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -69,7 +68,7 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	if tune != nil {
 		tune(&cfg)
 	}
-	log := &lockedBuffer{}
+	log := &testenv.Buffer{}
 	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(servers, 4*time.Second), Store: r.store, Holder: "p1",
 		Logger: zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()})
 	if err != nil {
@@ -79,7 +78,7 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	// test shows what the primary did.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the primary's log (the end):\n%s", log.tail(60))
+			t.Logf("the primary's log (the end):\n%s", log.Tail(60))
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,27 +86,6 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r, p
-}
-
-// lockedBuffer is a log the primary's goroutines write to and a failed
-// test prints.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// tail returns the last n lines written.
-func (l *lockedBuffer) tail(n int) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(l.b.String(), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func fileStore(t *testing.T, dir string) *persist.Store {
