@@ -152,7 +152,7 @@ func (k Keeper) Revalidate(ctx context.Context, name string, floor, ceiling int6
 //
 // The state it writes is not validated (no epoch, see Unconfirmed): no
 // client takes from it until the store has recorded the birth and the
-// primary has stamped it (Restamp), so a name that handed out an ID is
+// primary has stamped it (Confirm), so a name that handed out an ID is
 // always one the store restores after a ZooKeeper loss. A state already
 // initialised so is left as it is; a validated one is revalidated as by
 // Revalidate.
