@@ -134,7 +134,7 @@ func (p *Primary) confirmBirths(ctx context.Context, births []plan) error {
 	recs := make([]persist.Record, len(births))
 	for i, pl := range births {
 		recs[i] = pl.rec
-		recs[i].Live = pl.floor
+		recs[i].Live = pl.born.PushFloor // its floor, as ZooKeeper holds it
 	}
 	if err := p.put(ctx, recs); err != nil {
 		return fmt.Errorf("record %d new incarnations in the store (the next sweep will): %w", len(births), err)
