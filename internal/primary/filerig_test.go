@@ -82,10 +82,35 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	done := make(chan struct{})
+	go func() { defer close(done); lead(ctx, p, log) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r, p
+}
+
+// lead runs p as a replica's election would keep it running (internal/host,
+// Root.lead): a primary that cannot start, on a ZooKeeper or store request
+// that failed under load, gives leadership up and is elected again after a
+// pause. The rig has no election, so it runs p again itself, except when
+// fenced (a newer primary leads then, and in a replica its election says
+// so). Each failure goes to log, which a failed test prints.
+func lead(ctx context.Context, p *primary.Primary, log *testenv.Buffer) {
+	for {
+		err := p.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l := zerolog.New(log).With().Timestamp().Logger()
+		l.Error().Err(err).Msg("test rig: primary.Run returned; running it again in 2 s, as a replica's election would")
+		if errors.Is(err, persist.ErrFenced) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 func fileStore(t *testing.T, dir string) *persist.Store {
@@ -130,13 +155,20 @@ func stoppablePrimary(t *testing.T, r *fileRig, store *persist.Store, holder str
 	if tune != nil {
 		tune(&cfg)
 	}
-	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(r.servers, 4*time.Second), Store: store, Holder: holder})
+	log := &testenv.Buffer{}
+	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(r.servers, 4*time.Second), Store: store, Holder: holder,
+		Logger: zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log (the end):\n%s", holder, log.Tail(40))
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	done := make(chan struct{})
+	go func() { defer close(done); lead(ctx, p, log) }()
 	var stopped bool
 	stop := func() {
 		if stopped {
