@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 	// Requests to a replica's API, and answers, are held to the OpenAPI
 	// document: each kind's first 50, then one in 10 (the workloads' take
 	// loops and status polls make thousands alike).
-	apitest.InstallSampled(50, 10)
+	http.DefaultTransport = apitest.InstallDefault().Sampled(50, 10)
 	code := m.Run()
 	os.Exit(max(code, apitest.Check()))
 }

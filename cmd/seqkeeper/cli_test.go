@@ -44,8 +44,12 @@ func TestMain(m *testing.M) {
 
 type checkedRun struct{ m *testing.M }
 
+// loadTransport holds a load generator's round trips to the document, a
+// sample of each kind (apitest.Transport.Sampled).
+var loadTransport http.RoundTripper
+
 func (r checkedRun) Run() int {
-	apitest.InstallDefault()
+	loadTransport = apitest.InstallDefault().Sampled(50, 10)
 	return max(testenv.Run(r.m), apitest.Check())
 }
 

@@ -217,7 +217,7 @@ func (p *multiProc) call(method, path, body, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	client := &http.Client{Timeout: workerCeilingWait + 5*time.Second}
+	client := &http.Client{Timeout: workerCeilingWait + 5*time.Second, Transport: loadTransport}
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, err.Error()

@@ -4,7 +4,7 @@
 // Validation runs in tests only, never in the serving path.
 //
 // The rules, checked on every round trip (or, for a load generator's
-// thousands of like ones, a sample of each kind: InstallSampled):
+// thousands of like ones, a sample of each kind: Transport.Sampled):
 //
 //   - a request the document accepts must get an answer the document
 //     describes: a documented status, headers and a body of the documented
@@ -126,21 +126,24 @@ func (v *Transport) errorf(format string, args ...any) {
 // own are held to the document in a test binary; Wrap does it for a
 // transport of the test's own. Call it from TestMain, and Check after the
 // tests. It panics when the document does not load.
-func InstallDefault() {
-	http.DefaultTransport = Wrap(http.DefaultTransport)
+// It returns the Transport it installed.
+func InstallDefault() *Transport {
+	t := Wrap(http.DefaultTransport)
+	http.DefaultTransport = t
+	return t
 }
 
-// InstallSampled is InstallDefault for a binary whose load generators make
-// thousands of round trips of one kind: of each kind (a request's method
-// and route, and an answer's status on it) it validates the first first
-// and then one in every, so a kind seen only under a fault (a 503 in a
-// busy take loop) is validated as fully as a rare one. A Transport costs
-// what its validations do: for a 3.1 document, kin-openapi compiles a JSON
-// Schema validator for each value it checks.
-func InstallSampled(first, every int) {
-	t := Wrap(http.DefaultTransport)
-	t.sample = &sampler{first: first, every: max(every, 1), seen: map[string]int{}}
-	http.DefaultTransport = t
+// Sampled returns a Transport like v for a load generator's thousands of
+// round trips of one kind: of each kind (a request's method and route, and
+// an answer's status on it) it validates the first first and then one in
+// every, so a kind seen only under a fault (a 503 in a busy take loop) is
+// validated from its first round trip. A Transport costs what its
+// validations do: for a 3.1 document, kin-openapi compiles a JSON Schema
+// validator for each value it checks.
+func (v *Transport) Sampled(first, every int) *Transport {
+	c := *v
+	c.sample = &sampler{first: first, every: max(every, 1), seen: map[string]int{}}
+	return &c
 }
 
 // Wrap returns a Transport over base that reports to Check.

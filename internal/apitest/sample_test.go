@@ -45,7 +45,7 @@ func TestSampledValidationCatchesANewKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &complaints{TB: t}
-	v := &Transport{t: rec, base: ts.Client().Transport, router: r, sample: &sampler{first: 5, every: 10, seen: map[string]int{}}}
+	v := (&Transport{t: rec, base: ts.Client().Transport, router: r}).Sampled(5, 10)
 	c := &http.Client{Transport: v}
 	for range 100 {
 		resp, err := c.Post(ts.URL+"/v1/sequences/orders/ids", "", nil)
