@@ -126,3 +126,41 @@ func TestPredatedServersAreCountedApart(t *testing.T) {
 		t.Errorf("Predated = %q, want the two answers of /livez under one key", got)
 	}
 }
+
+// A sampling Transport validates each kind's first round trips and then
+// one in every, and a kind it has not seen (a status that only a fault
+// brings) from its first round trip: drift there is caught however many
+// alike round trips came before.
+func TestSampledValidationCatchesANewKind(t *testing.T) {
+	var calls int
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case calls == 100:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"code":"no_such_code","message":"x"}}`)
+		default:
+			_, _ = io.WriteString(w, `{"sequence":"orders","ranges":[[1,1]],"shard":3}`) // undocumented field
+		}
+	}))
+	defer ts.Close()
+	rec := &recorder{TB: t}
+	c := apitest.Client(rec, ts.Client())
+	c.Transport = c.Transport.(*apitest.Transport).Sampled(5, 10)
+	for range 100 {
+		resp, err := c.Post(ts.URL+"/v1/sequences/orders/ids", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	// 99 drifted answers of one kind: the first 5, then the 15th, 25th,
+	// ..., 95th (one in 10 after the first 5); then the new kind's first.
+	if got, want := len(rec.errs), 5+10+1; got != want {
+		t.Fatalf("%d complaints, want %d: %q", got, want, rec.errs)
+	}
+	if last := rec.errs[len(rec.errs)-1]; !strings.Contains(last, "-> 503") {
+		t.Errorf("the new kind's drift was not caught: the last complaint is %q", last)
+	}
+}
