@@ -44,6 +44,13 @@ log() {
 
 bash scripts/setup.sh
 
+# The machine's pace, to compare runs' times with: a fixed amount of one
+# core's work. A run whose gauge is slower than another's ran on a slower
+# machine (these are shared), whatever its tests did.
+log "machine gauge: BenchmarkParseState, 300,000 parses on one core"
+go test -run '^$' -bench '^BenchmarkParseState$' -benchtime 300000x -cpu 1 ./sequence/state | grep '^Benchmark' ||
+	{ echo "the gauge did not run"; exit 1; }
+
 log "gofmt, go vet, staticcheck"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 if [[ -n "$unformatted" ]]; then
