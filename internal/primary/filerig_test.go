@@ -83,7 +83,7 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); lead(ctx, p, log) }()
+	go func() { defer close(done); _ = lead(ctx, p, log) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return r, p
 }
@@ -93,21 +93,25 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 // that failed under load, gives leadership up and is elected again after a
 // pause. The rig has no election, so it runs p again itself, except when
 // fenced (a newer primary leads then, and in a replica its election says
-// so). Each failure goes to log, which a failed test prints.
-func lead(ctx context.Context, p *primary.Primary, log *testenv.Buffer) {
+// so): it returns that error, or nil once ctx is done. Each failure goes
+// to log (nil: nowhere), which a failed test prints.
+func lead(ctx context.Context, p *primary.Primary, log *testenv.Buffer) error {
+	l := zerolog.Nop()
+	if log != nil {
+		l = zerolog.New(log).With().Timestamp().Logger()
+	}
 	for {
 		err := p.Run(ctx)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
-		l := zerolog.New(log).With().Timestamp().Logger()
+		if errors.Is(err, primary.ErrFenced) {
+			return err
+		}
 		l.Error().Err(err).Msg("test rig: primary.Run returned; running it again in 2 s, as a replica's election would")
-		if errors.Is(err, persist.ErrFenced) {
-			return
-		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(2 * time.Second):
 		}
 	}
@@ -168,7 +172,7 @@ func stoppablePrimary(t *testing.T, r *fileRig, store *persist.Store, holder str
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); lead(ctx, p, log) }()
+	go func() { defer close(done); _ = lead(ctx, p, log) }()
 	var stopped bool
 	stop := func() {
 		if stopped {

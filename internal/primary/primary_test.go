@@ -92,7 +92,7 @@ func (r *rig) start(holder string, tune func(*config.Primary)) *running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &running{p: p, stop: cancel, done: make(chan error, 1)}
-	go func() { run.done <- p.Run(ctx) }()
+	go func() { run.done <- lead(ctx, p, nil) }()
 	r.t.Cleanup(func() { cancel(); <-run.done })
 	return run
 }
