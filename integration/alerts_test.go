@@ -65,7 +65,14 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 		return err == nil && v, fmt.Sprint(err)
 	})
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
-		if firing := prom.firing(t); len(firing) > 0 {
+		firing := slices.DeleteFunc(prom.firing(t), func(name string) bool {
+			q, ok := latencyAlerts[name]
+			if ok {
+				t.Logf("%s fires, and is not held to silence here: the 99th percentile over 5 minutes is %s", name, prom.raw(q))
+			}
+			return ok
+		})
+		if len(firing) > 0 {
 			t.Fatalf("a healthy cluster fires %v; the last minute of the targets' up, seqkeeper_leader and seqkeeper_runway_min_seconds: %s",
 				firing, prom.raw(`{__name__=~"up|seqkeeper_leader|seqkeeper_runway_min_seconds"}[1m]`))
 		}
@@ -182,6 +189,21 @@ func startPrometheus(t *testing.T, bin string, targets []string) *prometheus {
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return p
+}
+
+// latencyAlerts are the rules that compare a latency with an absolute
+// threshold, and the 99th percentile each compares. Their silence is a
+// property of the deployment's hardware, which this test's machine does
+// not promise: three clusters on two cores, each ZooKeeper's JVM started
+// a minute before, and rule windows of 5 minutes (unscaled, unlike for:)
+// that reach back to the start. A healthy cluster here fired
+// SeqkeeperZooKeeperSlow once in a full run. Their expressions are held
+// by promtool's unit tests (deploy/prometheus/alerts_test.yaml: each fires
+// on a slow series and stays silent on a fast one), and the metrics they
+// name by scripts/validate-manifests.sh.
+var latencyAlerts = map[string]string{
+	"SeqkeeperZooKeeperSlow": `histogram_quantile(0.99, sum by (le) (rate(seqkeeper_zookeeper_request_duration_seconds_bucket[5m])))`,
+	"SeqkeeperStoreSlow":     `histogram_quantile(0.99, sum by (le) (rate(seqkeeper_store_request_duration_seconds_bucket{op="put"}[5m])))`,
 }
 
 // chartRules is the rule file of the PrometheusRule at path (its spec,
