@@ -60,16 +60,32 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 func startFilePrimary(t *testing.T, servers []string, zroot string, store *persist.Store, tune func(*config.Primary)) (*fileRig, *primary.Primary) {
 	t.Helper()
 	r := &fileRig{t: t, servers: servers, root: zroot + "/all-sequences", store: store}
+	cfg := testPrimaryConfig(zroot)
+	if tune != nil {
+		tune(&cfg)
+	}
+	p, _ := runPrimary(t, cfg, r.client(servers, 4*time.Second), store, "p1")
+	return r, p
+}
+
+// testPrimaryConfig is the tests' primary for the test root zroot: a
+// runway of a second, a sweep every 200 ms.
+func testPrimaryConfig(zroot string) config.Primary {
 	cfg := config.DefaultPrimary()
 	cfg.MarkerPath = zroot + "/cluster"
 	cfg.Runway = time.Second
 	cfg.MinReserve = 100
 	cfg.SweepInterval = 200 * time.Millisecond
-	if tune != nil {
-		tune(&cfg)
-	}
+	return cfg
+}
+
+// runPrimary runs a primary of cfg until the test ends or the returned
+// function stops it (and waits for it), without waiting for it to lead.
+// Its log (info and above) is printed when the test fails.
+func runPrimary(t *testing.T, cfg config.Primary, seqs *seqzk.Client, store *persist.Store, holder string) (*primary.Primary, func()) {
+	t.Helper()
 	log := &testenv.Buffer{}
-	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(servers, 4*time.Second), Store: r.store, Holder: "p1",
+	p, err := primary.New(cfg, primary.Deps{Sequences: seqs, Store: store, Holder: holder,
 		Logger: zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()})
 	if err != nil {
 		t.Fatal(err)
@@ -78,14 +94,22 @@ func startFilePrimary(t *testing.T, servers []string, zroot string, store *persi
 	// test shows what the primary did.
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the primary's log (the end):\n%s", log.Tail(60))
+			t.Logf("%s's log (the end):\n%s", holder, log.Tail(60))
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = lead(ctx, p, log) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return r, p
+	var stopped bool
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return p, stop
 }
 
 // lead runs p as a replica's election would keep it running (internal/host,
@@ -144,46 +168,19 @@ func (r *fileRig) client(servers []string, timeout time.Duration) *seqzk.Client 
 	return c
 }
 
-// stoppablePrimary runs a primary on store like startFilePrimary, but returns a
-// function that stops it (and waits for it).
+// stoppablePrimary runs a primary on store like startFilePrimary, but
+// returns a function that stops it (and waits for it), and leaves
+// compactions to the test.
 func stoppablePrimary(t *testing.T, r *fileRig, store *persist.Store, holder string, tune func(*config.Primary)) (*primary.Primary, func()) {
 	t.Helper()
-	cfg := config.DefaultPrimary()
-	cfg.MarkerPath = r.root[:len(r.root)-len("/all-sequences")] + "/cluster"
-	cfg.Runway = time.Second
-	cfg.MinReserve = 100
-	cfg.SweepInterval = 200 * time.Millisecond
+	cfg := testPrimaryConfig(r.root[:len(r.root)-len("/all-sequences")])
 	// Compactions are run by the test, at chosen moments.
 	cfg.CompactInterval = time.Hour
 	cfg.CompactSegments = 1 << 30
 	if tune != nil {
 		tune(&cfg)
 	}
-	log := &testenv.Buffer{}
-	p, err := primary.New(cfg, primary.Deps{Sequences: r.client(r.servers, 4*time.Second), Store: store, Holder: holder,
-		Logger: zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s's log (the end):\n%s", holder, log.Tail(40))
-		}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = lead(ctx, p, log) }()
-	var stopped bool
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		<-done
-	}
-	t.Cleanup(stop)
-	return p, stop
+	return runPrimary(t, cfg, r.client(r.servers, 4*time.Second), store, holder)
 }
 
 // loseZnodes makes ZooKeeper lose the named sequences' znodes (with their
