@@ -45,11 +45,15 @@ log() {
 bash scripts/setup.sh
 
 # The machine's pace, to compare runs' times with: a fixed amount of one
-# core's work. A run whose gauge is slower than another's ran on a slower
-# machine (these are shared), whatever its tests did.
-log "machine gauge: BenchmarkParseState, 300,000 parses on one core"
-go test -run '^$' -bench '^BenchmarkParseState$' -benchtime 300000x -cpu 1 ./sequence/state | grep '^Benchmark' ||
-	{ echo "the gauge did not run"; exit 1; }
+# core's work, at the start and at the end (a shared machine's pace drifts
+# within a run too). A run whose gauge is slower than another's ran on a
+# slower machine, whatever its tests did.
+gauge() {
+	log "machine gauge ($1): BenchmarkParseState, 300,000 parses on one core"
+	go test -run '^$' -bench '^BenchmarkParseState$' -benchtime 300000x -cpu 1 ./sequence/state | grep '^Benchmark' ||
+		{ echo "the gauge did not run"; exit 1; }
+}
+gauge start
 
 log "gofmt, go vet, staticcheck"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
@@ -142,4 +146,5 @@ log "the release the rolling upgrade starts from (scripts/upgrade-from.sh)"
 bash scripts/upgrade-from.sh
 log "container suite (-race)"
 (cd integration && go test -race -count=1 -timeout 45m "$@" ./...)
+gauge end
 log "all tests passed: $(took "$start" "$start_busy" "$start_all")"
