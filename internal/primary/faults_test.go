@@ -36,13 +36,18 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := r.start("p1", func(cfg *config.Primary) { cfg.StoreTimeout = time.Second })
+	// The first take waits as long as a worker would for the primary to
+	// initialise the name (half a second was not enough on a loaded CI
+	// machine); the takes during the outage wait half a second, so that
+	// the loop below meets the ceiling quickly.
+	patient := r.client(10 * time.Second)
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()
 	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "o", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Take(ctx, "o", 1); err != nil {
+	if _, err := patient.Take(ctx, "o", 1); err != nil {
 		t.Fatal(err)
 	}
 	stored := func() int64 {
