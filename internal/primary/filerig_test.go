@@ -84,19 +84,11 @@ func testPrimaryConfig(zroot string) config.Primary {
 // Its log (info and above) is printed when the test fails.
 func runPrimary(t *testing.T, cfg config.Primary, seqs *seqzk.Client, store *persist.Store, holder string) (*primary.Primary, func()) {
 	t.Helper()
-	log := &testenv.Buffer{}
-	p, err := primary.New(cfg, primary.Deps{Sequences: seqs, Store: store, Holder: holder,
-		Logger: zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()})
+	log, logger := primaryLog(t, holder)
+	p, err := primary.New(cfg, primary.Deps{Sequences: seqs, Store: store, Holder: holder, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Registered before the stop below, so it runs after it: a failed
-	// test shows what the primary did.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("%s's log (the end):\n%s", holder, log.Tail(60))
-		}
-	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = lead(ctx, p, log) }()
@@ -110,6 +102,20 @@ func runPrimary(t *testing.T, cfg config.Primary, seqs *seqzk.Client, store *per
 	}
 	t.Cleanup(stop)
 	return p, stop
+}
+
+// primaryLog returns a buffer for holder's log (info and above), and the
+// logger that writes it; its end is printed when the test fails. Call it
+// before the primary's stop is registered, so that the print runs after
+// the stop: a failed test shows what the primary did.
+func primaryLog(t *testing.T, holder string) (*testenv.Buffer, zerolog.Logger) {
+	log := &testenv.Buffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's log (the end):\n%s", holder, log.Tail(60))
+		}
+	})
+	return log, zerolog.New(log).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 }
 
 // lead runs p as a replica's election would keep it running (internal/host,
