@@ -56,18 +56,21 @@ const rateWindow = time.Second
 // term, half of it after 40 s), so after a takeover that found reserves
 // used up (a failover that took long, a refused rollback) a raise delayed
 // a few seconds by a loaded disk would leave takes waiting at the ceiling.
-// So its rate is the mean over the time this term watched, every second weighted
-// as observe weighs it (the bias correction of an exponential mean started
-// at zero), counting at least a quarter runway: a burst in a term's first
-// second sizes the reserve as if spread over 15 s (at the default runway),
-// no more than the twice-the-burst headroom it already gets.
+// So its rate is the mean over the seconds its samples cover, every second
+// weighted as observe weighs it (the bias correction of an exponential
+// mean started at zero), counting at least a quarter runway: a burst in a
+// term's first second sizes the reserve as if spread over 15 s (at the
+// default runway), no more than the twice-the-burst headroom it already
+// gets. The samples, not the term: the seconds before the first event
+// (a slow start, a watch set late) carry no sample, and counting them
+// read 56% of the demand half a runway after a slow takeover.
 func (p *Primary) rateOf(t *tracked) float64 {
 	if t.born {
 		return float64(t.rate)
 	}
 	runway := p.cfg.Runway.Seconds()
-	watched := max((time.Since(clockBase) - p.since).Seconds(), runway/4)
-	return float64(t.rate) / -math.Expm1(-watched/runway)
+	covered := max(float64(t.sampled), runway/4)
+	return float64(t.rate) / -math.Expm1(-covered/runway)
 }
 
 // observe updates what the primary knows of a sequence from an event.
@@ -77,7 +80,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 	defer p.view.Unlock()
 	t := p.seqs[ev.Name]
 	if t == nil {
-		t = &tracked{legacyMargin: math.MaxInt64}
+		t = &tracked{}
 		p.seqs[ev.Name] = t
 		p.adopt(ev.Name, t)
 		p.namesStale = true
@@ -127,6 +130,7 @@ func (p *Primary) observe(ev watcher.Event) *tracked {
 			taken := float64(st.Next - t.lastNext)
 			keep := math.Exp(-dt / p.cfg.Runway.Seconds())
 			t.rate = float32(keep*float64(t.rate) + (1-keep)*taken/dt)
+			t.sampled += float32(dt)
 			t.burst = float32(max(keep*float64(t.burst), taken))
 			t.lastNext, t.lastAt = st.Next, now
 		}

@@ -97,9 +97,6 @@ type Primary struct {
 	// left alone, reported unhealthy, until a new term reads them again.
 	broken error
 	seqs   map[string]*tracked
-	// since is when this term began (since clockBase): what the rate of a
-	// sequence it took over is read over (rateOf).
-	since time.Duration
 	// held are the sequences whose routine raise waits to share a store
 	// write, with when it began to wait (batch.go).
 	held map[string]time.Time
@@ -117,8 +114,11 @@ type Primary struct {
 	landGate <-chan struct{}
 	watch    *watcher.Watcher
 	// legacyMoved are the legacy counters seen to move since noteLegacy
-	// last ran.
-	legacyMoved map[string]struct{}
+	// last ran; legacyMargins the smallest stored mark - counter seen of
+	// each that moved (negative: overrun), apart from tracked as a rare
+	// field (guarded by view).
+	legacyMoved   map[string]struct{}
+	legacyMargins map[string]int64
 
 	// view guards what StatusOf reads of the loop's state: epoch, zkEpoch,
 	// records, broken, seqs and the tracked values in it, names and
@@ -163,13 +163,12 @@ type tracked struct {
 	corrupt    error
 
 	// rate is the demand in IDs per second, smoothed over the runway, and
-	// burst the most IDs taken in one sample, decaying over the runway
-	// (observe, plan.go). float32, so that tracked keeps its size class.
-	rate, burst float32
-	lastNext    int64
-	lastAt      time.Duration // since clockBase; 0: no sample yet
-
-	legacyMargin int64 // smallest stored mark - counter seen; negative = overrun
+	// burst the most IDs taken in one sample, decaying over the runway;
+	// sampled is the seconds the rate's samples cover (observe, plan.go).
+	// float32, so that tracked keeps its size class.
+	rate, burst, sampled float32
+	lastNext             int64
+	lastAt               time.Duration // since clockBase; 0: no sample yet
 }
 
 // clockBase is where tracked.lastAt counts from (a monotonic reading).
@@ -332,10 +331,10 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	// Nothing followed yet: every record is in p.records, until the
 	// watcher reports its sequence (adopt).
 	p.records, p.recordsBuilt, p.seqs, p.names, p.namesStale = records, len(records), make(map[string]*tracked), nil, false
-	p.since = time.Since(clockBase)
 	p.storeErrs = make(map[string]error)
 	p.view.Unlock()
 	p.legacyMoved = make(map[string]struct{})
+	p.legacyMargins = make(map[string]int64)
 	p.held = make(map[string]time.Time)
 	p.recheck = make(map[string]struct{})
 	p.births = make(map[string]birth)
@@ -415,6 +414,7 @@ func (p *Primary) handle(ctx context.Context, batch []watcher.Event) error {
 			}
 			delete(p.seqs, ev.Name)
 			delete(p.storeErrs, ev.Name)
+			delete(p.legacyMargins, ev.Name)
 			p.namesStale = true
 			p.view.Unlock()
 			missing = true

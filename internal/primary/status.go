@@ -2,6 +2,7 @@ package primary
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -161,7 +162,10 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	left := st.Ceiling - st.Next + 1
 	if st.Legacy {
 		left = s.StoredCeiling - st.Next
-		s.LegacyMargin = min(t.legacyMargin, left)
+		s.LegacyMargin = left
+		if m, ok := p.legacyMargins[name]; ok {
+			s.LegacyMargin = min(m, left)
+		}
 	}
 	s.RunwaySeconds = 86400
 	if s.Rate > 0 {
@@ -202,12 +206,16 @@ func (p *Primary) noteLegacy() {
 			continue
 		}
 		left := p.storedCeiling(name) - t.state.Next
-		if left < 0 && t.legacyMargin >= 0 {
+		margin, ok := p.legacyMargins[name]
+		if !ok {
+			margin = math.MaxInt64
+		}
+		if left < 0 && margin >= 0 {
 			p.count(func(s *Stats) { s.LegacyOverrun++ })
 		}
-		if left < t.legacyMargin {
+		if left < margin {
 			p.view.Lock()
-			t.legacyMargin = left
+			p.legacyMargins[name] = left
 			p.view.Unlock()
 		}
 	}
