@@ -2,8 +2,11 @@ package integration
 
 import (
 	"flag"
+	"fmt"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,6 +58,7 @@ var slots = struct {
 	free    int
 	first   time.Time
 	waiting []*slotWaiter
+	held    []string // for writeSlotLog
 }{free: clusterSlots}
 
 type slotWaiter struct {
@@ -99,13 +103,33 @@ func takeClusterSlot(t *testing.T) {
 	}
 	asked := time.Now()
 	<-w.ready
-	t.Logf("cluster slots: %d of %d, after %.1fs", w.weight, clusterSlots, time.Since(asked).Seconds())
+	held := time.Now()
+	t.Logf("cluster slots: %d of %d, after %.1fs", w.weight, clusterSlots, held.Sub(asked).Seconds())
 	t.Cleanup(func() {
 		slots.mu.Lock()
 		slots.free += w.weight
+		slots.held = append(slots.held, fmt.Sprintf("%5.0fs to %5.0fs  %d slot(s)  %s",
+			held.Sub(slots.first).Seconds(), time.Since(slots.first).Seconds(), w.weight, t.Name()))
 		slots.mu.Unlock()
 		grantSlots()
 	})
+}
+
+// writeSlotLog writes, to the file SEQKEEPER_SLOT_LOG names (if any),
+// when each test held its slots, in seconds since the first asked:
+// scripts/test.sh prints it, so that a run's log shows which tests the
+// suite's time went to and where slots stood idle.
+func writeSlotLog() {
+	path := os.Getenv("SEQKEEPER_SLOT_LOG")
+	if path == "" {
+		return
+	}
+	slots.mu.Lock()
+	defer slots.mu.Unlock()
+	slices.Sort(slots.held)
+	if err := os.WriteFile(path, []byte(strings.Join(slots.held, "\n")+"\n"), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "SEQKEEPER_SLOT_LOG: %v\n", err)
+	}
 }
 
 // grantSlots gives the free slots to the waiting tests in rank order; a

@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 	// loops and status polls make thousands alike).
 	http.DefaultTransport = apitest.InstallDefault().Sampled(50, 10)
 	code := m.Run()
+	writeSlotLog()
 	os.Exit(max(code, apitest.Check()))
 }
 

@@ -105,10 +105,10 @@ go test -run '^$' -bench 'Reserve|^BenchmarkPace$' -timeout 10m ./bench/ -bench.
 # time is set by its tests' durations, and its cores stood about a tenth
 # idle; the fuzzing took 2 to 3 minutes of both cores on its own.
 log "fuzz targets (${FUZZTIME:-40000x} each), in the background at idle priority, beside the steps below"
-fuzzlog=$(mktemp)
-setsid chrt --idle 0 nice -n 19 bash scripts/fuzz.sh >"$fuzzlog" 2>&1 &
+runtmp=$(mktemp -d)
+setsid chrt --idle 0 nice -n 19 bash scripts/fuzz.sh >"$runtmp/fuzz.log" 2>&1 &
 fuzzpid=$!
-trap 'kill -- -"$fuzzpid" 2>/dev/null || true; rm -f "$fuzzlog"' EXIT
+trap 'kill -- -"$fuzzpid" 2>/dev/null || true; rm -rf "$runtmp"' EXIT
 fuzzbegan=$(date +%s)
 
 # The rolling upgrade test (TestRollingUpgrade) runs the release in
@@ -117,11 +117,13 @@ fuzzbegan=$(date +%s)
 log "the release the rolling upgrade starts from (scripts/upgrade-from.sh)"
 bash scripts/upgrade-from.sh
 log "container suite (-race)"
-(cd integration && go test -race -count=1 -timeout 45m "$@" ./...)
+(cd integration && SEQKEEPER_SLOT_LOG="$runtmp/slots.log" go test -race -count=1 -timeout 45m "$@" ./...)
+echo "the container suite's tests, by when they held their cluster slots ($(grep -c . "$runtmp/slots.log" || true) of them; integration/slots_test.go):"
+cat "$runtmp/slots.log" 2>/dev/null || true
 log "the fuzz targets, begun $(($(date +%s) - fuzzbegan)) s ago: waiting for them to end"
 fuzzrc=0
 wait "$fuzzpid" || fuzzrc=$?
-cat "$fuzzlog"
+cat "$runtmp/fuzz.log"
 if ((fuzzrc != 0)); then
 	echo "the fuzz targets failed (exit $fuzzrc, above); run one again alone with: bash scripts/fuzz.sh"
 	exit 1
