@@ -37,9 +37,9 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	}
 	run := r.start("p1", func(cfg *config.Primary) { cfg.StoreTimeout = time.Second })
 	// The first take waits as long as a worker would for the primary to
-	// initialise the name (half a second was not enough on a loaded CI
-	// machine); the takes during the outage wait half a second, so that
-	// the loop below meets the ceiling quickly.
+	// initialise the name, however loaded the machine; the takes during
+	// the outage wait half a second, so that the loop below meets the
+	// ceiling quickly.
 	patient := r.client(10 * time.Second)
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()

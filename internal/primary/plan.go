@@ -63,7 +63,7 @@ const rateWindow = time.Second
 // default runway), no more than the twice-the-burst headroom it already
 // gets. The samples, not the term: the seconds before the first event
 // (a slow start, a watch set late) carry no sample, and counting them
-// read 56% of the demand half a runway after a slow takeover.
+// would read too little of the demand just after a slow takeover.
 func (p *Primary) rateOf(t *tracked) float64 {
 	if t.born {
 		return float64(t.rate)
