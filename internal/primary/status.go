@@ -162,10 +162,7 @@ func (p *Primary) sequenceStatus(name string, t *tracked) SequenceStatus {
 	left := st.Ceiling - st.Next + 1
 	if st.Legacy {
 		left = s.StoredCeiling - st.Next
-		s.LegacyMargin = left
-		if m, ok := p.legacyMargins[name]; ok {
-			s.LegacyMargin = min(m, left)
-		}
+		s.LegacyMargin = min(p.legacyMargin(name), left)
 	}
 	s.RunwaySeconds = 86400
 	if s.Rate > 0 {
@@ -206,10 +203,7 @@ func (p *Primary) noteLegacy() {
 			continue
 		}
 		left := p.storedCeiling(name) - t.state.Next
-		margin, ok := p.legacyMargins[name]
-		if !ok {
-			margin = math.MaxInt64
-		}
+		margin := p.legacyMargin(name)
 		if left < 0 && margin >= 0 {
 			p.count(func(s *Stats) { s.LegacyOverrun++ })
 		}
@@ -220,4 +214,13 @@ func (p *Primary) noteLegacy() {
 		}
 	}
 	clear(p.legacyMoved)
+}
+
+// legacyMargin is the smallest stored mark - counter seen of legacy counter
+// name (p.legacyMargins), or math.MaxInt64 before noteLegacy saw it move.
+func (p *Primary) legacyMargin(name string) int64 {
+	if m, ok := p.legacyMargins[name]; ok {
+		return m
+	}
+	return math.MaxInt64
 }
