@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/seqkeeper/seqkeeper/internal/host"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 )
@@ -42,6 +43,11 @@ docs/migrate.md for it.`,
 				return err
 			}
 			defer zc.Close()
+			// The adopted sequence is validated, as only a primary's were:
+			// the replica started next must find its paths claimed.
+			if err := usageIfConfig(host.ClaimPaths(cmd.Context(), g.cfg, seqs)); err != nil {
+				return err // before any write: nothing was adopted
+			}
 			a, err := primary.Adopt(cmd.Context(), seqs, store, name, g.cfg.MinReserve)
 			if errors.Is(err, seqzk.ErrNotLegacy) {
 				if g.jsonOutput() {

@@ -48,7 +48,8 @@ import (
 //	                       (its sequences, election and marker), as a wipe
 //	                       of its servers does
 //	serving [URL]          waits until the replica at URL (default
-//	                       http://$SEQKEEPER_HTTP) leads
+//	                       http://$SEQKEEPER_HTTP) leads and its primary
+//	                       works (the status's reserve view leads)
 //	ready [URL]            waits until it is ready (a standby too)
 //	candidates N           waits until N replicas stand in the election
 //	legacy-counter NAME N  writes NAME as Curator's 8-byte counter at N
@@ -194,9 +195,12 @@ func runbookLoseZooKeeper(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(ts.Value(runbookZK{}).(runbookEnv).lose())
 }
 
-// runbookServing waits until a replica leads (serving) or is ready (ready).
+// runbookServing waits until a replica's primary works (serving), not
+// just until the election names it (the status's "leading"): the primary
+// then still takes the store and restores what ZooKeeper lost, which can
+// outlast a take's ceiling wait; or until the replica is ready (ready).
 func runbookServing(ts *testscript.TestScript, neg bool, args []string) {
-	runbookWaitReplica(ts, neg, args, "serving", "/v1/status", `"leading":true`)
+	runbookWaitReplica(ts, neg, args, "serving", "/v1/status", `"reserve":{"leading":true`)
 }
 
 func runbookReady(ts *testscript.TestScript, neg bool, args []string) {

@@ -91,9 +91,9 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 // ClaimPaths makes cfg's election_path and marker_path this root's, once
 // RefuseUnknownElection has found no earlier release serving the root on
 // other paths. Serve calls it before it joins the election, and so do the
-// operator commands that bring a root's sequences back by hand (restore,
-// import): the sequences they write are validated, as only a primary's
-// were before them, and the replica started next must find the paths they
+// operator commands that write validated sequences without a primary
+// (restore, import, adopt): what they write is validated, as only a
+// primary's was before them, and the replica started next must find the paths they
 // were written under claimed, not take the root for one an earlier
 // release served on paths set by hand.
 func ClaimPaths(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) error {
