@@ -140,6 +140,12 @@ type Config struct {
 	// ZKTLSServerName is the name the servers' certificates must hold;
 	// empty: each server's name as given in ZK.
 	ZKTLSServerName string
+	// ZKACL is the ACL layout, the identities of each role indexed by
+	// seqkeeper's roles (seqzk.Reader to seqzk.Admin), as 'seqkeeper acl
+	// apply' takes them. Set, it is what every znode the replicas create
+	// carries, and what the primary holds the root to: the layout comes
+	// back after ZooKeeper loses its data. Empty: the root's ACL decides.
+	ZKACL [4][]string
 	// Root is the znode under which sequences live.
 	Root string
 	// ElectionPath is the directory of the replicas' leader election

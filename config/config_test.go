@@ -13,6 +13,7 @@ import (
 
 	"time"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 
 	"github.com/rs/zerolog"
@@ -58,6 +59,8 @@ func TestValidate(t *testing.T) {
 		{"digest", func(c *Config) { c.ZKDigest = "user:pw" }, ""},
 		{"digest without colon", func(c *Config) { c.ZKDigest = "userpw" }, "zk_digest: must be user:password"},
 		{"digest without user", func(c *Config) { c.ZKDigest = ":pw" }, "zk_digest"},
+		{"layout without admin", func(c *Config) { c.ZKACL[seqzk.Worker] = []string{"x509:CN=w"} }, "zk_acl_admin: empty while other zk_acl_* are set"},
+		{"layout identity without scheme", func(c *Config) { c.ZKACL = [4][]string{seqzk.Admin: {"CN=ops"}} }, `zk_acl_admin: zookeeper identity "CN=ops": want scheme:id`},
 		{"relative root", func(c *Config) { c.Root = "seq" }, "root: zookeeper path \"seq\""},
 		{"root /", func(c *Config) { c.Root = "/" }, "root:"},
 		{"root trailing slash", func(c *Config) { c.Root = "/a/" }, "must be clean"},
@@ -285,6 +288,7 @@ func exampleConfig() *Config {
 		ZKDigest: "user:pw", Root: "/r", ElectionPath: "/e/lection", Store: "file:///s", HTTP: "127.0.0.1:9",
 		HTTPToken: "tok", LogLevel: "warn", LogFormat: "json", CeilingWait: time.Second,
 		ID: "r1", Advertise: "r1:9", AllowStandaloneZooKeeper: true,
+		ZKACL: [4][]string{seqzk.Admin: {"x509:CN=ops,O=example"}, seqzk.Worker: {"x509:CN=a", "digest:b:c="}},
 		Primary: Primary{MarkerPath: "/m/arker", Runway: time.Minute, MinReserve: 9, MaxReserve: 99,
 			SweepInterval: time.Second, AuditInterval: time.Hour},
 	}
@@ -304,7 +308,7 @@ func TestParseStrict(t *testing.T) {
 		{"list for scalar", "root: [/a, /b]\n", "root: want a single value, found a list"},
 		{"mapping value", "zk:\n  servers: a:1\n", "line 2: zk: want a value, found a mapping"},
 		{"nested list", "zk: [[a:1]]\n", "list elements must be single values"},
-		{"comma in list element", "zk: ['a:1,b:2']\n", "contains a comma"},
+		{"comma in list element", "zk: ['a:1,b:2']\n", `contains ",", which separates the elements`},
 		{"not a mapping", "- zk\n", "line 1: want 'key: value' lines (a mapping), found a list"},
 		{"scalar document", "hello\n", `found the value "hello"`},
 		{"two documents", "root: /a\n---\nroot: /b\n", "line 2: a second YAML document"},
@@ -344,11 +348,12 @@ func TestParseAccepts(t *testing.T) {
 		{"anchor", "x_root: &r /a\n", nil},
 		{"crlf", "root: /crlf\r\nhttp: 127.0.0.1:1\r\n", func(c *Config) string { return c.Root + " " + c.HTTP }},
 		{"quoted", "id: \"replica 1\"\n", func(c *Config) string { return c.ID }},
+		{"identities", "zk_acl_worker:\n  - x509:CN=orders,O=example\n  - digest:legacy:kV9=\n", func(c *Config) string { return strings.Join(c.ZKACL[seqzk.Worker], " | ") }},
 	}
 	want := map[string]string{
 		"empty": DefaultRoot, "only comments": DefaultRoot, "null document": DefaultRoot,
 		"comma string": "a:1,b:2", "list": "a:1,b:2", "empty store": "[]",
-		"crlf": "/crlf 127.0.0.1:1", "quoted": "replica 1",
+		"crlf": "/crlf 127.0.0.1:1", "quoted": "replica 1", "identities": "x509:CN=orders,O=example | digest:legacy:kV9=",
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

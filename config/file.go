@@ -163,7 +163,7 @@ func (c *Config) setAll(root *yaml.Node, errorf func(line int, format string, ar
 }
 
 // scalarText returns the text of value v for setting s: a scalar, or for a
-// list setting also a sequence of scalars (joined with commas).
+// list setting also a sequence of scalars (joined with its separator).
 func scalarText(s setting, v *yaml.Node) (string, error) {
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
@@ -195,12 +195,12 @@ func scalarText(s setting, v *yaml.Node) (string, error) {
 			if err := binary(e); err != nil {
 				return "", err
 			}
-			if strings.Contains(e.Value, ",") {
-				return "", fmt.Errorf("list element %q contains a comma", e.Value)
+			if strings.Contains(e.Value, s.sep) {
+				return "", fmt.Errorf("list element %q contains %q, which separates the elements", e.Value, s.sep)
 			}
 			parts = append(parts, e.Value)
 		}
-		return strings.Join(parts, ","), nil
+		return strings.Join(parts, s.sep), nil
 	}
 	return "", fmt.Errorf("want a value, found %s", kindName(v))
 }

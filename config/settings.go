@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 )
 
 // setting is one configurable value: its key and how to read and write it
@@ -18,6 +20,9 @@ type setting struct {
 	key  string // YAML key; the flag and env names derive from it
 	typ  string // shown in flag help: string, duration, int, bool, list, secret
 	help string
+	// sep separates a list's elements in its text (a comma; a
+	// semicolon where an element may hold commas, as x509 subjects do).
+	sep string
 	// set parses text into the setting of c; get returns it as text that
 	// set accepts (secrets revealed: only tests and set's own checks use
 	// it); display is get with secrets redacted.
@@ -91,12 +96,12 @@ func boolSetting(key, help string, field func(*Config) *bool) setting {
 	}
 }
 
-// listSetting is a comma-separated list; empty elements are dropped.
-func listSetting(key, help string, field func(*Config) *[]string) setting {
-	return setting{key: key, typ: "list", help: help,
+// listSetting is a list separated by sep; empty elements are dropped.
+func listSetting(key, sep, help string, field func(*Config) *[]string) setting {
+	return setting{key: key, typ: "list", help: help, sep: sep,
 		set: func(c *Config, v string) error {
 			var out []string
-			for _, e := range strings.Split(v, ",") {
+			for _, e := range strings.Split(v, sep) {
 				if e = strings.TrimSpace(e); e != "" {
 					out = append(out, e)
 				}
@@ -104,13 +109,13 @@ func listSetting(key, help string, field func(*Config) *[]string) setting {
 			*field(c) = out
 			return nil
 		},
-		get: func(c *Config) string { return strings.Join(*field(c), ",") },
+		get: func(c *Config) string { return strings.Join(*field(c), sep) },
 	}
 }
 
 // settings is every setting, in the order String and the docs list them.
 var settings = []setting{
-	listSetting("zk", "ZooKeeper servers, comma-separated host:port",
+	listSetting("zk", ",", "ZooKeeper servers, comma-separated host:port",
 		func(c *Config) *[]string { return &c.ZK }),
 	durationSetting("zk_session_timeout", "ZooKeeper session timeout",
 		func(c *Config) *time.Duration { return &c.ZKSessionTimeout }),
@@ -128,6 +133,14 @@ var settings = []setting{
 		func(c *Config) *string { return &c.ZKTLSKeyFile }),
 	stringSetting("zk_tls_server_name", "name ZooKeeper's certificates must hold (unset: each server's host in zk)",
 		func(c *Config) *string { return &c.ZKTLSServerName }),
+	listSetting("zk_acl_admin", ";", "ACL layout: the admin identities, ';'-separated (x509:<subject>, digest:<user>:<hash>, ip:<cidr>); with any zk_acl_* set, the replicas create every znode with the layout and the primary holds the root to it, after a ZooKeeper loss too (docs/security.md)",
+		func(c *Config) *[]string { return &c.ZKACL[seqzk.Admin] }),
+	listSetting("zk_acl_replica", ";", "ACL layout: the replicas' identities (see zk_acl_admin)",
+		func(c *Config) *[]string { return &c.ZKACL[seqzk.Replica] }),
+	listSetting("zk_acl_worker", ";", "ACL layout: the workers' identities (see zk_acl_admin)",
+		func(c *Config) *[]string { return &c.ZKACL[seqzk.Worker] }),
+	listSetting("zk_acl_reader", ";", "ACL layout: the readers' identities (see zk_acl_admin)",
+		func(c *Config) *[]string { return &c.ZKACL[seqzk.Reader] }),
 	stringSetting("root", "znode under which the sequences live",
 		func(c *Config) *string { return &c.Root }),
 	stringSetting("election_path", "znode directory of the replicas' leader election (unset: derived from root, /seqkeeper/election for the default root)",

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -29,6 +30,9 @@ func (c *Config) Validate() error {
 	c.derivePaths()
 	var p problems
 	c.checkZK(&p)
+	if _, err := c.Layout(); err != nil {
+		p = append(p, err)
+	}
 	c.checkPaths(&p)
 	if len(c.Roots) > 0 {
 		p = append(p, c.validateRoots()...)
@@ -283,4 +287,28 @@ func storeProblem(s string) string {
 		return fmt.Sprintf("scheme %q: want s3://bucket/prefix or file:///path", u.Scheme)
 	}
 	return ""
+}
+
+// Layout returns the configured ACL layout (ZKACL); the zero Layout when
+// none is set. A layout needs an admin identity, as 'seqkeeper acl apply'
+// does: without one no one could change it again.
+func (c *Config) Layout() (seqzk.Layout, error) {
+	l := seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{}}
+	for role, ids := range c.ZKACL {
+		key := "zk_acl_" + seqzk.Role(role).String()
+		for _, s := range ids {
+			id, err := zkclient.ParseID(s)
+			if err != nil {
+				return seqzk.Layout{}, settingError(key, err.Error())
+			}
+			l.Roles[seqzk.Role(role)] = append(l.Roles[seqzk.Role(role)], id)
+		}
+	}
+	switch {
+	case len(l.Roles) == 0:
+		return seqzk.Layout{}, nil
+	case len(l.Roles[seqzk.Admin]) == 0:
+		return seqzk.Layout{}, settingError("zk_acl_admin", "empty while other zk_acl_* are set: a layout needs an admin identity, or no one could change it again")
+	}
+	return l, nil
 }

@@ -42,7 +42,7 @@ var serveSettings = []string{
 	"http", "http_token", "http_token_file", "http_admin_token", "http_admin_token_file", "ceiling_wait", "runway", "min_reserve",
 	"max_reserve", "sweep_interval", "audit_interval", "id", "advertise", "allow_standalone_zookeeper",
 	"create_bucket", "http_tls_cert_file", "http_tls_key_file", "http_tls_client_ca_file", "shutdown_delay",
-	"metrics_top_sequences", "crash_probe",
+	"metrics_top_sequences", "crash_probe", "zk_acl_admin", "zk_acl_replica", "zk_acl_worker", "zk_acl_reader",
 }
 
 // Output formats of -o.
@@ -393,9 +393,14 @@ func dialZKWithin(ctx context.Context, cfg *config.Config, def time.Duration, lo
 }
 
 // newSequenceClient returns a sequence client with the operator's and the
-// primary's powers for the configured root.
+// primary's powers for the configured root, creating znodes with the
+// configured ACL layout when there is one (zk_acl_*).
 func newSequenceClient(zc *zkclient.Client, cfg *config.Config) (*seqzk.Client, error) {
-	return seqzk.NewClient(zc, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait})
+	layout, err := cfg.Layout()
+	if err != nil {
+		return nil, err
+	}
+	return seqzk.NewClient(zc, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait, Layout: layout})
 }
 
 // cliLogLevel is the operator commands' log level when none is configured.

@@ -86,7 +86,11 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	}
 	r := &Root{name: hc.Name, cfg: cfg, zk: hc.ZK, identity: hc.Identity, log: log}
 	var err error
-	if r.seqs, err = seqzk.NewClient(hc.ZK, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait}); err != nil {
+	layout, err := cfg.Layout()
+	if err != nil {
+		return nil, &ConfigError{err}
+	}
+	if r.seqs, err = seqzk.NewClient(hc.ZK, seqzk.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait, Layout: layout}); err != nil {
 		return nil, &ConfigError{err}
 	}
 	open := persist.OpenOptions{Create: cfg.CreateBucket, CreateWait: StoreStartWait, Logger: &log}
@@ -121,7 +125,7 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	if err != nil {
 		return nil, &ConfigError{err}
 	}
-	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: r.seqs, Store: r.store, Holder: cfg.ID, Logger: log})
+	r.primary, err = primary.New(cfg.Primary, primary.Deps{Sequences: r.seqs, Store: r.store, Holder: cfg.ID, ElectionPath: cfg.ElectionPath, Logger: log})
 	if err != nil {
 		return nil, &ConfigError{err}
 	}

@@ -57,6 +57,9 @@ type Deps struct {
 	Store *persist.Store
 	// Holder names this replica in the store's epoch record. Required.
 	Holder string
+	// ElectionPath is the replicas' election directory, which the primary
+	// holds to the configured ACL layout with the rest (keepLayout).
+	ElectionPath string
 	// Logger receives the primary's decisions; the zero value logs
 	// nothing.
 	Logger zerolog.Logger
@@ -79,7 +82,10 @@ type Primary struct {
 	// wiped is set when ZooKeeper was found to have lost the root's data
 	// (the root or its own znode gone), until a restore has run: every
 	// sequence the store holds live and ZooKeeper lacks is then lost.
-	wiped bool
+	// relayout is set with it, until keepLayout has set every znode to
+	// the configured ACL layout: what others re-created (the election)
+	// carries its creator's ACL.
+	wiped, relayout bool
 	// births are the initialisations prepared for the next decisions
 	// (prepareBirths), and kept the names judged deleted by hand in the
 	// current era (restore.go), so that they are not read again at every
@@ -347,6 +353,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.wiped = !prev.Exists
+	p.relayout = p.relayout || p.wiped
 	zkEpoch, err := p.seq.Meta().CurrentEpoch(ctx)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
@@ -365,7 +372,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	if !exists && len(p.records) > 0 {
 		p.log.Warn().Int("stored_sequences", len(p.records)).Str("marker", p.cfg.MarkerPath).
 			Msg("primary: cluster marker missing while the store holds sequences: ZooKeeper was wiped or replaced; restoring")
-		p.wiped = true
+		p.wiped, p.relayout = true, true
 	}
 	if err := p.restore(ctx); err != nil {
 		return err
@@ -382,6 +389,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 			return fmt.Errorf("primary: create the cluster marker: %w", err)
 		}
 	}
+	p.keepLayout(ctx)
 	return nil
 }
 

@@ -162,7 +162,7 @@ func (p *Primary) listForRestore(ctx context.Context) ([]string, error) {
 	children, err := p.seq.Names(ctx)
 	if errors.Is(err, seqzk.ErrUnknownSequence) {
 		p.log.Warn().Str("root", p.seq.Root()).Msg("primary: the sequences root is gone: ZooKeeper lost its data; restoring")
-		p.wiped = true
+		p.wiped, p.relayout = true, true
 		children = nil
 	} else if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func (p *Primary) listForRestore(ctx context.Context) ([]string, error) {
 	} else if !era.Exists || era.Value != p.era.Value {
 		// The root's own znode is gone (or was replaced): its data was
 		// lost under this primary.
-		p.wiped = true
+		p.wiped, p.relayout = true, true
 		if p.era, err = p.seq.Meta().CurrentEra(ctx, p.zkEpoch); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // takeStore takes a new leader epoch in the store and seals every bucket
@@ -107,7 +108,32 @@ func (p *Primary) audit(ctx context.Context) error {
 	if err := p.mirrorDeletions(ctx, held, err); err != nil {
 		p.log.Warn().Err(err).Msg("primary: could not compare the store's tombstones with ZooKeeper's deletion records; trying again at the next audit")
 	}
+	p.keepLayout(ctx)
 	return nil
+}
+
+// keepLayout holds the root to the replicas' configured ACL layout
+// (zk_acl_*; seqzk.Keeper.KeepLayout), and every znode after ZooKeeper
+// lost data (relayout): at the start of a term, and at each audit, which
+// follows a rollback of ZooKeeper at once. It logs what it changed and
+// what it could not.
+func (p *Primary) keepLayout(ctx context.Context) {
+	changed, failed, err := p.seq.Keeper().KeepLayout(ctx, p.deps.ElectionPath, p.cfg.MarkerPath, p.relayout)
+	switch {
+	case errors.Is(err, zkclient.ErrNoAuth):
+		p.log.Error().Err(err).Msg("primary: the root's ACL is not the configured layout (zk_acl_*), and this replica may not change it: " +
+			"give the replicas the layout an admin applied, or run 'seqkeeper acl apply' as an admin with the configured identities")
+	case err != nil:
+		p.log.Warn().Err(err).Msg("primary: could not hold the znodes to the configured ACL layout; trying again at the next audit")
+	default:
+		for _, f := range failed {
+			p.log.Warn().Err(f.Err).Str("znode", f.Path).Msg("primary: could not set this znode's ACL to the configured layout")
+		}
+		p.relayout = p.relayout && len(failed) > 0
+	}
+	if changed > 0 {
+		p.log.Info().Int("znodes", changed).Msg("primary: set ACLs to the configured layout")
+	}
 }
 
 // mirrorDeletions keeps every deletion in two places, the store and

@@ -190,6 +190,9 @@ type layoutCache struct {
 // the root's layout's, or nil (the client's own ACL) while the root has
 // none it can read.
 func (c *Client) acl(ctx context.Context, k Kind) []zkclient.ACL {
+	if len(c.opts.Layout.Roles) > 0 {
+		return c.opts.Layout.ACL(k)
+	}
 	lc := &c.layout
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
@@ -215,6 +218,13 @@ func (c *Client) createOp(ctx context.Context, k Kind, path string, data []byte,
 		op = op.WithACL(acl)
 	}
 	return op
+}
+
+// ensureRoot creates the root when it is missing: with the configured
+// layout's ACL when there is one (Options.Layout), so that a root that
+// ZooKeeper lost comes back with it; else with the client's own.
+func (c *Client) ensureRoot(ctx context.Context) error {
+	return c.ensure(ctx, KindRoot, c.opts.Root)
 }
 
 // ensure creates the znode at p, a znode of kind k, with the layout's ACL

@@ -108,12 +108,11 @@ func (o Operator) CheckLayout(ctx context.Context, electionPath, markerPath stri
 // l's roles, creates the meta znode, the election directory, its leader
 // epoch and the marker where missing (their parents are not the layout's,
 // so only the admin creates there), then sets every znode the layout
-// covers to its kind's ACL (the
-// root first, so that the processes that create znodes meanwhile follow
-// the new layout; a pass over what exists then catches up). Setting an
-// ACL needs the ADMIN permission on that znode: one that the caller may
-// not change is reported, and the rest are still set. The root is created
-// when missing.
+// covers to its kind's ACL (the root first, so that the processes that
+// create znodes meanwhile follow the new layout; a pass over what exists
+// then catches up). Setting an ACL needs the ADMIN permission on that
+// znode: one that the caller may not change is reported, and the rest are
+// still set. The root is created when missing.
 func (o Operator) ApplyLayout(ctx context.Context, l Layout, electionPath, markerPath string) (changed int, failed []ACLFinding, err error) {
 	c := o.c
 	if len(l.Roles[Admin]) == 0 {
@@ -124,6 +123,40 @@ func (o Operator) ApplyLayout(ctx context.Context, l Layout, electionPath, marke
 			return 0, nil, fmt.Errorf("create the root %s: %w", c.opts.Root, err)
 		}
 	}
+	return c.applyLayout(ctx, l, electionPath, markerPath)
+}
+
+// KeepLayout holds the root to the configured layout (Options.Layout),
+// as a primary does at the start of its term and at each audit: when the
+// root's ACL is not the layout's, or always with all set (after ZooKeeper
+// lost its data, the election's znodes come back with their creator's
+// ACL), it applies the layout as ApplyLayout does. Without a configured
+// layout it does nothing. A root whose ACL this client may not change
+// (no ADMIN: an admin changed the layout and not the replicas'
+// configuration, or another identity created the root first) is an error
+// wrapping zkclient.ErrNoAuth, and nothing else is set.
+func (k Keeper) KeepLayout(ctx context.Context, electionPath, markerPath string, all bool) (changed int, failed []ACLFinding, err error) {
+	c := k.c
+	l := c.opts.Layout
+	if len(l.Roles) == 0 {
+		return 0, nil, nil
+	}
+	if !all {
+		acl, _, err := c.zk.GetACL(ctx, c.opts.Root)
+		if err != nil {
+			return 0, nil, fmt.Errorf("read the ACL of the root %s: %w", c.opts.Root, err)
+		}
+		if sameACL(acl, l.ACL(KindRoot)) {
+			return 0, nil, nil
+		}
+	}
+	return c.applyLayout(ctx, l, electionPath, markerPath)
+}
+
+// applyLayout sets the root's ACL to l's, creates the znodes whose
+// parents l does not cover, then sets every znode l covers to its kind's
+// ACL.
+func (c *Client) applyLayout(ctx context.Context, l Layout, electionPath, markerPath string) (changed int, failed []ACLFinding, err error) {
 	set := func(p string, k Kind) error {
 		acl, _, err := c.zk.GetACL(ctx, p)
 		if err != nil {

@@ -100,6 +100,11 @@ type Options struct {
 	// primary to raise it before failing with ErrCeilingReached. The
 	// caller's context bounds it too. Default DefaultCeilingWait.
 	CeilingWait time.Duration
+	// Layout, when set, is the ACL layout of every znode the client
+	// creates, the root's included, whatever the root's ACL names: a
+	// replica's configured zk_acl_*, which Keeper.KeepLayout holds the
+	// root to. Zero: the root's ACL decides (LayoutOf).
+	Layout Layout
 }
 
 // Client takes IDs from and pushes IDs back to sequences in ZooKeeper by

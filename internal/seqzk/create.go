@@ -58,8 +58,8 @@ func (o Operator) Create(ctx context.Context, name string, r Registration) (crea
 	if err := r.Check(func(s string) string { return s }); err != nil {
 		return false, err
 	}
-	if err := c.zk.EnsurePath(ctx, c.opts.Root); err != nil {
-		return false, fmt.Errorf("create the root %s: %w", c.opts.Root, err)
+	if err := c.ensureRoot(ctx); err != nil {
+		return false, err
 	}
 	err = c.Register(ctx, name, r)
 	if !errors.Is(err, ErrExists) {

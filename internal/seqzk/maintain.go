@@ -379,8 +379,8 @@ func (m Meta) CurrentEpoch(ctx context.Context) (int64, error) {
 	}
 	e, err := c.touchRoot(ctx)
 	if errors.Is(err, zkclient.ErrNoNode) {
-		if err := c.zk.EnsurePath(ctx, c.opts.Root); err != nil {
-			return 0, fmt.Errorf("probe zookeeper epoch: create the root %s: %w", c.opts.Root, err)
+		if err := c.ensureRoot(ctx); err != nil {
+			return 0, fmt.Errorf("probe zookeeper epoch: %w", err)
 		}
 		e, err = c.touchRoot(ctx)
 	}
