@@ -421,7 +421,33 @@ func (c *Config) Warnings() []string {
 	if c.Store == "" && len(c.Roots) == 0 {
 		out = append(out, "no store configured: this replica will not act as primary (ceilings must be durable before use); set store")
 	}
+	if w := c.layoutWarning(); w != "" {
+		out = append(out, w)
+	}
 	return out
+}
+
+// layoutWarning says when the configured ACL layout (zk_acl_*) gives none
+// of this process's ZooKeeper identities the replica or the admin role: a
+// primary that re-creates the root after ZooKeeper lost its data would
+// create it with an ACL that refuses the primary itself.
+func (c *Config) layoutWarning() string {
+	l, err := c.Layout()
+	ids, idErr := c.ZKIdentities()
+	if err != nil || idErr != nil || len(l.Roles) == 0 {
+		return ""
+	}
+	for _, id := range append(l.Roles[seqzk.Replica], l.Roles[seqzk.Admin]...) {
+		if id.Scheme == "world" || id.Scheme == "ip" || slices.Contains(ids, id) {
+			return ""
+		}
+	}
+	mine := "none: no client certificate and no zk_digest"
+	if len(ids) > 0 {
+		mine = fmt.Sprint(ids)
+	}
+	return fmt.Sprintf("zk_acl_replica and zk_acl_admin name none of this process's ZooKeeper identities (%s): "+
+		"after ZooKeeper loses its data, the primary would re-create the root with a layout that refuses it; add its identity to zk_acl_replica", mine)
 }
 
 // LoopbackOnly reports whether the HTTP API listens on a loopback address

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
@@ -478,6 +479,17 @@ func TestAdvertiseAddrAndWarnings(t *testing.T) {
 	c.HTTP, c.Store = "localhost:7070", "file:///x"
 	if w := c.Warnings(); len(w) != 0 {
 		t.Fatalf("Warnings = %q, want none", w)
+	}
+
+	// A layout that leaves this process's own identity out.
+	c.ZKDigest = "replica:pw"
+	c.ZKACL = [4][]string{seqzk.Admin: {"x509:CN=ops"}, seqzk.Replica: {"digest:other:aGFzaA=="}}
+	if w := strings.Join(c.Warnings(), "\n"); !strings.Contains(w, "zk_acl_replica and zk_acl_admin name none of this process's ZooKeeper identities ([digest:replica:") {
+		t.Fatalf("Warnings = %q, want the layout's", w)
+	}
+	c.ZKACL[seqzk.Replica] = append(c.ZKACL[seqzk.Replica], zkclient.DigestID("replica:pw").String())
+	if w := c.Warnings(); len(w) != 0 {
+		t.Fatalf("Warnings = %q, want none with the replica's digest in the layout", w)
 	}
 }
 

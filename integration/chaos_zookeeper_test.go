@@ -206,12 +206,7 @@ func (ch *chaos) restoreEnsemble(ctx context.Context, snap ZooKeeperData) error 
 
 // startZooKeepers starts servers and waits until the ensemble serves.
 func (ch *chaos) startZooKeepers(ctx context.Context, servers ...*Node) error {
-	if err := parallel(servers, func(n *Node) error { return n.Start(ctx) }); err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	return ch.c.WaitZooKeeperServing(wctx)
+	return restartZooKeepers(ctx, ch.c, servers...)
 }
 
 // zooKeeperEpoch returns the ensemble's current epoch: the high 32 bits of

@@ -127,8 +127,13 @@ type env struct {
 	// empty for TestModel).
 	label string
 	ens   *testenv.Ensemble
-	// tls, when set, is every client's TLS configuration (TestModelOverTLS).
-	tls      *tls.Config
+	// tls runs every session over TLS as an x509 identity of its role
+	// (TestModelOverTLS), under layout, which the admin applies first
+	// and the primary keeps through every loss of ZooKeeper's data.
+	tls      bool
+	layout   seqzk.Layout
+	tlsMu    sync.Mutex
+	tlsOf    map[string]*tls.Config
 	zkAddr   string
 	root     string
 	seqRoot  string
@@ -171,22 +176,35 @@ func (e *env) fatalf(format string, args ...any) {
 	e.t.Fatalf("seed %#x%s: test environment: %s", e.seed, e.label, fmt.Sprintf(format, args...))
 }
 
-func (e *env) dial(addr string, session, redial time.Duration) *zkclient.Client {
+// The roles of the run's sessions: over TLS each is an x509 identity
+// (CN=<role>) that the layout gives that role.
+const (
+	asAdmin   = "admin"
+	asReplica = "replica"
+	asWorker  = "worker"
+)
+
+func (e *env) dial(role, addr string, session, redial time.Duration) *zkclient.Client {
 	e.t.Helper()
-	c := e.connect(addr, session, redial)
+	c := e.connect(role, addr, session, redial)
 	e.closers = append(e.closers, c.Close)
 	return c
 }
 
 // connect opens a session as dial does; the caller closes it.
-func (e *env) connect(addr string, session, redial time.Duration) *zkclient.Client {
+func (e *env) connect(role, addr string, session, redial time.Duration) *zkclient.Client {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 	opts := zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial}
-	if e.tls != nil {
-		opts.TLS = e.tls
-		opts.ACL = []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=seqkeeper"}}}
+	if e.tls {
+		e.tlsMu.Lock()
+		if e.tlsOf[role] == nil {
+			e.tlsOf[role] = e.ens.ClientTLS(e.t, role)
+		}
+		opts.TLS = e.tlsOf[role]
+		e.tlsMu.Unlock()
+		opts.ACL = []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=" + role}}}
 	}
 	c, err := zkclient.Dial(ctx, []string{addr}, opts)
 	if err != nil {
@@ -197,7 +215,7 @@ func (e *env) connect(addr string, session, redial time.Duration) *zkclient.Clie
 
 func (e *env) client(zc *zkclient.Client, wait time.Duration) *seqzk.Client {
 	e.t.Helper()
-	c, err := seqzk.NewClient(zc, seqzk.Options{Root: e.seqRoot, CeilingWait: wait})
+	c, err := seqzk.NewClient(zc, seqzk.Options{Root: e.seqRoot, CeilingWait: wait, Layout: e.layout})
 	if err != nil {
 		e.fatalf("%v", err)
 	}

@@ -2,13 +2,16 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/sequence/state"
+	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 // opDelayedTake freezes a proxied worker's network and starts a take on
@@ -156,11 +159,51 @@ func (e *env) opExpirePrimary(r *rand.Rand) (string, bool) {
 }
 
 // afterZK waits, half the time, for the primary to revalidate everything,
-// and then checks that ZooKeeper does not offer IDs already handed out.
+// and then checks that ZooKeeper does not offer IDs already handed out;
+// over TLS, after ZooKeeper lost its data, a worker's identity must take
+// again (workerTakesAgain).
 func (e *env) afterZK(r *rand.Rand, what string) {
 	if r.IntN(2) == 0 {
 		e.settle(20 * time.Second)
 		e.checkLatent("after " + what)
+	}
+	if e.tls && (what == "zk-wipe" || strings.HasPrefix(what, "zk-restore")) {
+		e.workerTakesAgain(what)
+	}
+}
+
+// workerTakesAgain waits up to a minute for a worker's own identity to
+// take from one of the sequences after ZooKeeper lost its data (a run over
+// TLS, where each role is an identity of its own): the primary brings the
+// ACL layout back with the counters. A worker ZooKeeper still refuses
+// then fails the run; other errors (every sequence deleted or used up)
+// say nothing of the layout.
+func (e *env) workerTakesAgain(what string) {
+	i := slices.IndexFunc(e.workers, func(w *worker) bool { return w.proxy == nil && !w.frozen })
+	if i < 0 {
+		return
+	}
+	w := e.workers[i]
+	var refused error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		refused = nil
+		for _, s := range e.specs {
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			got, err := w.seq.Take(ctx, s.name, 1)
+			cancel()
+			e.took(w.label, w.label+" (after "+what+")", s.name, 1, got, err)
+			if err == nil {
+				return
+			}
+			if errors.Is(err, zkclient.ErrNoAuth) {
+				refused = err
+			}
+		}
+	}
+	if refused != nil {
+		e.m.mu.Lock()
+		e.m.fail(fmt.Sprintf("LAYOUT LOST (op #%d, after %s): ZooKeeper still refuses the worker's identity a minute later: %v", e.m.op, what, refused))
+		e.m.mu.Unlock()
 	}
 }
 

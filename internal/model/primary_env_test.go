@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
+	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -95,14 +96,12 @@ func (c *crashable) List(ctx context.Context, prefix string) ([]string, error) {
 // every sequence.
 func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *env {
 	var ens *testenv.Ensemble
-	var clientTLS *tls.Config
 	if overTLS {
 		ens = testenv.StartTLSEnsemble(t, 1)
-		clientTLS = ens.ClientTLS(t, "seqkeeper")
 	} else {
 		ens = testenv.StartEnsemble(t, 1)
 	}
-	e := prepare(t, seed, m, specs, ens, clientTLS, fmt.Sprintf("/model-%08x", uint32(seed)))
+	e := prepare(t, seed, m, specs, ens, overTLS, fmt.Sprintf("/model-%08x", uint32(seed)))
 	e.startPrimary()
 	e.populate()
 	return e
@@ -111,10 +110,15 @@ func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *
 // prepare returns the env of one root on a running ensemble: its paths
 // under root, its store (in a directory of its own) and its admin session.
 // No primary runs yet: the caller starts one (startPrimary, or a process
-// of several roots) and then calls populate.
-func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.Ensemble, clientTLS *tls.Config, root string) *env {
+// of several roots) and then calls populate. Over TLS the admin applies
+// the roles' layout first, as an operator does before the replicas start.
+func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.Ensemble, overTLS bool, root string) *env {
 	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
-	e.ens, e.tls = ens, clientTLS
+	e.ens, e.tls, e.tlsOf = ens, overTLS, map[string]*tls.Config{}
+	if overTLS {
+		id := func(role string) []zkclient.ID { return []zkclient.ID{{Scheme: "x509", ID: "CN=" + role}} }
+		e.layout = seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{seqzk.Admin: id(asAdmin), seqzk.Replica: id(asReplica), seqzk.Worker: id(asWorker)}}
+	}
 	e.zkAddr = e.ens.Addr(0)
 	e.root = root
 	e.seqRoot, e.marker = e.root+"/all-sequences", e.root+"/cluster"
@@ -122,7 +126,14 @@ func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.
 	e.store = e.newStore()
 	// The admin session redials at once after ZooKeeper lost its data: it
 	// holds no cache and no ephemeral node, and the test reads through it.
-	e.admin = e.client(e.dial(e.zkAddr, adminSession, time.Second), ceilingWait)
+	e.admin = e.client(e.dial(asAdmin, e.zkAddr, adminSession, time.Second), ceilingWait)
+	if overTLS {
+		ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+		defer cancel()
+		if _, _, err := e.admin.Operator().ApplyLayout(ctx, e.layout, "", e.marker); err != nil {
+			e.fatalf("apply the ACL layout: %v", err)
+		}
+	}
 	return e
 }
 
@@ -149,12 +160,12 @@ func (e *env) populate() {
 	for i := range directWorkers + proxiedWorkers {
 		w := &worker{label: fmt.Sprintf("w%d", i)}
 		if i < directWorkers {
-			w.zk = e.dial(e.zkAddr, workerSession, 0)
+			w.zk = e.dial(asWorker, e.zkAddr, workerSession, 0)
 		} else {
 			w.label += "p"
 			w.proxy = testenv.NewProxy(e.t, e.zkAddr)
 			e.closers = append(e.closers, w.proxy.Close)
-			w.zk = e.dial(w.proxy.Addr(), proxiedSession, 0)
+			w.zk = e.dial(asWorker, w.proxy.Addr(), proxiedSession, 0)
 		}
 		w.seq = e.client(w.zk, ceilingWait)
 		e.workers = append(e.workers, w)
@@ -211,7 +222,7 @@ func (e *env) startPrimary() {
 	e.nprim++
 	proxy := testenv.NewProxy(e.t, e.zkAddr)
 	e.closers = append(e.closers, proxy.Close)
-	zc := e.dial(proxy.Addr(), primarySession, 0)
+	zc := e.dial(asReplica, proxy.Addr(), primarySession, 0)
 	e.setPrimary(e.runPrimary(fmt.Sprintf("p%d", e.nprim), zc, proxy))
 }
 

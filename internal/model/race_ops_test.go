@@ -99,7 +99,7 @@ func (e *env) opOperatorRace(r *rand.Rand) (string, bool) {
 	}
 	m.mu.Unlock()
 
-	second := e.client(e.connect(e.zkAddr, adminSession, time.Second), ceilingWait)
+	second := e.client(e.connect(asAdmin, e.zkAddr, adminSession, time.Second), ceilingWait)
 	defer second.ZK().Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -29,7 +29,7 @@ func (rr *rootsRun) startProcess() {
 	e0 := rr.roots[0]
 	proxy := testenv.NewProxy(rr.t, e0.zkAddr)
 	rr.closers = append(rr.closers, proxy.Close)
-	zc := e0.connect(proxy.Addr(), primarySession, 0)
+	zc := e0.connect(asReplica, proxy.Addr(), primarySession, 0)
 	rr.closers = append(rr.closers, zc.Close)
 	pc := &process{holder: fmt.Sprintf("p%d", rr.nproc), zk: zc, proxy: proxy}
 	for _, e := range rr.roots {

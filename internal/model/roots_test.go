@@ -1,7 +1,6 @@
 package model
 
 import (
-	"crypto/tls"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -155,7 +154,7 @@ func runRoots(t *testing.T, set settings) ([]outcome, string) {
 	for i := range severalRoots {
 		seed := rootSeed(set.seed, i)
 		specs := slices.DeleteFunc(specsFor(seed), func(s seqSpec) bool { return set.skip["seq:"+s.name] })
-		e := prepare(t, seed, newModel(specs), specs, rr.ens, rr.clientTLS(set.tls), fmt.Sprintf("%s/r%d", run, i))
+		e := prepare(t, seed, newModel(specs), specs, rr.ens, set.tls, fmt.Sprintf("%s/r%d", run, i))
 		e.skip = skip
 		e.label = fmt.Sprintf(" root r%d (%s)", i, e.root)
 		rr.roots = append(rr.roots, e)
@@ -184,14 +183,6 @@ func runRoots(t *testing.T, set settings) ([]outcome, string) {
 	}
 	rr.close()
 	return rr.outcomes(time.Since(began))
-}
-
-// clientTLS is every client's TLS configuration (nil without TLS).
-func (rr *rootsRun) clientTLS(overTLS bool) *tls.Config {
-	if !overTLS {
-		return nil
-	}
-	return rr.ens.ClientTLS(rr.t, "seqkeeper")
 }
 
 // drive is root i's driver: TestModel's operations on its env, one at a

@@ -92,9 +92,15 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 	// flight then fails with its connection: retry it; one that applied
 	// before the failure left the counter there. After a wipe the root
 	// is gone until the primary restores it: wait for it.
+	// Under a layout (TLS) the counter has the ACL 'acl apply' gives a
+	// sequence, as one that a Curator writer created before it ran.
 	counter := binary.BigEndian.AppendUint64(nil, uint64(value))
+	acl := e.admin.ZK().ACL()
+	if l := e.layout.ACL(seqzk.KindSequence); l != nil {
+		acl = l
+	}
 	for {
-		_, err := e.admin.ZK().Create(ctx, e.admin.Path(name), counter, 0)
+		_, err := e.admin.ZK().CreateWithACL(ctx, e.admin.Path(name), counter, 0, acl)
 		if err == nil {
 			break
 		}

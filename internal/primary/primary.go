@@ -82,9 +82,9 @@ type Primary struct {
 	// wiped is set when ZooKeeper was found to have lost the root's data
 	// (the root or its own znode gone), until a restore has run: every
 	// sequence the store holds live and ZooKeeper lacks is then lost.
-	// relayout is set with it, until keepLayout has set every znode to
-	// the configured ACL layout: what others re-created (the election)
-	// carries its creator's ACL.
+	// relayout is set with it, until keepLayout has walked every znode
+	// to set the configured ACL layout: what others re-created (the
+	// election) carries its creator's ACL.
 	wiped, relayout bool
 	// births are the initialisations prepared for the next decisions
 	// (prepareBirths), and kept the names judged deleted by hand in the

@@ -129,7 +129,7 @@ func (p *Primary) keepLayout(ctx context.Context) {
 		for _, f := range failed {
 			p.log.Warn().Err(f.Err).Str("znode", f.Path).Msg("primary: could not set this znode's ACL to the configured layout")
 		}
-		p.relayout = p.relayout && len(failed) > 0
+		p.relayout = false // a znode it may not set is logged, not walked again at every audit
 	}
 	if changed > 0 {
 		p.log.Info().Int("znodes", changed).Msg("primary: set ACLs to the configured layout")

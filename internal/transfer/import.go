@@ -187,15 +187,13 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 	for _, l := range lines {
 		byLine[l.n] = l.e
 	}
-	// ZooKeeper's epoch is learnt by a write to the root, the first write
-	// the creates need: before the store is written, so that an identity
+	// ZooKeeper's epoch is learnt by a write to the root (created first
+	// when missing, with the configured ACL layout), the first write the
+	// creates need: before the store is written, so that an identity
 	// ZooKeeper refuses writes nothing. (A leader election after it only
 	// makes the primary stamp what was created again.)
 	var epoch int64
 	if len(creates) > 0 {
-		if err := seqs.ZK().EnsurePath(ctx, seqs.Root()); err != nil {
-			return fmt.Errorf("create the root %s: %w; nothing was written", seqs.Root(), err)
-		}
 		var err error
 		if epoch, err = seqs.Meta().CurrentEpoch(ctx); err != nil {
 			return fmt.Errorf("learn ZooKeeper's epoch: %w; nothing was written", err)
