@@ -93,9 +93,9 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 // other paths. Serve calls it before it joins the election, and so do the
 // operator commands that write validated sequences without a primary
 // (restore, import, adopt): what they write is validated, as only a
-// primary's was before them, and the replica started next must find the paths they
-// were written under claimed, not take the root for one an earlier
-// release served on paths set by hand.
+// primary's was before them, and the replica started next must find the
+// paths they were written under claimed, not take the root for one an
+// earlier release served on paths set by hand.
 func ClaimPaths(ctx context.Context, cfg *config.Config, seqs *seqzk.Client) error {
 	if err := RefuseUnknownElection(ctx, cfg, seqs); err != nil {
 		return err
