@@ -293,20 +293,12 @@ func storeProblem(s string) string {
 // none is set. A layout needs an admin identity, as 'seqkeeper acl apply'
 // does: without one no one could change it again.
 func (c *Config) Layout() (seqzk.Layout, error) {
-	l := seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{}}
-	for role, ids := range c.ZKACL {
-		key := "zk_acl_" + seqzk.Role(role).String()
-		for _, s := range ids {
-			id, err := zkclient.ParseID(s)
-			if err != nil {
-				return seqzk.Layout{}, settingError(key, err.Error())
-			}
-			l.Roles[seqzk.Role(role)] = append(l.Roles[seqzk.Role(role)], id)
-		}
-	}
+	l, role, err := seqzk.ParseLayout(c.ZKACL)
 	switch {
+	case err != nil:
+		return seqzk.Layout{}, settingError("zk_acl_"+role.String(), err.Error())
 	case len(l.Roles) == 0:
-		return seqzk.Layout{}, nil
+		return l, nil
 	case len(l.Roles[seqzk.Admin]) == 0:
 		return seqzk.Layout{}, settingError("zk_acl_admin", "empty while other zk_acl_* are set: a layout needs an admin identity, or no one could change it again")
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
-	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
 func newACLCmd(g *globals) *cobra.Command {
@@ -134,15 +133,9 @@ apply waits --settle (35s) and goes over every znode a second time. Give
     --worker x509:CN=orders-service --worker 'digest:legacy:kV9cd0...='`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l := seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{}}
-			for role, ids := range roles {
-				for _, s := range ids {
-					id, err := zkclient.ParseID(s)
-					if err != nil {
-						return &usageError{fmt.Errorf("--%s: %w", seqzk.Role(role), err)}
-					}
-					l.Roles[seqzk.Role(role)] = append(l.Roles[seqzk.Role(role)], id)
-				}
+			l, role, err := seqzk.ParseLayout(roles)
+			if err != nil {
+				return &usageError{fmt.Errorf("--%s: %w", role, err)}
 			}
 			if len(l.Roles[seqzk.Admin]) == 0 {
 				return usagef("give at least one --admin identity: without one, no one could change the ACLs again")

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -132,8 +131,6 @@ type env struct {
 	// and the primary keeps through every loss of ZooKeeper's data.
 	tls      bool
 	layout   seqzk.Layout
-	tlsMu    sync.Mutex
-	tlsOf    map[string]*tls.Config
 	zkAddr   string
 	root     string
 	seqRoot  string
@@ -198,12 +195,7 @@ func (e *env) connect(role, addr string, session, redial time.Duration) *zkclien
 	defer cancel()
 	opts := zkclient.Options{SessionTimeout: session, ConnectTimeout: faultTimeout, RedialAfter: redial}
 	if e.tls {
-		e.tlsMu.Lock()
-		if e.tlsOf[role] == nil {
-			e.tlsOf[role] = e.ens.ClientTLS(e.t, role)
-		}
-		opts.TLS = e.tlsOf[role]
-		e.tlsMu.Unlock()
+		opts.TLS = e.ens.ClientTLS(e.t, role)
 		opts.ACL = []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=" + role}}}
 	}
 	c, err := zkclient.Dial(ctx, []string{addr}, opts)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -114,7 +113,7 @@ func setup(t *testing.T, seed uint64, m *model, specs []seqSpec, overTLS bool) *
 // the roles' layout first, as an operator does before the replicas start.
 func prepare(t *testing.T, seed uint64, m *model, specs []seqSpec, ens *testenv.Ensemble, overTLS bool, root string) *env {
 	e := &env{t: t, seed: seed, m: m, specs: specs, deleted: map[string]int{}, undeletable: map[string]bool{}, archive: map[string][][]byte{}}
-	e.ens, e.tls, e.tlsOf = ens, overTLS, map[string]*tls.Config{}
+	e.ens, e.tls = ens, overTLS
 	if overTLS {
 		id := func(role string) []zkclient.ID { return []zkclient.ID{{Scheme: "x509", ID: "CN=" + role}} }
 		e.layout = seqzk.Layout{Roles: map[seqzk.Role][]zkclient.ID{seqzk.Admin: id(asAdmin), seqzk.Replica: id(asReplica), seqzk.Worker: id(asWorker)}}

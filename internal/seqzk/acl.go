@@ -116,6 +116,24 @@ type Layout struct {
 	Roles map[Role][]zkclient.ID
 }
 
+// ParseLayout reads a layout from each role's identities, indexed by
+// Role, as "scheme:id" (zkclient.ParseID); with none at all it has no
+// roles, as the zero Layout. An identity it cannot read is an error, with
+// its role.
+func ParseLayout(roles [4][]string) (Layout, Role, error) {
+	l := Layout{Roles: map[Role][]zkclient.ID{}}
+	for r, ids := range roles {
+		for _, s := range ids {
+			id, err := zkclient.ParseID(s)
+			if err != nil {
+				return Layout{}, Role(r), err
+			}
+			l.Roles[Role(r)] = append(l.Roles[Role(r)], id)
+		}
+	}
+	return l, 0, nil
+}
+
 // LayoutOf reads the layout from the root's ACL. A root open to everyone
 // and no one else (world:anyone alone, ZooKeeper's default) has none: the
 // znodes created under it keep their creator's ACL (its digest or

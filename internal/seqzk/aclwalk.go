@@ -118,10 +118,8 @@ func (o Operator) ApplyLayout(ctx context.Context, l Layout, electionPath, marke
 	if len(l.Roles[Admin]) == 0 {
 		return 0, nil, errors.New("an ACL layout needs at least one admin identity: without one, no one could change it again")
 	}
-	if ok, _, err := c.zk.Exists(ctx, c.opts.Root); err == nil && !ok {
-		if err := c.zk.EnsurePath(ctx, c.opts.Root); err != nil {
-			return 0, nil, fmt.Errorf("create the root %s: %w", c.opts.Root, err)
-		}
+	if err := c.ensureRoot(ctx); err != nil {
+		return 0, nil, err
 	}
 	return c.applyLayout(ctx, l, electionPath, markerPath)
 }
