@@ -289,16 +289,6 @@ func (c *Config) Level(def zerolog.Level) zerolog.Level {
 	return l
 }
 
-// BearerToken returns the HTTP bearer token: HTTPToken, or the first
-// token of HTTPTokenFile; "" when neither is set. Servers use BearerTokens.
-func (c *Config) BearerToken() (string, error) {
-	ts, err := c.BearerTokens()
-	if err != nil || len(ts) == 0 {
-		return "", err
-	}
-	return ts[0], nil
-}
-
 // BearerTokens returns the tokens that take IDs: HTTPToken, or every line
 // of HTTPTokenFile (several during a rotation: the new one is added, the
 // clients move to it, the old one is removed); nil when neither is set.

@@ -8,9 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -431,26 +431,26 @@ func TestSecretsNeverPrinted(t *testing.T) {
 	}
 }
 
-func TestBearerToken(t *testing.T) {
+func TestBearerTokens(t *testing.T) {
 	c := valid()
-	if tok, err := c.BearerToken(); tok != "" || err != nil {
-		t.Fatalf("no token: %q, %v", tok, err)
+	if ts, err := c.BearerTokens(); len(ts) != 0 || err != nil {
+		t.Fatalf("no token: %q, %v", ts, err)
 	}
 	c.HTTPToken = "abc"
-	if tok, _ := c.BearerToken(); tok != "abc" {
-		t.Fatalf("token = %q", tok)
+	if ts, _ := c.BearerTokens(); !slices.Equal(ts, []string{"abc"}) {
+		t.Fatalf("tokens = %q", ts)
 	}
 	c.HTTPToken = ""
 	c.HTTPTokenFile = writeFile(t, "from-file\n")
-	if tok, err := c.BearerToken(); tok != "from-file" || err != nil {
-		t.Fatalf("token file: %q, %v", tok, err)
+	if ts, err := c.BearerTokens(); !slices.Equal(ts, []string{"from-file"}) || err != nil {
+		t.Fatalf("token file: %q, %v", ts, err)
 	}
 	c.HTTPTokenFile = writeFile(t, "\n")
-	if _, err := c.BearerToken(); err == nil || !strings.Contains(err.Error(), "empty") {
+	if _, err := c.BearerTokens(); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("empty token file: %v", err)
 	}
 	c.HTTPTokenFile = filepath.Join(t.TempDir(), "none")
-	if _, err := c.BearerToken(); !errors.Is(err, ErrInvalid) {
+	if _, err := c.BearerTokens(); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("missing token file: %v", err)
 	}
 }

@@ -188,14 +188,8 @@ func detail(st sequence.State, windows []sequence.Window) SequenceDetail {
 	return d
 }
 
-// listWorkers bounds the sequences read at once by ListSequences.
+// listWorkers bounds the sequences read at once by ListPage.
 const listWorkers = 16
-
-// ListSequences summarises every sequence under the root, sorted by name.
-func ListSequences(ctx context.Context, seqs SequenceReader) ([]SequenceSummary, error) {
-	page, _, err := ListPage(ctx, seqs, ListOptions{})
-	return page, err
-}
 
 // Page sizes of GET /v1/sequences.
 const (

@@ -39,33 +39,6 @@ func (p Perms) String() string {
 	return b.String()
 }
 
-// ParsePerms reads the "crwda" form (any order, each letter at most once).
-func ParsePerms(s string) (Perms, error) {
-	var p Perms
-	for i := 0; i < len(s); i++ {
-		var x Perms
-		switch s[i] {
-		case 'c':
-			x = PermCreate
-		case 'r':
-			x = PermRead
-		case 'w':
-			x = PermWrite
-		case 'd':
-			x = PermDelete
-		case 'a':
-			x = PermAdmin
-		default:
-			return 0, fmt.Errorf("permissions %q: %q is none of c, r, w, d, a", s, s[i])
-		}
-		if p&x != 0 {
-			return 0, fmt.Errorf("permissions %q: %q twice", s, s[i])
-		}
-		p |= x
-	}
-	return p, nil
-}
-
 // ID is a ZooKeeper identity: a scheme and an id in it, as
 // "x509:CN=worker,O=example", "digest:user:<base64 SHA-1>",
 // "world:anyone" or "ip:10.0.0.0/8".

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -40,14 +39,6 @@ const (
 var roleNames = []string{"reader", "worker", "replica", "admin"}
 
 func (r Role) String() string { return roleNames[r] }
-
-// ParseRole reads a role's name.
-func ParseRole(s string) (Role, error) {
-	if i := slices.Index(roleNames, s); i >= 0 {
-		return Role(i), nil
-	}
-	return 0, fmt.Errorf("role %q: want one of %s", s, strings.Join(roleNames, ", "))
-}
 
 // roleOf reads an identity's role from its permissions on the root.
 func roleOf(p zkclient.Perms) Role {
