@@ -202,7 +202,7 @@ func (s *seqkeeperSet) handover(b *testing.B, zc *zkclient.Client, freeze bool) 
 func waitQueued(b *testing.B, zc *zkclient.Client, dir string, n int) {
 	b.Helper()
 	waitUntil(b, time.Minute, fmt.Sprintf("%d candidates under %s", n, dir), func() bool {
-		kids, _, err := zc.Children(context.Background(), dir)
+		kids, _, err := zc.Session().Children(context.Background(), dir)
 		return err == nil && len(slices.DeleteFunc(kids, func(k string) bool { return !strings.HasPrefix(k, "_c_") })) == n
 	})
 }
@@ -214,7 +214,7 @@ func waitQueued(b *testing.B, zc *zkclient.Client, dir string, n int) {
 func watchLeaderNode(b *testing.B, zc *zkclient.Client, dir string) <-chan struct{} {
 	b.Helper()
 	ctx := context.Background()
-	kids, _, err := zc.Children(ctx, dir)
+	kids, _, err := zc.Session().Children(ctx, dir)
 	if err != nil || len(kids) == 0 {
 		b.Fatalf("candidates under %s: %v %v", dir, kids, err)
 	}
@@ -228,7 +228,7 @@ func watchLeaderNode(b *testing.B, zc *zkclient.Client, dir string) <-chan struc
 			lowest = k
 		}
 	}
-	ok, _, ch, err := zc.ExistsW(ctx, dir+"/"+lowest)
+	ok, _, ch, err := zc.Session().ExistsW(ctx, dir+"/"+lowest)
 	if err != nil || !ok {
 		b.Fatalf("watch %s/%s: %v %v", dir, lowest, ok, err)
 	}

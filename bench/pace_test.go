@@ -88,7 +88,7 @@ func BenchmarkPace(b *testing.B) {
 	baselineSessions := func() float64 { return perSecond(b, n, func(g int) error { return ws.write(ctx, g) }) }
 	floor := func() float64 {
 		return perSecond(b, n, func(g int) error {
-			if _, _, err := tf.client(g).Get(ctx, tf.paths[g][0]); err != nil {
+			if _, _, err := tf.client(g).Session().Get(ctx, tf.paths[g][0]); err != nil {
 				return err
 			}
 			return tf.write(ctx, g)
@@ -239,7 +239,7 @@ func BenchmarkZooKeeperRequestCost(b *testing.B) {
 	zc := e.session()
 	payload := state.State{Start: 1, Next: 123456789, Ceiling: 123556789, End: state.MaxID, ZKEpoch: 7, Marker: "h-0123456789abcdef"}.Encode()
 	w := newWriters(b, zc, e.root+"-cost", n, 1, true, payload)
-	read := func(g int) error { _, _, err := zc.Get(ctx, w.paths[g][0]); return err }
+	read := func(g int) error { _, _, err := zc.Session().Get(ctx, w.paths[g][0]); return err }
 	readW := func(g int) error { _, _, err := zc.Session().GetQ(ctx, w.paths[g][0]); return err }
 	cases := []struct {
 		name string
@@ -315,7 +315,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 	w.via = via
 	ctx := context.Background()
 	read := func(c *zkclient.Client, p string) (*zkclient.Stat, error) {
-		_, st, err := c.Get(ctx, p)
+		_, st, err := c.Session().Get(ctx, p)
 		return st, err
 	}
 	if watched {
@@ -361,7 +361,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 					for _, j := range batch {
 						ops = append(ops, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(w.paths[j.g][j.k], payload, zkclient.AnyVersion))
 					}
-					if _, err := zc.Multi(ctx, ops...); err != nil {
+					if _, err := zc.Session().Multi(ctx, ops...); err != nil {
 						b.Errorf("raise floor: %v", err)
 						return
 					}
@@ -380,7 +380,7 @@ func raiseFloorOf(b *testing.B, zc *zkclient.Client, w *writers, via []*zkclient
 				if err != nil {
 					return err
 				}
-				_, err = c.Multi(ctx, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(p, payload, st.Version))
+				_, err = c.Session().Multi(ctx, zkclient.CheckOp(w.marker, 0), zkclient.SetOp(p, payload, st.Version))
 				if zkclient.FailedOp(err) == 1 && errors.Is(err, zkclient.ErrBadVersion) {
 					continue
 				}

@@ -270,7 +270,7 @@ func bareCreate(b *testing.B, e *env, n int, guarded bool) time.Duration {
 			if guarded {
 				ops = append(ops, zkclient.SetOp(root, nil, zkclient.AnyVersion))
 			}
-			if _, err := zc.Multi(ctx, ops...); err != nil {
+			if _, err := zc.Session().Multi(ctx, ops...); err != nil {
 				errs <- err
 			}
 		})
@@ -424,7 +424,7 @@ func watchRaises(ctx context.Context, admin *seqzk.Client, probes <-chan raisePr
 // after the take that was.
 func watchRaise(ctx context.Context, admin *seqzk.Client, pr raiseProbe) (time.Duration, bool) {
 	for {
-		data, _, ch, err := admin.ZK().GetW(ctx, admin.Path(pr.name))
+		data, _, ch, err := admin.ZK().Session().GetW(ctx, admin.Path(pr.name))
 		if err != nil {
 			return 0, false
 		}

@@ -87,7 +87,7 @@ func reserveRow(b *testing.B, settings map[string]string) (float64, durations, m
 	if err != nil {
 		b.Fatal(err)
 	}
-	waitUntil(b, 30*time.Second, "the root", func() bool { ok, _, _ := zc.Exists(context.Background(), c.Root); return ok })
+	waitUntil(b, 30*time.Second, "the root", func() bool { ok, _, _ := zc.Session().Exists(context.Background(), c.Root); return ok })
 	if err := admin.Register(context.Background(), "r", seqzk.Registration{}); err != nil {
 		b.Fatal(err)
 	}

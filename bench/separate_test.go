@@ -27,13 +27,13 @@ func BenchmarkSeparateZnodes(b *testing.B) {
 			ctx := context.Background()
 			conns := make([]*zkclient.Client, clients)
 			marker := e.root + "/h-marker"
-			if _, err := e.session().Create(ctx, marker, nil, 0); err != nil {
+			if _, err := e.session().Session().Create(ctx, marker, nil, 0); err != nil {
 				b.Fatal(err)
 			}
 			versions := make([]int32, clients)
 			for i := range conns {
 				conns[i] = e.session()
-				if _, err := conns[i].Create(ctx, fmt.Sprintf("%s/own-%d", e.root, i), make([]byte, 8), 0); err != nil {
+				if _, err := conns[i].Session().Create(ctx, fmt.Sprintf("%s/own-%d", e.root, i), make([]byte, 8), 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -41,14 +41,14 @@ func BenchmarkSeparateZnodes(b *testing.B) {
 			all, elapsed := forTime(b, clients, func(i int) error {
 				path := fmt.Sprintf("%s/own-%d", e.root, i)
 				if kind == "set" {
-					stat, err := conns[i].Set(ctx, path, data, versions[i])
+					stat, err := conns[i].Session().Set(ctx, path, data, versions[i])
 					if err != nil {
 						return err
 					}
 					versions[i] = stat.Version
 					return nil
 				}
-				res, err := conns[i].Multi(ctx, zkclient.CheckOp(marker, 0), zkclient.SetOp(path, data, versions[i]))
+				res, err := conns[i].Session().Multi(ctx, zkclient.CheckOp(marker, 0), zkclient.SetOp(path, data, versions[i]))
 				if err != nil {
 					return err
 				}

@@ -25,7 +25,7 @@ func BenchmarkContention(b *testing.B) {
 		b.Run(fmt.Sprintf("naive/clients=%d", clients), func(b *testing.B) {
 			e := newEnv(b)
 			path := e.root + "/naive"
-			if _, err := e.session().Create(context.Background(), path, make([]byte, 8), 0); err != nil {
+			if _, err := e.session().Session().Create(context.Background(), path, make([]byte, 8), 0); err != nil {
 				b.Fatal(err)
 			}
 			conns := make([]*zkclient.Client, clients)
@@ -36,14 +36,14 @@ func BenchmarkContention(b *testing.B) {
 			var requests atomic.Int64
 			forDuration(b, clients, func(i int) error {
 				for {
-					data, stat, err := conns[i].Get(ctx, path)
+					data, stat, err := conns[i].Session().Get(ctx, path)
 					requests.Add(1)
 					if err != nil {
 						return err
 					}
 					next := make([]byte, 8)
 					binary.BigEndian.PutUint64(next, binary.BigEndian.Uint64(data)+1)
-					_, err = conns[i].Set(ctx, path, next, stat.Version)
+					_, err = conns[i].Session().Set(ctx, path, next, stat.Version)
 					requests.Add(1)
 					if !errors.Is(err, zkclient.ErrBadVersion) {
 						return err

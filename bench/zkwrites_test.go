@@ -116,7 +116,7 @@ func newWriters(b *testing.B, zc *zkclient.Client, root string, goroutines, sets
 			paths[s] = fmt.Sprintf("%s/g%d-s%d", root, g, s)
 			ops[s] = zkclient.CreateOp(paths[s], data, 0)
 		}
-		if _, err := zc.Multi(ctx, ops...); err != nil {
+		if _, err := zc.Session().Multi(ctx, ops...); err != nil {
 			b.Fatal(err)
 		}
 		w.paths = append(w.paths, paths)
@@ -138,7 +138,7 @@ func (w *writers) opsPerWrite() int {
 func (w *writers) write(ctx context.Context, g int) error {
 	paths, versions := w.paths[g], w.versions[g]
 	if len(paths) == 1 && !w.checks {
-		stat, err := w.client(g).Set(ctx, paths[0], w.data, versions[0])
+		stat, err := w.client(g).Session().Set(ctx, paths[0], w.data, versions[0])
 		if err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (w *writers) write(ctx context.Context, g int) error {
 		}
 		ops = append(ops, zkclient.SetOp(p, w.data, versions[i]))
 	}
-	res, err := w.client(g).Multi(ctx, ops...)
+	res, err := w.client(g).Session().Multi(ctx, ops...)
 	if err != nil {
 		return err
 	}

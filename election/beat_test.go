@@ -21,7 +21,7 @@ func standIn(t *testing.T, servers []string, dir string) (client *zkclient.Clien
 	if err := client.EnsurePath(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	node, err := client.Create(context.Background(), dir+"/"+nodePrefix+"standin"+seqMarker, []byte(`{"id":"standin"}`), zkclient.Ephemeral|zkclient.Sequential)
+	node, err := client.Session().Create(context.Background(), dir+"/"+nodePrefix+"standin"+seqMarker, []byte(`{"id":"standin"}`), zkclient.Ephemeral|zkclient.Sequential)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +31,9 @@ func standIn(t *testing.T, servers []string, dir string) (client *zkclient.Clien
 func writeBeat(t *testing.T, client *zkclient.Client, dir string, b beatData) {
 	t.Helper()
 	data, _ := json.Marshal(b)
-	_, err := client.Set(context.Background(), dir+"/"+beatName, data, zkclient.AnyVersion)
+	_, err := client.Session().Set(context.Background(), dir+"/"+beatName, data, zkclient.AnyVersion)
 	if errors.Is(err, zkclient.ErrNoNode) {
-		_, err = client.Create(context.Background(), dir+"/"+beatName, data, 0)
+		_, err = client.Session().Create(context.Background(), dir+"/"+beatName, data, 0)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func writeBeat(t *testing.T, client *zkclient.Client, dir string, b beatData) {
 
 func exists(t *testing.T, client *zkclient.Client, p string) bool {
 	t.Helper()
-	ok, _, err := client.Exists(context.Background(), p)
+	ok, _, err := client.Session().Exists(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestALeaderWhoseBeatMovesKeepsItsNode(t *testing.T) {
 			t.Errorf("%s deleted %d nodes of a healthy leader", r.name, n)
 		}
 	}
-	data, _, err := rs[1].client.Get(context.Background(), c.path+"/"+beatName)
+	data, _, err := rs[1].client.Session().Get(context.Background(), c.path+"/"+beatName)
 	if err != nil {
 		t.Fatal(err)
 	}

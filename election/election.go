@@ -429,7 +429,7 @@ func (e *Election) ready(ctx context.Context) error {
 // sets ('seqkeeper acl apply'), decides who may read and who may write
 // them. Nil (the client's own ACL) when the directory's cannot be read.
 func (e *Election) leafACL(ctx context.Context) []zkclient.ACL {
-	acl, _, err := e.client.GetACL(ctx, e.path)
+	acl, _, err := e.client.Session().GetACL(ctx, e.path)
 	if err != nil || len(acl) == 0 {
 		return nil
 	}

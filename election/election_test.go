@@ -122,7 +122,7 @@ func TestSingleReplicaLeadsAndLeavesCleanly(t *testing.T) {
 		t.Fatal("IsLeader false while leading")
 	}
 	ctx := t.Context()
-	data, _, err := a.client.Get(ctx, rec.term.Node)
+	data, _, err := a.client.Session().Get(ctx, rec.term.Node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestSingleReplicaLeadsAndLeavesCleanly(t *testing.T) {
 	if got, err := a.e.Leader(context.Background()); err != nil || got.ID != "a" {
 		t.Fatalf("Leader = %+v, %v; want a", got, err)
 	}
-	if epoch, _, err := a.client.Get(ctx, c.path+"-epoch"); err != nil || string(epoch) != "1" {
+	if epoch, _, err := a.client.Session().Get(ctx, c.path+"-epoch"); err != nil || string(epoch) != "1" {
 		t.Fatalf("epoch node = %q, %v; want 1", epoch, err)
 	}
 	if err := a.e.Run(context.Background(), func(context.Context, Term) {}); !errors.Is(err, ErrRunning) {
@@ -147,7 +147,7 @@ func TestSingleReplicaLeadsAndLeavesCleanly(t *testing.T) {
 	if a.e.IsLeader() {
 		t.Fatal("IsLeader true after Run returned")
 	}
-	if ok, _, err := a.client.Exists(ctx, rec.term.Node); err != nil || ok {
+	if ok, _, err := a.client.Session().Exists(ctx, rec.term.Node); err != nil || ok {
 		t.Fatalf("candidate node still exists after Run returned (err %v)", err)
 	}
 	if _, err := a.e.Leader(context.Background()); !errors.Is(err, ErrNoLeader) {
@@ -193,7 +193,7 @@ func TestResignHandsOverAndRejoins(t *testing.T) {
 	if a.e.IsLeader() {
 		t.Fatal("IsLeader true after Resign returned")
 	}
-	if ok, _, _ := a.client.Exists(t.Context(), first.term.Node); ok {
+	if ok, _, _ := a.client.Session().Exists(t.Context(), first.term.Node); ok {
 		t.Fatal("old node still exists after Resign returned")
 	}
 	second := c.waitTerm(1, 5*time.Second)
@@ -296,7 +296,7 @@ func TestJoinAdoptsNodeFromLostCreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	const guid = "8f0e7c52-3c4e-4f0e-9b8e-0123456789ab"
-	orphan, err := a.client.Create(ctx, c.path+"/"+nodePrefix+guid+seqMarker, a.e.data, zkclient.Ephemeral|zkclient.Sequential)
+	orphan, err := a.client.Session().Create(ctx, c.path+"/"+nodePrefix+guid+seqMarker, a.e.data, zkclient.Ephemeral|zkclient.Sequential)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestJoinAdoptsNodeFromLostCreate(t *testing.T) {
 	if rec.term.Node != orphan {
 		t.Fatalf("leads with %s; want the adopted node %s", rec.term.Node, orphan)
 	}
-	children, _, err := a.client.Children(ctx, c.path)
+	children, _, err := a.client.Session().Children(ctx, c.path)
 	if err != nil || len(children) != 1 {
 		t.Fatalf("children = %v, %v; want only the adopted node", children, err)
 	}
@@ -334,7 +334,7 @@ func TestCreateWithLostReplyLeavesOneNode(t *testing.T) {
 			defer close(cut)
 			deadline := time.Now().Add(10 * time.Second)
 			for created == "" && time.Now().Before(deadline) {
-				children, _, _ := observer.Children(context.Background(), c.path)
+				children, _, _ := observer.Session().Children(context.Background(), c.path)
 				for _, name := range children {
 					if e, ok := parseNode(name); ok && e.guid == guid {
 						created = c.path + "/" + name
@@ -357,7 +357,7 @@ func TestCreateWithLostReplyLeavesOneNode(t *testing.T) {
 	if rec.term.Node != created || a.client.SessionID() != session {
 		t.Fatalf("leads with %s in session 0x%x; want the first node %s in session 0x%x", rec.term.Node, a.client.SessionID(), created, session)
 	}
-	children, _, err := observer.Children(t.Context(), c.path)
+	children, _, err := observer.Session().Children(t.Context(), c.path)
 	if err != nil || len(children) != 1 {
 		t.Fatalf("children = %v, %v; want exactly one node", children, err)
 	}
@@ -417,7 +417,7 @@ func TestEpochContinuesAndRefusesCorruption(t *testing.T) {
 	if err := operator.EnsurePath(ctx, c.path+"-epoch"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := operator.Set(ctx, c.path+"-epoch", []byte("not a number"), zkclient.AnyVersion); err != nil {
+	if _, err := operator.Session().Set(ctx, c.path+"-epoch", []byte("not a number"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	a := c.add("a")
@@ -425,7 +425,7 @@ func TestEpochContinuesAndRefusesCorruption(t *testing.T) {
 	if c.termCount() != 0 || a.e.IsLeader() {
 		t.Fatal("a replica led with a corrupt epoch")
 	}
-	if _, err := operator.Set(ctx, c.path+"-epoch", []byte("41"), zkclient.AnyVersion); err != nil {
+	if _, err := operator.Session().Set(ctx, c.path+"-epoch", []byte("41"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if rec := c.waitTerm(0, 10*time.Second); rec.term.Epoch != 42 {
@@ -443,7 +443,7 @@ func TestLeaderNodeDeletedByHand(t *testing.T) {
 	b := c.add("b")
 	eventually(t, 10*time.Second, "b to join", func() bool { return b.e.Stats().Candidacies == 1 })
 	operator := testenv.Connect(t, c.servers, 10*time.Second)
-	if err := operator.Delete(t.Context(), first.term.Node, zkclient.AnyVersion); err != nil {
+	if err := operator.Session().Delete(t.Context(), first.term.Node, zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	second := c.waitTerm(1, 2*time.Second) // far below the session timeout

@@ -195,7 +195,7 @@ func TestStepDownWithLiveSessionReleasesNode(t *testing.T) {
 	if second.replica != rs[1] {
 		t.Fatalf("successor is %s; want b", second.replica.name)
 	}
-	if ok, _, _ := old.client.Exists(t.Context(), first.term.Node); ok {
+	if ok, _, _ := old.client.Session().Exists(t.Context(), first.term.Node); ok {
 		t.Fatal("old leader's node still exists")
 	}
 	t.Logf("stepped down %s after the cut; successor started %s after healing", c.snapshot(first).end.Sub(at), second.start.Sub(healed))
@@ -336,7 +336,7 @@ func waitSettled(t *testing.T, c *cluster, rs []*replica) {
 	t.Helper()
 	observer := testenv.Connect(t, c.servers, 10*time.Second)
 	eventually(t, 30*time.Second, "one leader and five candidates", func() bool {
-		children, _, err := observer.Children(context.Background(), c.path)
+		children, _, err := observer.Session().Children(context.Background(), c.path)
 		return err == nil && len(sortedCandidates(children)) == len(rs) && c.current() != nil
 	})
 }

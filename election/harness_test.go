@@ -331,7 +331,7 @@ func (c *cluster) waitFor(within time.Duration, what string, cond func() (*termR
 func (c *cluster) queue(observer *zkclient.Client) []*replica {
 	c.t.Helper()
 	ctx := context.Background()
-	children, _, err := observer.Children(ctx, c.path)
+	children, _, err := observer.Session().Children(ctx, c.path)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func (c *cluster) queue(observer *zkclient.Client) []*replica {
 	c.mu.Unlock()
 	var out []*replica
 	for _, e := range sortedCandidates(children) {
-		ok, st, err := observer.Exists(ctx, c.path+"/"+e.name)
+		ok, st, err := observer.Session().Exists(ctx, c.path+"/"+e.name)
 		if err != nil {
 			c.t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func (r *replica) recycle(name, body string, keys ...string) (int, []byte) {
 // zkData reads the raw data of sequence name's znode.
 func (e *env) zkData(name string) string {
 	e.t.Helper()
-	data, _, err := e.admin.ZK().Get(context.Background(), e.root+"/"+name)
+	data, _, err := e.admin.ZK().Session().Get(context.Background(), e.root+"/"+name)
 	if err != nil {
 		e.t.Fatal(err)
 	}

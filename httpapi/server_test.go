@@ -389,7 +389,7 @@ func TestListDescribeStatusReady(t *testing.T) {
 	legacy := make([]byte, 8)
 	binary.BigEndian.PutUint64(legacy, 41)
 	for name, data := range map[string][]byte{"legacy": legacy, "broken": []byte("seqkeeper-sequence v1\nnext x\n"), "bad name!": nil} {
-		if _, err := conn.Create(context.Background(), e.root+"/"+name, data, 0); err != nil {
+		if _, err := conn.Session().Create(context.Background(), e.root+"/"+name, data, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -485,7 +485,7 @@ func TestListMissingRoot(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r := e.replica(httpapi.Options{}, sequence.Options{})
-	if err := e.session().Delete(context.Background(), e.root, zkclient.AnyVersion); err != nil {
+	if err := e.session().Session().Delete(context.Background(), e.root, zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	code, _, body := r.call("GET", "/v1/sequences", "", "")

@@ -112,10 +112,10 @@ func TestSmoke(t *testing.T) {
 		w := connectZK(t, zoo1)
 		path := createSeq(t, w, "/smoke-", "hello")
 		r := connectZK(t, zoo3)
-		if err := r.Sync(ctx, path); err != nil {
+		if err := r.Session().Sync(ctx, path); err != nil {
 			t.Fatalf("sync %s via %s: %v", path, zoo3.Name, err)
 		}
-		data, _, err := r.Get(ctx, path)
+		data, _, err := r.Session().Get(ctx, path)
 		if err != nil || string(data) != "hello" {
 			t.Fatalf("get %s via %s = %q, %v; want %q", path, zoo3.Name, data, err, "hello")
 		}
@@ -140,10 +140,10 @@ func TestSmoke(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := connectZK(t, zoo2)
-		if err := r.Sync(ctx, path); err != nil {
+		if err := r.Session().Sync(ctx, path); err != nil {
 			t.Fatalf("sync %s via restarted %s: %v", path, zoo2.Name, err)
 		}
-		if _, _, err := r.Get(ctx, path); err != nil {
+		if _, _, err := r.Session().Get(ctx, path); err != nil {
 			t.Fatalf("restarted %s did not catch up: get %s: %v", zoo2.Name, path, err)
 		}
 	})
@@ -321,7 +321,7 @@ func dialZK(n *Node, timeout time.Duration) (*zkclient.Client, error) {
 // createSeq creates a persistent sequential znode under prefix.
 func createSeq(t *testing.T, c *zkclient.Client, prefix, data string) string {
 	t.Helper()
-	path, err := c.Create(context.Background(), prefix, []byte(data), zkclient.Sequential)
+	path, err := c.Session().Create(context.Background(), prefix, []byte(data), zkclient.Sequential)
 	if err != nil {
 		t.Fatalf("create %s: %v", prefix, err)
 	}
@@ -362,7 +362,7 @@ func writeWithin(n *Node, prefix, data string, timeout time.Duration) (string, e
 		return "", err
 	}
 	defer c.Close()
-	path, err := c.Create(ctx, prefix, []byte(data), zkclient.Sequential)
+	path, err := c.Session().Create(ctx, prefix, []byte(data), zkclient.Sequential)
 	if err != nil {
 		return "", fmt.Errorf("create %s via %s: %w", prefix, n.Name, err)
 	}

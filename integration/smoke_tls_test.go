@@ -61,7 +61,7 @@ func TestSmokeOverTLS(t *testing.T) {
 		t.Fatalf("took %v; want from 1", ranges)
 	}
 	zc := connectZK(t, c.ZooKeepers[1])
-	acl, _, err := zc.GetACL(ctx, "/all-sequences/smoke")
+	acl, _, err := zc.Session().GetACL(ctx, "/all-sequences/smoke")
 	if err != nil || len(acl) != 1 || acl[0].String() != ReplicaIdentity+":crwda" {
 		t.Fatalf("ACL of the sequence: %v, %v; want the replica's identity alone", acl, err)
 	}

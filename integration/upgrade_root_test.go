@@ -81,7 +81,7 @@ func (u *upgrade) checkElection(ctx context.Context, when string) {
 	var kids []string
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		kids, _, err = zc.Children(ctx, u.sc.Election)
+		kids, _, err = zc.Session().Children(ctx, u.sc.Election)
 		// Candidates only: this release's leader also keeps its
 		// heartbeat there (leader-beat).
 		kids = slices.DeleteFunc(kids, func(k string) bool { return !strings.HasPrefix(k, "_c_") })
@@ -96,13 +96,13 @@ func (u *upgrade) checkElection(ctx context.Context, when string) {
 	}
 	electionD, markerD := config.DerivedPaths(u.sc.Root)
 	for _, p := range []string{electionD, markerD} {
-		exists, _, err := zc.Exists(ctx, p)
+		exists, _, err := zc.Session().Exists(ctx, p)
 		if err != nil || exists {
 			u.t.Errorf("election %s: %s (derived from root %s) exists: %v, err %v; this release's replicas must keep the earlier paths",
 				when, p, u.sc.Root, exists, err)
 		}
 	}
-	data, _, err := zc.Get(ctx, u.sc.Election)
+	data, _, err := zc.Session().Get(ctx, u.sc.Election)
 	claimed := err == nil && strings.Contains(string(data), "root "+strconv.Quote(u.sc.Root))
 	if u.countIn(u.cur) > 0 && !claimed {
 		u.t.Errorf("election %s: %s holds %q (%v), not the claim of root %s that this release writes",

@@ -68,7 +68,7 @@ func TestReportsAddedChangedRemoved(t *testing.T) {
 	if err := c.EnsurePath(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Create(ctx, root+"/before", []byte("1"), 0); err != nil {
+	if _, err := c.Session().Create(ctx, root+"/before", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
 	w := start(t, c, root)
@@ -82,22 +82,22 @@ func TestReportsAddedChangedRemoved(t *testing.T) {
 	}
 
 	// A znode created later, a window below a sequence (ignored), a change.
-	if _, err := c.Create(ctx, root+"/after", nil, 0); err != nil {
+	if _, err := c.Session().Create(ctx, root+"/after", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Added || ev.Name != "after" {
 		t.Fatalf("got %+v; want added after", ev)
 	}
-	if _, err := c.Create(ctx, root+"/after/w-", nil, zkclient.Sequential); err != nil {
+	if _, err := c.Session().Create(ctx, root+"/after/w-", nil, zkclient.Sequential); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Set(ctx, root+"/before", []byte("2"), zkclient.AnyVersion); err != nil {
+	if _, err := c.Session().Set(ctx, root+"/before", []byte("2"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "before" || string(ev.Data) != "2" || ev.Version != 1 {
 		t.Fatalf("got %+v; want changed before to 2 at version 1", ev)
 	}
-	if err := c.Delete(ctx, root+"/before", zkclient.AnyVersion); err != nil {
+	if err := c.Session().Delete(ctx, root+"/before", zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Removed || ev.Name != "before" {
@@ -121,7 +121,7 @@ func TestBurstOfChangesEndsOnTheLatest(t *testing.T) {
 	writer := dial(t, z.Servers)
 	const n = 300
 	for i := 1; i <= n; i++ {
-		if _, err := writer.Set(t.Context(), root+"/hot", []byte(strconv.Itoa(i)), zkclient.AnyVersion); err != nil {
+		if _, err := writer.Session().Set(t.Context(), root+"/hot", []byte(strconv.Itoa(i)), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,7 +190,7 @@ func TestInitialSyncOfManySequences(t *testing.T) {
 	for i := 0; i < n; i++ {
 		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%05d", root, i), []byte("x"), 0))
 		if len(ops) == cap(ops) {
-			if _, err := c.Multi(ctx, ops...); err != nil {
+			if _, err := c.Session().Multi(ctx, ops...); err != nil {
 				t.Fatal(err)
 			}
 			ops = ops[:0]
@@ -223,7 +223,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	if err := setup.EnsurePath(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := setup.Create(ctx, root+"/s", []byte("v0"), 0); err != nil {
+	if _, err := setup.Session().Create(ctx, root+"/s", []byte("v0"), 0); err != nil {
 		t.Fatal(err)
 	}
 	saved := ens.Snapshot(t, 0)
@@ -232,7 +232,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	if ev := next(t, w, false); ev.Kind != watcher.Added || string(ev.Data) != "v0" {
 		t.Fatalf("first event %+v", ev)
 	}
-	if _, err := c.Set(ctx, root+"/s", []byte("lost"), 0); err != nil {
+	if _, err := c.Session().Set(ctx, root+"/s", []byte("lost"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); string(ev.Data) != "lost" || ev.Version != 1 {
@@ -241,7 +241,7 @@ func TestReportsSameVersionOtherDataAfterARollback(t *testing.T) {
 	// Roll back to the copy (version 0), and write version 1 again.
 	ens.Rollback(t, 0, saved)
 	other := dial(t, ens.Servers())
-	if _, err := other.Set(ctx, root+"/s", []byte("kept"), 0); err != nil {
+	if _, err := other.Session().Set(ctx, root+"/s", []byte("kept"), 0); err != nil {
 		t.Fatal(err)
 	}
 	w.Resync()
@@ -269,7 +269,7 @@ func TestResyncDoesNotPileUpWatches(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		if _, err := c.Create(ctx, fmt.Sprintf("%s/s%02d", root, i), []byte("1"), 0); err != nil {
+		if _, err := c.Session().Create(ctx, fmt.Sprintf("%s/s%02d", root, i), []byte("1"), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -294,7 +294,7 @@ func TestResyncDoesNotPileUpWatches(t *testing.T) {
 	if grew := c.WatchesSet() - set; grew > resyncs {
 		t.Fatalf("%d resyncs of %d idle sequences set %d watches; want at most %d (the root's)", resyncs, n, grew, resyncs)
 	}
-	if _, err := c.Set(ctx, root+"/s07", []byte("2"), zkclient.AnyVersion); err != nil {
+	if _, err := c.Session().Set(ctx, root+"/s07", []byte("2"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "s07" || string(ev.Data) != "2" {
@@ -343,7 +343,7 @@ func TestFollowsAfterAReconnect(t *testing.T) {
 	}
 	for i := range 3 {
 		data := fmt.Sprint("after-", i)
-		if _, err := c.Set(ctx, root+"/a", []byte(data), zkclient.AnyVersion); err != nil {
+		if _, err := c.Session().Set(ctx, root+"/a", []byte(data), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 		if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "a" || string(ev.Data) != data {
@@ -373,7 +373,7 @@ func TestWroteSkipsOnlyTheWritersOwnNotifications(t *testing.T) {
 	for i := range n {
 		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%03d", root, i), []byte("0"), 0))
 	}
-	if _, err := c.Multi(ctx, ops...); err != nil {
+	if _, err := c.Session().Multi(ctx, ops...); err != nil {
 		t.Fatal(err)
 	}
 	w := start(t, c, root)
@@ -386,7 +386,7 @@ func TestWroteSkipsOnlyTheWritersOwnNotifications(t *testing.T) {
 	}
 	write := func(name string) {
 		t.Helper()
-		res, err := c.Multi(ctx, zkclient.SetOp(root+"/"+name, []byte("mine"), zkclient.AnyVersion))
+		res, err := c.Session().Multi(ctx, zkclient.SetOp(root+"/"+name, []byte("mine"), zkclient.AnyVersion))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +395,7 @@ func TestWroteSkipsOnlyTheWritersOwnNotifications(t *testing.T) {
 	write("s000")
 	write("s002")
 	for _, name := range []string{"s002", "s001"} { // s002: a take right after the write
-		if _, err := other.Set(ctx, root+"/"+name, []byte("theirs"), zkclient.AnyVersion); err != nil {
+		if _, err := other.Session().Set(ctx, root+"/"+name, []byte("theirs"), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -421,7 +421,7 @@ func TestWroteSkipsOnlyTheWritersOwnNotifications(t *testing.T) {
 	}
 	// Another client's write of s000 is reported, as s000 was not followed
 	// by notifications alone.
-	if _, err := other.Set(ctx, root+"/s000", []byte("theirs"), zkclient.AnyVersion); err != nil {
+	if _, err := other.Session().Set(ctx, root+"/s000", []byte("theirs"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if ev := next(t, w, false); ev.Kind != watcher.Changed || ev.Name != "s000" || string(ev.Data) != "theirs" {

@@ -116,20 +116,5 @@ func (s Session) CreateWithACL(ctx context.Context, path string, data []byte, fl
 	})
 }
 
-// GetACL is Session.GetACL on the current connection.
-func (c *Client) GetACL(ctx context.Context, path string) ([]ACL, *Stat, error) {
-	return c.Session().GetACL(ctx, path)
-}
-
-// SetACL is Session.SetACL on the current connection.
-func (c *Client) SetACL(ctx context.Context, path string, acl []ACL, version int32) (*Stat, error) {
-	return c.Session().SetACL(ctx, path, acl, version)
-}
-
-// CreateWithACL is Session.CreateWithACL on the current connection.
-func (c *Client) CreateWithACL(ctx context.Context, path string, data []byte, flags CreateFlags, acl []ACL) (string, error) {
-	return c.Session().CreateWithACL(ctx, path, data, flags, acl)
-}
-
 // ACL is the ACL the client gives the znodes it creates.
 func (c *Client) ACL() []ACL { return fromZK(c.acl) }

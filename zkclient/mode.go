@@ -62,7 +62,7 @@ const srvrTimeout = 5 * time.Second
 // against leader, follower, observer or read-only), which ZooKeeper always
 // allows. When neither answers, the result is ModeUnknown.
 func DetectMode(ctx context.Context, c *Client) (Mode, string) {
-	data, _, err := c.Get(ctx, ConfigNode)
+	data, _, err := c.Session().Get(ctx, ConfigNode)
 	if err == nil {
 		if n := configServers(data); n > 0 {
 			return ModeQuorum, fmt.Sprintf("%s lists %d server.N= line(s), as in quorum mode", ConfigNode, n)

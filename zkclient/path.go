@@ -31,16 +31,16 @@ func (c *Client) EnsurePath(ctx context.Context, p string) error {
 	if err := ValidateRoot(p); err != nil {
 		return err
 	}
-	if ok, _, err := c.Exists(ctx, p); err == nil && ok {
+	if ok, _, err := c.Session().Exists(ctx, p); err == nil && ok {
 		return nil
 	}
 	cur := ""
 	for _, el := range strings.Split(p[1:], "/") {
 		cur += "/" + el
-		if ok, _, err := c.Exists(ctx, cur); err == nil && ok {
+		if ok, _, err := c.Session().Exists(ctx, cur); err == nil && ok {
 			continue
 		}
-		if _, err := c.Create(ctx, cur, nil, 0); err != nil && !errors.Is(err, ErrNodeExists) {
+		if _, err := c.Session().Create(ctx, cur, nil, 0); err != nil && !errors.Is(err, ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", cur, err)
 		}
 	}

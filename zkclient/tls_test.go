@@ -30,21 +30,21 @@ func TestTLSWithX509Identity(t *testing.T) {
 		return c
 	}
 	alice := dial("alice", zkclient.ACL{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=alice"}})
-	if _, err := alice.Create(ctx, "/alice", []byte("1"), 0); err != nil {
+	if _, err := alice.Session().Create(ctx, "/alice", []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	acl, _, err := alice.GetACL(ctx, "/alice")
+	acl, _, err := alice.Session().GetACL(ctx, "/alice")
 	if err != nil || len(acl) != 1 || acl[0].String() != "x509:CN=alice:crwda" {
 		t.Fatalf("ACL of /alice: %v, %v", acl, err)
 	}
-	if _, _, err := alice.Get(ctx, "/alice"); err != nil {
+	if _, _, err := alice.Session().Get(ctx, "/alice"); err != nil {
 		t.Fatalf("alice reads her own znode: %v", err)
 	}
 	bob := dial("bob")
-	if _, _, err := bob.Get(ctx, "/alice"); !errors.Is(err, zkclient.ErrNoAuth) {
+	if _, _, err := bob.Session().Get(ctx, "/alice"); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("bob reads alice's znode: %v; want no auth", err)
 	}
-	if _, err := bob.Set(ctx, "/alice", []byte("2"), zkclient.AnyVersion); !errors.Is(err, zkclient.ErrNoAuth) {
+	if _, err := bob.Session().Set(ctx, "/alice", []byte("2"), zkclient.AnyVersion); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("bob writes alice's znode: %v; want no auth", err)
 	}
 	if mode, why := zkclient.DetectMode(ctx, bob); mode != zkclient.ModeQuorum {

@@ -58,15 +58,15 @@ func TestOneShotWatchesKeepPersistentWatches(t *testing.T) {
 		}
 		for i := range 3 {
 			if name == "ChildrenW" {
-				if _, err := c.Create(ctx, fmt.Sprintf("%s/c%d", path, i), nil, 0); err != nil {
+				if _, err := c.Session().Create(ctx, fmt.Sprintf("%s/c%d", path, i), nil, 0); err != nil {
 					t.Fatal(err)
 				}
-			} else if _, err := c.Set(ctx, path, []byte{byte(i)}, zkclient.AnyVersion); err != nil {
+			} else if _, err := c.Session().Set(ctx, path, []byte{byte(i)}, zkclient.AnyVersion); err != nil {
 				t.Fatal(err)
 			}
 		}
 		// A write's reply comes after the notifications it triggered.
-		if _, _, err := c.Get(ctx, root); err != nil {
+		if _, _, err := c.Session().Get(ctx, root); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -125,12 +125,12 @@ func TestOneShotWatchesRacingAPersistentWatch(t *testing.T) {
 	}
 	for range 3 {
 		for _, p := range paths {
-			if _, err := c.Set(ctx, p, []byte("x"), zkclient.AnyVersion); err != nil {
+			if _, err := c.Session().Set(ctx, p, []byte("x"), zkclient.AnyVersion); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, _, err := c.Get(ctx, root); err != nil { // after every notification
+	if _, _, err := c.Session().Get(ctx, root); err != nil { // after every notification
 		t.Fatal(err)
 	}
 	got := map[string]int{}
@@ -162,7 +162,7 @@ func TestOneShotWatchesOnAPersistentWatchSurviveAReconnect(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
-	if _, err := c.Create(ctx, "/p", nil, 0); err != nil {
+	if _, err := c.Session().Create(ctx, "/p", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Session().AddWatch(ctx, "/p", false); err != nil {
@@ -184,7 +184,7 @@ func TestOneShotWatchesOnAPersistentWatchSurviveAReconnect(t *testing.T) {
 	if c.SessionID() != session {
 		t.Fatalf("session %x replaced by %x: the test needs the same session", session, c.SessionID())
 	}
-	if _, err := c.Set(ctx, "/p", []byte("x"), zkclient.AnyVersion); err != nil {
+	if _, err := c.Session().Set(ctx, "/p", []byte("x"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	select {

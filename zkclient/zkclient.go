@@ -9,6 +9,11 @@
 // (Changes). A component that must not act on a lost session (the primary,
 // a client holding a cached znode version) compares SessionID before and
 // after, and treats a long disconnect as a possibly expired session.
+//
+// Requests go through a Session, the client's connection at one moment
+// (Client.Session): requests that must share a connection (a read and the
+// write it decides, the watches of one view) take one Session and use it
+// throughout; Session.Current tells whether it is still the client's.
 package zkclient
 
 import (

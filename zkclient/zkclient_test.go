@@ -34,7 +34,7 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 	defer c.Close()
 	// Writing makes the client remember a zxid the wiped server never saw;
 	// the server refuses such a client, so only a new connection recovers.
-	if _, err := c.Create(context.Background(), "/x", nil, 0); err != nil {
+	if _, err := c.Session().Create(context.Background(), "/x", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	first := c.SessionID()
@@ -52,7 +52,7 @@ func TestSessionReplacementIsVisible(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, changes, func() bool { return c.DisconnectedFor() == 0 && c.SessionID() != first })
-	if ok, _, err := c.Exists(context.Background(), "/x"); err != nil || ok {
+	if ok, _, err := c.Session().Exists(context.Background(), "/x"); err != nil || ok {
 		t.Fatalf("after the wipe: /x exists=%v err=%v; want a working session on the empty server", ok, err)
 	}
 	t.Logf("new session after %d redials", c.Redials())
@@ -106,33 +106,33 @@ func TestWatchFiresBeforeTheReplyOfTheWriteThatTriggersIt(t *testing.T) {
 	ctx := context.Background()
 	for i := range 200 {
 		p := z.Path(fmt.Sprint("n", i))
-		_, _, created, err := c.ExistsW(ctx, p)
+		_, _, created, err := c.Session().ExistsW(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Create(ctx, p, nil, 0); err != nil {
+		if _, err := c.Session().Create(ctx, p, nil, 0); err != nil {
 			t.Fatal(err)
 		}
-		_, _, children, err := c.ChildrenW(ctx, p)
+		_, _, children, err := c.Session().ChildrenW(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, data, err := c.GetW(ctx, p)
+		_, _, data, err := c.Session().GetW(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		mustHave(t, created, zkclient.EventNodeCreated)
-		if _, err := c.Create(ctx, p+"/c", nil, 0); err != nil {
+		if _, err := c.Session().Create(ctx, p+"/c", nil, 0); err != nil {
 			t.Fatal(err)
 		}
 		mustHave(t, children, zkclient.EventNodeChildrenChanged)
-		if _, err := c.Set(ctx, p, []byte("x"), zkclient.AnyVersion); err != nil {
+		if _, err := c.Session().Set(ctx, p, []byte("x"), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 		mustHave(t, data, zkclient.EventNodeDataChanged)
 	}
 	// A watch lost with its connection ends with EventNotWatching.
-	_, _, w, err := c.GetW(ctx, z.Path("n0"))
+	_, _, w, err := c.Session().GetW(ctx, z.Path("n0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestWatchFiresBeforeTheReplyOfTheWriteThatTriggersIt(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch did not end when its client closed")
 	}
-	if _, _, err := c.Get(ctx, z.Path("n0")); !errors.Is(err, zkclient.ErrClosed) || zkclient.IsTransient(err) {
+	if _, _, err := c.Session().Get(ctx, z.Path("n0")); !errors.Is(err, zkclient.ErrClosed) || zkclient.IsTransient(err) {
 		t.Fatalf("Get after Close = %v; want ErrClosed, not transient", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestQueueWatchesSurviveAReconnect(t *testing.T) {
 	defer c.Close()
 	ctx := context.Background()
 	for _, p := range []string{"/q", "/q/data", "/q/kids"} {
-		if _, err := c.Create(ctx, p, nil, 0); err != nil {
+		if _, err := c.Session().Create(ctx, p, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,19 +208,19 @@ func TestQueueWatchesSurviveAReconnect(t *testing.T) {
 	q.Drain() // whatever the disconnect reported
 
 	for range 2 { // the second round must report nothing: watches are one-shot
-		if _, err := c.Set(ctx, "/q/data", []byte("x"), zkclient.AnyVersion); err != nil {
+		if _, err := c.Session().Set(ctx, "/q/data", []byte("x"), zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Create(ctx, fmt.Sprintf("/q/kids/k%d", time.Now().UnixNano()), nil, 0); err != nil {
+		if _, err := c.Session().Create(ctx, fmt.Sprintf("/q/kids/k%d", time.Now().UnixNano()), nil, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Create(ctx, "/q/later", nil, 0); err != nil && !errors.Is(err, zkclient.ErrNodeExists) {
+		if _, err := c.Session().Create(ctx, "/q/later", nil, 0); err != nil && !errors.Is(err, zkclient.ErrNodeExists) {
 			t.Fatal(err)
 		}
 	}
 	// A write's reply comes after the notifications it triggered, so one
 	// more round trip makes sure every notification has arrived.
-	if _, _, err := c.Get(ctx, "/q"); err != nil {
+	if _, _, err := c.Session().Get(ctx, "/q"); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int{}
@@ -292,7 +292,7 @@ func TestMultiReadAndPersistentWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, data := range []string{"one", "two"} {
-		if _, err := c.Create(ctx, fmt.Sprintf("%s/n%d", root, i), []byte(data), 0); err != nil {
+		if _, err := c.Session().Create(ctx, fmt.Sprintf("%s/n%d", root, i), []byte(data), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -314,18 +314,18 @@ func TestMultiReadAndPersistentWatches(t *testing.T) {
 		}
 	}
 	for i := range 3 {
-		if _, err := c.Set(ctx, path, []byte{byte(i)}, zkclient.AnyVersion); err != nil {
+		if _, err := c.Session().Set(ctx, path, []byte{byte(i)}, zkclient.AnyVersion); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Delete(ctx, path, zkclient.AnyVersion); err != nil {
+	if err := c.Session().Delete(ctx, path, zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Create(ctx, path, nil, 0); err != nil {
+	if _, err := c.Session().Create(ctx, path, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	// A write's reply comes after the notifications it triggered.
-	if _, _, err := c.Get(ctx, root); err != nil {
+	if _, _, err := c.Session().Get(ctx, root); err != nil {
 		t.Fatal(err)
 	}
 	var got []string

@@ -46,7 +46,7 @@ func newACLShowCmd(g *globals) *cobra.Command {
 			}
 			defer zc.Close()
 			root := seqs.Root()
-			if ok, _, err := zc.Exists(cmd.Context(), root); err != nil || !ok {
+			if ok, _, err := zc.Session().Exists(cmd.Context(), root); err != nil || !ok {
 				return cmp.Or(err, fmt.Errorf("root %s does not exist: no layout to show (check --root; 'seqkeeper acl apply' creates the root with its layout)", root))
 			}
 			l, findings, err := seqs.Operator().CheckLayout(cmd.Context(), g.cfg.ElectionPath, g.cfg.MarkerPath)

@@ -85,7 +85,7 @@ func TestVersionedBucketUndoesAMistakenDelete(t *testing.T) {
 	if out := c.ok("take", "orders", "-n", "3"); strings.TrimSpace(out) != "5001:5003" {
 		t.Fatalf("take after the restore: %q; want 5001:5003", out)
 	}
-	if ok, _, _ := c.conn.Exists(ctx, c.root+"/gone"); ok {
+	if ok, _, _ := c.conn.Session().Exists(ctx, c.root+"/gone"); ok {
 		t.Fatal("the deleted sequence came back")
 	}
 	if out := c.ok("verify"); !strings.Contains(out, "0 unsafe") {

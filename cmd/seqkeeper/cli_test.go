@@ -367,11 +367,11 @@ func TestLeader(t *testing.T) {
 		{"ffff", `{"id":"replica-a","address":"10.0.0.1:7070","version":"v1"}`},
 		{"0000", `{"id":"replica-b","address":"10.0.0.2:7070"}`},
 	} {
-		if _, err := c.conn.Create(context.Background(), c.election+"/_c_"+cand.guid+"-n_", []byte(cand.data), zkclient.Ephemeral|zkclient.Sequential); err != nil {
+		if _, err := c.conn.Session().Create(context.Background(), c.election+"/_c_"+cand.guid+"-n_", []byte(cand.data), zkclient.Ephemeral|zkclient.Sequential); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.conn.Create(context.Background(), c.election+"/stray", nil, 0); err != nil {
+	if _, err := c.conn.Session().Create(context.Background(), c.election+"/stray", nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	out := c.ok("leader")
@@ -492,7 +492,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if rec, ok := tombstone("w"); !ok || rec.Ceiling != 500 {
 		t.Fatalf("tombstone of w: %+v, want deleted with ceiling 500", rec)
 	}
-	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/w"); ok {
+	if ok, _, _ := c.conn.Session().Exists(context.Background(), c.root+"/w"); ok {
 		t.Fatal("the znode survived delete")
 	}
 	// --yes, and a registration with start 1, which issued nothing: a
@@ -511,7 +511,7 @@ func TestDeleteTombstonesFirst(t *testing.T) {
 	if _, errOut, code := c.run("", "delete", "refused", "--yes"); code != 1 || !strings.Contains(errOut, "open the store: file store") {
 		t.Fatalf("delete with a missing store: exit %d %q", code, errOut)
 	}
-	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/refused"); !ok {
+	if ok, _, _ := c.conn.Session().Exists(context.Background(), c.root+"/refused"); !ok {
 		t.Fatal("deleted although the tombstone failed")
 	}
 }
@@ -556,7 +556,7 @@ func TestDescribeKinds(t *testing.T) {
 	if err := testenv.CreateAll(c.conn, c.root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.conn.Create(context.Background(), c.root+"/old", legacy, 0); err != nil {
+	if _, err := c.conn.Session().Create(context.Background(), c.root+"/old", legacy, 0); err != nil {
 		t.Fatal(err)
 	}
 	out := c.ok("describe", "old")
@@ -611,14 +611,14 @@ func TestDigestACLAndNoSecretInLogs(t *testing.T) {
 		t.Cleanup(zc.Close)
 		return zc
 	}
-	if _, _, err := dial("alice:hunter2-secret").Get(context.Background(), c.root+"/guarded"); err != nil {
+	if _, _, err := dial("alice:hunter2-secret").Session().Get(context.Background(), c.root+"/guarded"); err != nil {
 		t.Fatalf("read with the creating user's digest: %v", err)
 	}
-	if _, _, err := dial("bob:hunter2-secret").Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
+	if _, _, err := dial("bob:hunter2-secret").Session().Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("read with another user's digest: %v, want ErrNoAuth", err)
 	}
 	// The configured client can use it; an unauthenticated one cannot.
-	if _, _, err := c.conn.Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
+	if _, _, err := c.conn.Session().Get(context.Background(), c.root+"/guarded"); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("unauthenticated read: %v, want ErrNoAuth", err)
 	}
 	if out := c.ok("describe", "guarded"); !strings.Contains(out, "uninitialised") {
@@ -868,7 +868,7 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 		persist.Record{Name: "gone", Ceiling: 300, Dead: 300}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, _ := c.conn.Exists(context.Background(), c.root); ok {
+	if ok, _, _ := c.conn.Session().Exists(context.Background(), c.root); ok {
 		t.Fatal("the root exists: the test needs it lost")
 	}
 	if out, errOut, code := c.run("", "verify"); code != 3 || !strings.Contains(errOut, "1 sequence(s) lost with ZooKeeper's data and not re-created yet") || !strings.Contains(out, "orders: in the store but not in ZooKeeper: lost with ZooKeeper's data") || !strings.Contains(out, "0 unsafe") {
@@ -881,7 +881,7 @@ func TestRecoveryByHandOfALostRoot(t *testing.T) {
 	if out := c.ok("take", "orders", "-n", "3"); strings.TrimSpace(out) != "5001:5003" {
 		t.Fatalf("take after the restore: %q; want 5001:5003", out)
 	}
-	if ok, _, _ := c.conn.Exists(context.Background(), c.root+"/gone"); ok {
+	if ok, _, _ := c.conn.Session().Exists(context.Background(), c.root+"/gone"); ok {
 		t.Fatal("the deleted sequence came back")
 	}
 	if out := c.ok("verify"); !strings.Contains(out, "0 unsafe") {
@@ -1020,7 +1020,7 @@ func TestAdoptCommand(t *testing.T) {
 	if err := c.admin.ZK().EnsurePath(ctx, c.root); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.admin.ZK().Create(ctx, c.root+"/old", binary.BigEndian.AppendUint64(nil, 41), 0); err != nil {
+	if _, err := c.admin.ZK().Session().Create(ctx, c.root+"/old", binary.BigEndian.AppendUint64(nil, 41), 0); err != nil {
 		t.Fatal(err)
 	}
 	if out := c.ok("adopt", "old"); !strings.Contains(out, `adopted "old": the curator 8-byte counter at 41 is now a sequence handing out IDs from 42`) {

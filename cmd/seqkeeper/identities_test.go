@@ -69,23 +69,23 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 			t.Errorf("%s: %v; want refused (no auth)", what, err)
 		}
 	}
-	if _, _, err := w.Children(ctx, seq); err != nil {
+	if _, _, err := w.Session().Children(ctx, seq); err != nil {
 		t.Fatalf("the worker lists orders' children: %v", err)
 	}
-	noAuth("worker deletes a sequence", w.Delete(ctx, seq, zkclient.AnyVersion))
-	_, err := w.Create(ctx, worker.election+"/forged", nil, zkclient.Ephemeral)
+	noAuth("worker deletes a sequence", w.Session().Delete(ctx, seq, zkclient.AnyVersion))
+	_, err := w.Session().Create(ctx, worker.election+"/forged", nil, zkclient.Ephemeral)
 	noAuth("worker joins the election", err)
-	_, err = w.Set(ctx, base+"/election-epoch", []byte("99"), zkclient.AnyVersion)
+	_, err = w.Session().Set(ctx, base+"/election-epoch", []byte("99"), zkclient.AnyVersion)
 	noAuth("worker writes the leader epoch", err)
-	_, err = w.Set(ctx, base+"/cluster", []byte("forged"), zkclient.AnyVersion)
+	_, err = w.Session().Set(ctx, base+"/cluster", []byte("forged"), zkclient.AnyVersion)
 	noAuth("worker writes the cluster marker", err)
-	_, err = w.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
+	_, err = w.Session().SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
 	noAuth("worker changes an ACL", err)
-	_, err = w.Set(ctx, worker.root+"/.seqkeeper", []byte("forged era"), zkclient.AnyVersion)
+	_, err = w.Session().Set(ctx, worker.root+"/.seqkeeper", []byte("forged era"), zkclient.AnyVersion)
 	noAuth("worker writes the era", err)
-	_, err = w.Create(ctx, worker.root+"/.seqkeeper/orders", nil, 0)
+	_, err = w.Session().Create(ctx, worker.root+"/.seqkeeper/orders", nil, 0)
 	noAuth("worker writes a deletion record", err)
-	_, err = rep.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
+	_, err = rep.Session().SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion)
 	noAuth("replica changes an ACL", err)
 	// The worker's delete and advance are refused before anything is
 	// written: the store keeps orders live at its ceiling.
@@ -121,7 +121,7 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 		worker.root + "/.seqkeeper": "x509:CN=worker:r x509:CN=replica:crwd x509:CN=admin:crwda",
 	}
 	first := func(p, prefix string) string {
-		ch, _, err := w.Children(ctx, p)
+		ch, _, err := w.Session().Children(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 		case "candidate":
 			p = first(worker.election, "")
 		}
-		got, _, err := w.GetACL(ctx, p)
+		got, _, err := w.Session().GetACL(ctx, p)
 		var s []string
 		for _, e := range got {
 			s = append(s, e.String())
@@ -152,11 +152,11 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	}
 	// Nothing is wider than the layout, until an admin widens one ACL.
 	admin.ok("acl", "show")
-	if _, _, err := w.Get(ctx, base+"/cluster"); err != nil {
+	if _, _, err := w.Session().Get(ctx, base+"/cluster"); err != nil {
 		t.Errorf("the worker reads the marker: %v", err)
 	}
 	a := dial("admin")
-	if _, err := a.SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion); err != nil {
+	if _, err := a.Session().SetACL(ctx, seq, []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}, zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	out, _, code := admin.run("", "verify")
@@ -168,11 +168,11 @@ func TestIdentitiesAndLeastPrivilege(t *testing.T) {
 	// What no ACL can stop: WRITE on a sequence, which every taker needs,
 	// lets the worker identity put any state there, a counter set back
 	// included (docs/security.md says so). ZooKeeper accepts it.
-	data, stat, err := w.Get(ctx, seq)
+	data, stat, err := w.Session().Get(ctx, seq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Set(ctx, seq, data, stat.Version); err != nil {
+	if _, err := w.Session().Set(ctx, seq, data, stat.Version); err != nil {
 		t.Errorf("the worker rewrites orders' state by hand: %v; want accepted (the documented limit of ACLs)", err)
 	}
 	// The admin deletes.
@@ -220,7 +220,7 @@ func TestACLApplyBesideARunningReplica(t *testing.T) {
 		applied <- out
 	}()
 	eventually(t, "the first pass", func() bool {
-		acl, _, err := admin.conn.GetACL(context.Background(), replica.root)
+		acl, _, err := admin.conn.Session().GetACL(context.Background(), replica.root)
 		return err == nil && len(acl) == 3
 	})
 	replica.ok("create", "later")

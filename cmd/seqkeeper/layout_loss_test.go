@@ -46,7 +46,7 @@ func TestLayoutComesBackAfterZooKeeperLoss(t *testing.T) {
 	// then, before 'acl apply', holds it so.
 	open := []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "world", ID: "anyone"}}}
 	for _, p := range []string{base, worker.root} {
-		if _, err := super.CreateWithACL(ctx, p, nil, 0, open); err != nil {
+		if _, err := super.Session().CreateWithACL(ctx, p, nil, 0, open); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestLayoutComesBackAfterZooKeeperLoss(t *testing.T) {
 		var why string
 		deadline := time.Now().Add(time.Minute)
 		for {
-			acl, _, err := super.GetACL(ctx, worker.root)
+			acl, _, err := super.Session().GetACL(ctx, worker.root)
 			if err == nil && sameRoles(seqzk.LayoutOf(acl), configured) {
 				var findings []seqzk.ACLFinding
 				_, findings, err = admin.admin.Operator().CheckLayout(ctx, worker.election, base+"/cluster")
@@ -123,7 +123,7 @@ func TestLayoutComesBackAfterZooKeeperLoss(t *testing.T) {
 	held("after ZooKeeper lost its data")
 
 	e.Rollback(t, 0, beforeApply)
-	if acl, _, err := super.GetACL(ctx, worker.root); err == nil && len(seqzk.LayoutOf(acl).Roles) > 0 {
+	if acl, _, err := super.Session().GetACL(ctx, worker.root); err == nil && len(seqzk.LayoutOf(acl).Roles) > 0 {
 		t.Logf("the rolled-back root already holds a layout (%v): the primary was quick", acl)
 	}
 	takeAbove("after a rollback to before 'acl apply'")
@@ -131,7 +131,7 @@ func TestLayoutComesBackAfterZooKeeperLoss(t *testing.T) {
 	held("after a rollback to before 'acl apply'")
 
 	// Widened by hand, in ZooKeeper: narrowed again at the next audit.
-	if _, err := super.SetACL(ctx, worker.root, append(configured.ACL(seqzk.KindRoot), open...), zkclient.AnyVersion); err != nil {
+	if _, err := super.Session().SetACL(ctx, worker.root, append(configured.ACL(seqzk.KindRoot), open...), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	held("after the root's ACL was widened by hand")
@@ -143,7 +143,7 @@ func TestLayoutComesBackAfterZooKeeperLoss(t *testing.T) {
 	eventually(t, "the replica reports the root's layout it may not change", func() bool {
 		return strings.Contains(r.stderr.String(), "the root's ACL is not the configured layout (zk_acl_*), and this replica may not change it")
 	})
-	if acl, _, err := super.GetACL(ctx, worker.root); err != nil || len(seqzk.LayoutOf(acl).Roles[seqzk.Worker]) != 2 {
+	if acl, _, err := super.Session().GetACL(ctx, worker.root); err != nil || len(seqzk.LayoutOf(acl).Roles[seqzk.Worker]) != 2 {
 		t.Fatalf("the admin's layout after the replica's audits: %v, %v; want both workers", acl, err)
 	}
 	takeAbove("under the admin's wider layout")

@@ -90,7 +90,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 		if err := ctx.Err(); err != nil {
 			return leaderOutput{}, err
 		}
-		children, _, err := zc.Children(ctx, dir)
+		children, _, err := zc.Session().Children(ctx, dir)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			return leaderOutput{}, errNoLeader
 		}
@@ -101,7 +101,7 @@ func readLeader(ctx context.Context, zc *zkclient.Client, dir string) (leaderOut
 		if len(cands) == 0 {
 			return leaderOutput{}, errNoLeader
 		}
-		data, _, err := zc.Get(ctx, dir+"/"+cands[0])
+		data, _, err := zc.Session().Get(ctx, dir+"/"+cands[0])
 		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // it just left; look again
 		}

@@ -158,7 +158,7 @@ func BenchmarkZooKeeperGetObserved(b *testing.B) {
 			defer zc.Close()
 			ctx := context.Background()
 			for b.Loop() {
-				if _, _, err := zc.Get(ctx, "/"); err != nil {
+				if _, _, err := zc.Session().Get(ctx, "/"); err != nil {
 					b.Fatal(err)
 				}
 			}

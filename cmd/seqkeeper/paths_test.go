@@ -163,7 +163,7 @@ func TestServeRefusesARootServedOnPathsItCannotFind(t *testing.T) {
 			t.Cleanup(func() { _ = testenv.DeleteAll(conn, path.Dir(cfg.ElectionPath)) })
 			for i, st := range tc.seqs {
 				mustCreate(t, conn, root)
-				if _, err := conn.Create(ctx, fmt.Sprintf("%s/s%d", root, i), st.Encode(), 0); err != nil {
+				if _, err := conn.Session().Create(ctx, fmt.Sprintf("%s/s%d", root, i), st.Encode(), 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -106,7 +106,7 @@ roots:
 	ctx := context.Background()
 	exists := func(path string) bool {
 		t.Helper()
-		ok, _, err := conn.Exists(ctx, path)
+		ok, _, err := conn.Session().Exists(ctx, path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -89,7 +89,7 @@ type runbookEnv struct {
 // lose deletes every znode of the script's roots, their derived
 // elections and markers included.
 func (z runbookEnv) lose() error {
-	derived, _, err := z.conn.Children(context.Background(), config.RootsPrefix)
+	derived, _, err := z.conn.Session().Children(context.Background(), config.RootsPrefix)
 	if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
 		return err
 	}
@@ -256,7 +256,7 @@ func runbookCandidates(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	z := ts.Value(runbookZK{}).(runbookEnv)
 	runbookWait(ts, func() (bool, string) {
-		kids, _, err := z.conn.Children(context.Background(), z.election)
+		kids, _, err := z.conn.Session().Children(context.Background(), z.election)
 		n := 0
 		for _, k := range kids {
 			if strings.HasPrefix(k, "_c_") { // a candidate (election/candidate.go), not leader-beat
@@ -277,7 +277,7 @@ func runbookLegacyCounter(ts *testscript.TestScript, neg bool, args []string) {
 	z := ts.Value(runbookZK{}).(runbookEnv)
 	root := ts.Getenv("SEQKEEPER_ROOT")
 	ts.Check(z.conn.EnsurePath(context.Background(), root))
-	_, err = z.conn.Create(context.Background(), root+"/"+args[0], binary.BigEndian.AppendUint64(nil, n), 0)
+	_, err = z.conn.Session().Create(context.Background(), root+"/"+args[0], binary.BigEndian.AppendUint64(nil, n), 0)
 	ts.Check(err)
 }
 

@@ -112,7 +112,7 @@ func TestServeRefusesStandaloneZooKeeper(t *testing.T) {
 		}
 	}
 	conn := testenv.Connect(t, e.Servers(), 10*time.Second)
-	if ok, _, err := conn.Exists(context.Background(), "/standalone-test"); err != nil || ok {
+	if ok, _, err := conn.Session().Exists(context.Background(), "/standalone-test"); err != nil || ok {
 		t.Fatalf("serve wrote to ZooKeeper before refusing: /standalone-test exists=%v, %v", ok, err)
 	}
 

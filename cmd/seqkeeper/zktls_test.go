@@ -75,7 +75,7 @@ func TestServeOverZooKeeperTLSWithX509Identity(t *testing.T) {
 		t.Fatalf("took %v; want from 1", got)
 	}
 	for _, p := range []string{c.root, c.root + "/orders", c.election} {
-		acl, _, err := c.conn.GetACL(context.Background(), p)
+		acl, _, err := c.conn.Session().GetACL(context.Background(), p)
 		if err != nil || len(acl) != 1 || acl[0].String() != "x509:CN=replica:crwda" {
 			t.Fatalf("ACL of %s: %v, %v; want the replica's certificate alone", p, acl, err)
 		}
@@ -94,7 +94,7 @@ func TestZooKeeperClientCertificateReloads(t *testing.T) {
 	ctx := context.Background()
 	// A znode only the renewed certificate's subject may read.
 	only := []zkclient.ACL{{Perms: zkclient.PermAll, ID: zkclient.ID{Scheme: "x509", ID: "CN=after"}}}
-	if _, err := c.conn.CreateWithACL(ctx, "/renewed", nil, 0, only); err != nil {
+	if _, err := c.conn.Session().CreateWithACL(ctx, "/renewed", nil, 0, only); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Resolve("", func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }, nil)
@@ -106,7 +106,7 @@ func TestZooKeeperClientCertificateReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer zc.Close()
-	if _, _, err := zc.Get(ctx, "/renewed"); !errors.Is(err, zkclient.ErrNoAuth) {
+	if _, _, err := zc.Session().Get(ctx, "/renewed"); !errors.Is(err, zkclient.ErrNoAuth) {
 		t.Fatalf("read as CN=before: %v; want no auth", err)
 	}
 	// Renew in place (as cert-manager or a Secret update does), then
@@ -126,7 +126,7 @@ func TestZooKeeperClientCertificateReloads(t *testing.T) {
 	if err := e.Start(0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "read as CN=after", func() bool { _, _, err := zc.Get(ctx, "/renewed"); return err == nil })
+	eventually(t, "read as CN=after", func() bool { _, _, err := zc.Session().Get(ctx, "/renewed"); return err == nil })
 }
 
 // A CA bundle is read again when it changes: a replica whose bundle does

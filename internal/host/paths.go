@@ -81,7 +81,7 @@ func keepsOldPath(ctx context.Context, seqs *seqzk.Client, old, derived string) 
 	if err != nil || used {
 		return false, err
 	}
-	served, _, err := seqs.ZK().Exists(ctx, seqs.Root())
+	served, _, err := seqs.ZK().Session().Exists(ctx, seqs.Root())
 	if err != nil {
 		return false, fmt.Errorf("read %s: %w", seqs.Root(), err)
 	}

@@ -106,7 +106,7 @@ func (e *env) tombstoned(name string) bool {
 // errors for a while; it says true when it cannot tell.
 func (e *env) existsSure(name string) bool {
 	for range 50 {
-		ok, _, err := e.admin.ZK().Exists(context.Background(), e.admin.Path(name))
+		ok, _, err := e.admin.ZK().Session().Exists(context.Background(), e.admin.Path(name))
 		if err == nil {
 			return ok
 		}

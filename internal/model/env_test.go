@@ -490,7 +490,7 @@ func (e *env) fault(what string) {
 
 // getState reads the state of a znode with its stat.
 func (e *env) getState(path, name string) (sequence.State, *zkclient.Stat, error) {
-	data, stat, err := e.admin.ZK().Get(context.Background(), path)
+	data, stat, err := e.admin.ZK().Session().Get(context.Background(), path)
 	if err != nil {
 		return sequence.State{}, nil, err
 	}

@@ -347,7 +347,7 @@ func (e *env) invalidFor(r *rand.Rand, kind, name string) (invalidPush, bool) {
 				return true, ""
 			}}, true
 	case "window":
-		children, _, err := e.admin.ZK().Children(context.Background(), path)
+		children, _, err := e.admin.ZK().Session().Children(context.Background(), path)
 		if err != nil {
 			return invalidPush{}, false
 		}

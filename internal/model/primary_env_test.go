@@ -142,7 +142,7 @@ func (e *env) populate() {
 	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
 	defer cancel()
 	e.waitFor(ctx, "the sequences root", func() bool {
-		ok, _, _ := e.admin.ZK().Exists(context.Background(), e.seqRoot)
+		ok, _, _ := e.admin.ZK().Session().Exists(context.Background(), e.seqRoot)
 		return ok
 	})
 	for _, s := range e.specs {

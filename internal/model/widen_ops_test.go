@@ -100,12 +100,12 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 		acl = l
 	}
 	for {
-		_, err := e.admin.ZK().CreateWithACL(ctx, e.admin.Path(name), counter, 0, acl)
+		_, err := e.admin.ZK().Session().CreateWithACL(ctx, e.admin.Path(name), counter, 0, acl)
 		if err == nil {
 			break
 		}
 		if errors.Is(err, zkclient.ErrNodeExists) {
-			if data, _, gerr := e.admin.ZK().Get(ctx, e.admin.Path(name)); gerr == nil && bytes.Equal(data, counter) {
+			if data, _, gerr := e.admin.ZK().Session().Get(ctx, e.admin.Path(name)); gerr == nil && bytes.Equal(data, counter) {
 				break
 			}
 		}

@@ -28,8 +28,8 @@ func TestAdoptBesideTakersAndAPrimary(t *testing.T) {
 	r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	if _, err := c.ZK().Create(ctx, c.Path("old"), binary.BigEndian.AppendUint64(nil, 1000), 0); err != nil {
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
+	if _, err := c.ZK().Session().Create(ctx, c.Path("old"), binary.BigEndian.AppendUint64(nil, 1000), 0); err != nil {
 		t.Fatal(err)
 	}
 
@@ -88,7 +88,7 @@ func TestAdoptBesideTakersAndAPrimary(t *testing.T) {
 	t.Logf("counter %d adopted at next %d; %d IDs taken, %d after; highest %d, stored %d", a.Counter.Value, a.State.Next, l.issued, after, highest, rec.Ceiling)
 
 	loseZnodes(t, c, "old")
-	waitFor(t, "old restored", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("old")); return ok })
+	waitFor(t, "old restored", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("old")); return ok })
 	got, err := c.Take(ctx, "old", 1)
 	if err != nil || got[0].Start <= highest {
 		t.Fatalf("after a loss: took %v, %v; want an ID above %d", got, err, highest)
@@ -117,8 +117,8 @@ func TestAdoptRacingADeleteLeavesTheNameDeleted(t *testing.T) {
 	_, stop1 := stoppablePrimary(t, r, r.store, "p1", nil)
 	c := r.client(ens.Servers(), 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	if _, err := c.ZK().Create(ctx, c.Path("old"), binary.BigEndian.AppendUint64(nil, 1000), 0); err != nil {
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
+	if _, err := c.ZK().Session().Create(ctx, c.Path("old"), binary.BigEndian.AppendUint64(nil, 1000), 0); err != nil {
 		t.Fatal(err)
 	}
 	operator := fileStore(t, dir)

@@ -97,7 +97,7 @@ func TestAnAdvanceAcrossAZooKeeperRollbackStaysAboveTheLostHistory(t *testing.T)
 	ens.Rollback(t, 0, copyDir)
 	now := r.client(ens.Servers(), 10*time.Second)
 	for i := 0; i < 300; i++ { // ordinary traffic: zxids move past the lost history's
-		if _, err := now.ZK().Set(ctx, r.root, nil, -1); err != nil {
+		if _, err := now.ZK().Session().Set(ctx, r.root, nil, -1); err != nil {
 			g.fail(t, err)
 		}
 	}

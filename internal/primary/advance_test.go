@@ -24,7 +24,7 @@ func TestAdvanceWhileTakersRun(t *testing.T) {
 	r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "orders", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestAdvanceIsNotDemand(t *testing.T) {
 	r.start("p1", nil) // min_reserve 100, runway 1 s
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "idle", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestAdvanceOfAnUntrustedStateSkipsNothingBelowTheStore(t *testing.T) {
 	// The state as an old copy of ZooKeeper holds it: validated in an
 	// earlier ZooKeeper epoch, next 20, IDs 5:9 recycled.
 	old := state.State{Start: 1, Next: 20, Ceiling: 100, End: state.MaxID, ZKEpoch: c.Epoch() - 1, Marker: "h-00000000000000bb", Recycled: state.Ranges{{Start: 5, End: 9}}}
-	if _, err := c.ZK().Set(ctx, c.Path("rolled"), old.Encode(), -1); err != nil {
+	if _, err := c.ZK().Session().Set(ctx, c.Path("rolled"), old.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
 	const storedFloor = 101 // the store covers up to 100: IDs up to 100 may be out

@@ -40,7 +40,7 @@ func TestAuditRepersistsWhatTheStoreLost(t *testing.T) {
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	for _, n := range names {
 		if err := c.Register(ctx, n, seqzk.Registration{}); err != nil {
@@ -153,7 +153,10 @@ func TestUnreadableBucketAtStartIsReadAgain(t *testing.T) {
 	}
 	r, _ := startFilePrimary(t, z.Servers, z.Root, store, nil)
 	w := r.client(z.Servers, 10*time.Second)
-	exists := func(n string) bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok }
+	exists := func(n string) bool {
+		ok, _, _ := w.ZK().Session().Exists(context.Background(), r.root+"/"+n)
+		return ok
+	}
 	waitFor(t, "one sequence restored", func() bool { return exists("a") || exists("b") })
 	time.Sleep(time.Second)
 	if exists("a") && exists("b") {

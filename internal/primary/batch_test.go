@@ -30,7 +30,7 @@ func TestRoutineRaisesShareAStoreWrite(t *testing.T) {
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	const n = 20
 	for i := range n {
 		if err := c.Register(ctx, fmt.Sprintf("s%02d", i), seqzk.Registration{}); err != nil {

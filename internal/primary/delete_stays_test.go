@@ -54,7 +54,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 	if !rec.Deleted() {
 		t.Fatalf("the store holds deleted sequence s live (incarnation %d above the tombstone %d): a restore would bring it back", rec.Live, rec.Dead)
 	}
-	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+	if ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("s")); ok {
 		t.Fatal("deleted sequence s exists in ZooKeeper")
 	}
 	// An operator's restore finds nothing to bring back.
@@ -66,7 +66,7 @@ func TestBirthOvertakenByADeleteStaysDeleted(t *testing.T) {
 	if err := reconcile.Apply(ctx, c, ostore, rep, 100); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+	if ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("s")); ok {
 		t.Fatal("restore brought deleted sequence s back")
 	}
 }
@@ -102,7 +102,7 @@ func TestAuditDoesNotReviveWhatADeleteJustRemoved(t *testing.T) {
 	if !rec.Deleted() {
 		t.Errorf("the store holds deleted sequence s live (incarnation %d, tombstone %d from a delete at ceiling %d)", rec.Live, rec.Dead, ceiling)
 	}
-	if ok, _, _ := c.ZK().Exists(ctx, c.Path("s")); ok {
+	if ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("s")); ok {
 		t.Error("deleted sequence s exists in ZooKeeper again")
 	}
 }
@@ -160,7 +160,7 @@ func TestPrimaryRestoreCannotOvertakeADelete(t *testing.T) {
 	close(g.release)
 
 	time.Sleep(2 * time.Second)
-	exists, _, err := c.ZK().Exists(ctx, r.root+"/s")
+	exists, _, err := c.ZK().Session().Exists(ctx, r.root+"/s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,12 +209,12 @@ func TestRotationCannotUndoADelete(t *testing.T) {
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	if err := c.Register(ctx, "s", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
 	czxid := func() int64 {
-		_, stat, err := c.ZK().Get(ctx, r.root+"/s")
+		_, stat, err := c.ZK().Session().Get(ctx, r.root+"/s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestRotationCannotUndoADelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exists, _, err := c.ZK().Exists(ctx, r.root+"/s")
+	exists, _, err := c.ZK().Session().Exists(ctx, r.root+"/s")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func TestReserveFitsBursts(t *testing.T) {
 	})
 	c := r.client(30 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	if err := c.Register(ctx, "bursts", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
 	run := r.start("p1", func(c *config.Primary) { c.Runway = runway })
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	if err := c.Register(ctx, "steady", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestReserveAfterTakeoverFitsTheDemand(t *testing.T) {
 	c := r.client(10 * time.Second)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	if err := c.Register(ctx, "steady", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}

@@ -160,7 +160,7 @@ func TestLostEpochObjectHidesNoTombstone(t *testing.T) {
 	p2, _ := stoppablePrimary(t, r, fileStore(t, dir), "p2", nil)
 	waitForUpTo(t, 20*time.Second, "p2 leading", func() bool { return p2.Status().Leading })
 	time.Sleep(time.Second) // start and a few sweeps: restore runs in both
-	if ok, _, _ := c.ZK().Exists(ctx, r.root+"/x"); ok {
+	if ok, _, _ := c.ZK().Session().Exists(ctx, r.root+"/x"); ok {
 		t.Errorf("the deleted sequence x is back in ZooKeeper (resurrected)")
 		again, err := c.Take(ctx, "x", 50)
 		if err != nil && !errors.Is(err, seqzk.ErrCeilingReached) {

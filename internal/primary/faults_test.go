@@ -43,7 +43,7 @@ func TestStoreOutageStopsRaisesAndResumes(t *testing.T) {
 	patient := r.client(10 * time.Second)
 	c := r.client(500 * time.Millisecond)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "o", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestMaintainsTenThousandSequences(t *testing.T) {
 	for i := 0; i < n; i++ {
 		ops = append(ops, zkclient.CreateOp(fmt.Sprintf("%s/s%05d", r.root, i), reg, 0))
 		if len(ops) == cap(ops) {
-			if _, err := conn.Multi(ctx, ops...); err != nil {
+			if _, err := conn.Session().Multi(ctx, ops...); err != nil {
 				t.Fatal(err)
 			}
 			ops = ops[:0]
@@ -156,7 +156,7 @@ func TestBadInputIsIsolated(t *testing.T) {
 	run := r.start("p1", nil)
 	c := r.client(5 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	names := make([]string, 12)
 	for i := range names {
 		names[i] = fmt.Sprintf("n%02d", i)
@@ -167,7 +167,7 @@ func TestBadInputIsIsolated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := c.ZK().Create(context.Background(), r.root+"/garbage", []byte("seqkeeper-sequence v1\nnext banana\n"), 0); err != nil {
+	if _, err := c.ZK().Session().Create(context.Background(), r.root+"/garbage", []byte("seqkeeper-sequence v1\nnext banana\n"), 0); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "garbage reported unhealthy", func() bool {
@@ -266,7 +266,7 @@ func TestReserveStaysBoundedAcrossElections(t *testing.T) {
 	run := r.start("p1", nil) // MinReserve 100, Runway 1s
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	for _, name := range []string{"plain", "windowed"} {
 		reg := seqzk.Registration{}
 		if name == "windowed" {

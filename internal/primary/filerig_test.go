@@ -51,7 +51,7 @@ func newFileRig(t *testing.T, servers []string, zroot string) *fileRig {
 	t.Helper()
 	r, _ := startFilePrimary(t, servers, zroot, fileStore(t, t.TempDir()), nil)
 	c := r.client(servers, 10*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	return r
 }
 
@@ -207,7 +207,7 @@ func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
 	for attempt := 0; ; attempt++ {
 		var ops []zkclient.Op
 		for _, p := range paths {
-			children, _, err := c.ZK().Children(ctx, p)
+			children, _, err := c.ZK().Session().Children(ctx, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func loseZnodes(t *testing.T, c *seqzk.Client, names ...string) {
 			}
 			ops = append(ops, zkclient.DeleteOp(p, zkclient.AnyVersion))
 		}
-		_, err := c.ZK().Multi(ctx, ops...)
+		_, err := c.ZK().Session().Multi(ctx, ops...)
 		if err == nil {
 			return
 		}
@@ -310,7 +310,7 @@ func gatedPrimary(t *testing.T, dir string, tune func(*config.Primary), names ..
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	for _, name := range names {
 		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
 			t.Fatal(err)

@@ -113,7 +113,7 @@ func TestImportBesideACreateAndDeleteDoesNotReviveTheName(t *testing.T) {
 func staysAbsent(t *testing.T, c *seqzk.Client, name string, d time.Duration, when string) {
 	t.Helper()
 	for deadline := time.Now().Add(d); ; time.Sleep(100 * time.Millisecond) {
-		if ok, _, _ := c.ZK().Exists(context.Background(), c.Path(name)); ok {
+		if ok, _, _ := c.ZK().Session().Exists(context.Background(), c.Path(name)); ok {
 			st, _, _ := c.Describe(context.Background(), name)
 			t.Fatalf("the deleted %s is back %s: %+v", name, when, st)
 		}

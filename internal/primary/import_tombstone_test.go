@@ -108,7 +108,7 @@ func TestImportedTombstoneDoesNotStickToANewIncarnation(t *testing.T) {
 	waitForUpTo(t, 20*time.Second, "p2 leading", func() bool { return p2.Status().Leading })
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if ok, _, _ := zk.Exists(ctx, r.root+"/x"); ok {
+		if ok, _, _ := zk.Session().Exists(ctx, r.root+"/x"); ok {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -23,7 +23,7 @@ func TestRollbackOfALegacyCounter(t *testing.T) {
 	r := newFileRig(t, ens.Servers(), "/test")
 	w := r.client(ens.Servers(), 10*time.Second)
 	ctx := context.Background()
-	if _, err := w.ZK().Create(context.Background(), r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
+	if _, err := w.ZK().Session().Create(context.Background(), r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
 		t.Fatal(err)
 	}
 	issued := ids{}
@@ -78,7 +78,7 @@ func TestStateWithoutAMarkerIsStampedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := state.State{Start: 1, Next: 51, Ceiling: 1000, End: state.MaxID, ZKEpoch: epoch}
-	if _, err := w.ZK().Create(context.Background(), r.root+"/old", old.Encode(), 0); err != nil {
+	if _, err := w.ZK().Session().Create(context.Background(), r.root+"/old", old.Encode(), 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := w.Take(ctx, "old", 5)

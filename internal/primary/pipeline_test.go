@@ -47,7 +47,7 @@ func TestPipelinedRaises(t *testing.T) {
 	})
 
 	c := r.client(z.Servers, 10*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	for _, name := range []string{"a", "b"} {
 		if err := c.Register(ctx, name, seqzk.Registration{}); err != nil {
 			t.Fatal(err)
@@ -154,7 +154,7 @@ func TestATakeRightAfterARaiseIsSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
 	if err := c.Register(ctx, "a", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}

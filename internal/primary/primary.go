@@ -365,7 +365,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 		return fmt.Errorf("primary: %w", err)
 	}
 	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
-	exists, _, err := p.zk.Exists(ctx, p.cfg.MarkerPath)
+	exists, _, err := p.zk.Session().Exists(ctx, p.cfg.MarkerPath)
 	if err != nil {
 		return fmt.Errorf("primary: check the cluster marker %s: %w", p.cfg.MarkerPath, err)
 	}

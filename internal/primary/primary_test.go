@@ -191,7 +191,7 @@ func TestInitialisesAndRaisesStoreFirst(t *testing.T) {
 	r := newRig(t, z.Servers, z.Root)
 	run := r.start("p1", nil)
 	c := r.client(10 * time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(context.Background(), "orders", seqzk.Registration{Start: 500}); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestWipedEnsembleIsRestoredWithoutDuplicates(t *testing.T) {
 	r := newRig(t, ens.Servers(), "/test")
 	run := r.start("p1", nil)
 	c := r.client(10 * time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	for _, name := range []string{"a", "b"} {
 		if err := c.Register(context.Background(), name, seqzk.Registration{}); err != nil {
 			t.Fatal(err)
@@ -308,7 +308,7 @@ func TestRollbackNeverReissues(t *testing.T) {
 			}
 			run := r.start("p1", func(c *config.Primary) { c.MinReserve = minReserve; c.Runway = time.Millisecond })
 			c := r.client(10 * time.Second)
-			waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+			waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 			if err := c.Register(context.Background(), "rb", seqzk.Registration{Windows: tc.windows}); err != nil {
 				t.Fatal(err)
 			}
@@ -420,7 +420,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 	r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "gone", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestTombstoneKeepsIDsOfADeletedName(t *testing.T) {
 		t.Fatalf("tombstone: %+v, %v", rec, err)
 	}
 	time.Sleep(500 * time.Millisecond) // the primary must not restore it
-	if ok, _, _ := c.ZK().Exists(context.Background(), r.root+"/gone"); ok {
+	if ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root+"/gone"); ok {
 		t.Fatal("a tombstoned sequence was restored")
 	}
 	if err := c.Register(ctx, "gone", seqzk.Registration{}); err != nil {
@@ -461,8 +461,8 @@ func TestLegacyCounterMarks(t *testing.T) {
 	run := r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
-	if _, err := c.ZK().Create(context.Background(), r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
+	if _, err := c.ZK().Session().Create(context.Background(), r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
 		t.Fatal(err)
 	}
 	store := r.store()

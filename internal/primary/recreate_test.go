@@ -43,7 +43,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 		issued.add(t, "x before the delete", got)
 	}
 	conn := w.ZK()
-	_, stat, err := conn.Get(ctx, r.root+"/s")
+	_, stat, err := conn.Session().Get(ctx, r.root+"/s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestDelayedWriteOnARecreatedSequence(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := conn.Get(ctx, r.root+"/s")
+		_, stat, err := conn.Session().Get(ctx, r.root+"/s")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +179,8 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 	})
 	c := r.client(z.Servers, 10*time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(ctx, r.root); return ok })
-	if _, err := c.ZK().Create(ctx, r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, r.root); return ok })
+	if _, err := c.ZK().Session().Create(ctx, r.root+"/old", binary.BigEndian.AppendUint64(nil, 7), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Register(ctx, "other", seqzk.Registration{}); err != nil {

@@ -41,7 +41,7 @@ func TestCappedReserveKeepsUpWithDemand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "the root", func() bool { ok, _, _ := zc.Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := zc.Session().Exists(ctx, r.root); return ok })
 	if err := seqs.Register(ctx, "capped", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestAPlannedRevalidationLeavesANewIncarnationToItsBirth(t *testing.T) {
 	opStore := fileStore(t, dir)
 	op := r.client(ens.Servers(), 30*time.Second)
 	worker := r.client(ens.Servers(), 30*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := op.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := op.ZK().Session().Exists(ctx, r.root); return ok })
 	seen := ids{}
 	if err := worker.Register(ctx, "x", seqzk.Registration{}); err != nil {
 		t.Fatal(err)

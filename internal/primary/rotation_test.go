@@ -32,7 +32,7 @@ func TestRotationUnderLoad(t *testing.T) {
 	run := r.start("p1", func(c *config.Primary) { c.RotateVersion = rotateAt })
 	c := r.client(20 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "plain", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestRotationUnderLoad(t *testing.T) {
 		cancel()
 		wg.Wait()
 		l.check(t)
-		_, stat, err := c.ZK().Get(context.Background(), r.root+"/"+name)
+		_, stat, err := c.ZK().Session().Get(context.Background(), r.root+"/"+name)
 		if err != nil {
 			t.Fatal(err)
 		}

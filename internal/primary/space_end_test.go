@@ -57,7 +57,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	z := testenv.ZooKeeper(t)
 	r, p := startFilePrimary(t, z.Servers, z.Root, fileStore(t, t.TempDir()), nil)
 	w := r.client(z.Servers, 10*time.Second)
-	waitFor(t, "the root", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := w.ZK().Session().Exists(context.Background(), r.root); return ok })
 	ctx := context.Background()
 	if err := w.Register(ctx, "top", seqzk.Registration{Start: math.MaxInt64 - 150}); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestRestoreAtTheTopOfTheSpace(t *testing.T) {
 	}
 	loseZnodes(t, w, "top", "other")
 	for _, n := range []string{"top", "other"} {
-		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Exists(context.Background(), r.root+"/"+n); return ok })
+		waitFor(t, n+" restored", func() bool { ok, _, _ := w.ZK().Session().Exists(context.Background(), r.root+"/"+n); return ok })
 	}
 	if got, err := w.Take(ctx, "top", 1); !errors.Is(err, state.ErrExhausted) {
 		t.Fatalf("top after the restore: %s, %v; want ErrExhausted", got, err)
@@ -209,7 +209,7 @@ func TestRepairedIncarnationKeepsItsSpace(t *testing.T) {
 	loseZnodes(t, c, "b")
 	p3, _ := stoppablePrimary(t, r, fileStore(t, dir), "p3", nil)
 	waitForUpTo(t, 20*time.Second, "p3 leading", func() bool { return p3.Status().Leading })
-	waitForUpTo(t, 20*time.Second, "b restored", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("b")); return ok })
+	waitForUpTo(t, 20*time.Second, "b restored", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("b")); return ok })
 	st, _, err := c.Describe(ctx, "b")
 	if err != nil || st.Start != 10 || st.End != 400 {
 		t.Fatalf("restored b: %+v, %v; want the space 10:400", st, err)

@@ -28,7 +28,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 	r.start("p1", nil) // min_reserve 100
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "cap", seqzk.Registration{End: 200}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 		t.Fatalf("cap's first ceiling is %d of a space of 200: the reserve is not sized to the space", st.Ceiling)
 	}
 	loseZnodes(t, c, "cap") // ZooKeeper loses it, with no ID taken
-	waitFor(t, "cap restored", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("cap")); return ok })
+	waitFor(t, "cap restored", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("cap")); return ok })
 	seen := ids{}
 	got, err := c.Take(ctx, "cap", 5)
 	if err != nil {
@@ -125,7 +125,7 @@ func TestBoundedSpaceSurvivesALossAndWidens(t *testing.T) {
 		t.Fatalf("fewer windows: %v; want refused", err)
 	}
 	loseZnodes(t, c, "cap")
-	waitFor(t, "cap restored again", func() bool { ok, _, _ := c.ZK().Exists(ctx, c.Path("cap")); return ok })
+	waitFor(t, "cap restored again", func() bool { ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("cap")); return ok })
 	if st, _, err := c.Describe(ctx, "cap"); err != nil || st.Windows != 2 || st.End != 400 {
 		t.Fatalf("after a second loss: %+v, %v; want 2 windows and the end 400", st, err)
 	}
@@ -152,7 +152,7 @@ func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
 	r.start("p1", nil)
 	c := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Exists(context.Background(), r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
 	if err := c.Register(ctx, "tiny", seqzk.Registration{Start: 1, End: 300}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
 	// written by compare-and-set, again if the primary's raise after the
 	// takes lands in between.
 	for {
-		data, stat, err := c.ZK().Get(ctx, c.Path("tiny"))
+		data, stat, err := c.ZK().Session().Get(ctx, c.Path("tiny"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.End, st.Next, st.Ceiling, st.Recycled = 300, 301, 300, nil
-		_, err = c.ZK().Set(ctx, c.Path("tiny"), st.Encode(), stat.Version)
+		_, err = c.ZK().Session().Set(ctx, c.Path("tiny"), st.Encode(), stat.Version)
 		if errors.Is(err, zkclient.ErrBadVersion) {
 			continue
 		}

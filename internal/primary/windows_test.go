@@ -37,7 +37,7 @@ func TestWindowsGrowWithDemandUnderThePrimary(t *testing.T) {
 	})
 	admin := r.client(10 * time.Second)
 	ctx := context.Background()
-	waitFor(t, "the root", func() bool { ok, _, _ := admin.ZK().Exists(ctx, r.root); return ok })
+	waitFor(t, "the root", func() bool { ok, _, _ := admin.ZK().Session().Exists(ctx, r.root); return ok })
 	const slots = 4
 	if err := admin.Register(ctx, "hot", seqzk.Registration{Windows: slots}); err != nil {
 		t.Fatal(err)

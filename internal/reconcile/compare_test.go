@@ -141,18 +141,18 @@ func TestCompareAndApply(t *testing.T) {
 	}
 	counter := make([]byte, 8)
 	binary.BigEndian.PutUint64(counter, 41)
-	if _, err := r.conn.Create(context.Background(), r.root+"/legacy", counter, 0); err != nil {
+	if _, err := r.conn.Session().Create(context.Background(), r.root+"/legacy", counter, 0); err != nil {
 		t.Fatal(err)
 	}
 	r.put(persist.Record{Name: "legacy", Legacy: true, Ceiling: 10})
-	if _, err := r.conn.Create(context.Background(), r.root+"/corrupt", []byte("not a state"), 0); err != nil {
+	if _, err := r.conn.Session().Create(context.Background(), r.root+"/corrupt", []byte("not a state"), 0); err != nil {
 		t.Fatal(err)
 	}
 	// Validated in another ZooKeeper epoch: what a leader election leaves.
 	st := r.initialise("stale", 400)
 	r.put(persist.Record{Name: "stale", Ceiling: 400})
 	st.ZKEpoch += 5
-	if _, err := r.conn.Set(context.Background(), r.root+"/stale", st.Encode(), -1); err != nil {
+	if _, err := r.conn.Session().Set(context.Background(), r.root+"/stale", st.Encode(), -1); err != nil {
 		t.Fatal(err)
 	}
 
@@ -249,7 +249,7 @@ func TestCompareAndApply(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"gone", "undeleted", "by-hand"} {
-		if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/"+name); ok {
+		if ok, _, _ := r.conn.Session().Exists(context.Background(), r.root+"/"+name); ok {
 			t.Errorf("%s was re-created", name)
 		}
 	}
@@ -337,7 +337,7 @@ func TestApplyStoreFirst(t *testing.T) {
 	if err := reconcile.Apply(ctx, r.seqs, r.store, rep, 50); err == nil {
 		t.Fatal("Apply succeeded although the store cannot be written")
 	}
-	if ok, _, _ := r.conn.Exists(context.Background(), r.root+"/lost"); ok {
+	if ok, _, _ := r.conn.Session().Exists(context.Background(), r.root+"/lost"); ok {
 		t.Fatal("the sequence was re-created although the store did not take its ceiling")
 	}
 }

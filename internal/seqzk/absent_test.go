@@ -59,7 +59,7 @@ func TestUnknownIsAnsweredOnlyOnceTheServerCaughtUp(t *testing.T) {
 			if _, err := creator.Keeper().Revalidate(ctx, name, 0, 10); err != nil {
 				t.Fatal(err)
 			}
-			if ok, _, err := reader.ZK().Exists(ctx, creator.Path(name)); err != nil || ok {
+			if ok, _, err := reader.ZK().Session().Exists(ctx, creator.Path(name)); err != nil || ok {
 				t.Fatalf("the follower has %s already (%v, %v): the paused proxies did not hold it back", name, ok, err)
 			}
 		}

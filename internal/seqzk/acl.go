@@ -206,7 +206,7 @@ func (c *Client) acl(ctx context.Context, k Kind) []zkclient.ACL {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	if conn := c.zk.Connection(); lc.conn != conn || time.Since(lc.at) > LayoutTTL {
-		acl, _, err := c.zk.GetACL(sent(ctx), c.opts.Root)
+		acl, _, err := c.zk.Session().GetACL(sent(ctx), c.opts.Root)
 		switch {
 		case err == nil:
 			lc.layout, lc.conn, lc.at = LayoutOf(acl), conn, time.Now()
@@ -239,7 +239,7 @@ func (c *Client) ensureRoot(ctx context.Context) error {
 // ensure creates the znode at p, a znode of kind k, with the layout's ACL
 // when it is missing, and its missing ancestors with the client's.
 func (c *Client) ensure(ctx context.Context, k Kind, p string) error {
-	ok, _, err := c.zk.Exists(ctx, p)
+	ok, _, err := c.zk.Session().Exists(ctx, p)
 	c.stats.requests.Add(1)
 	if err == nil && ok {
 		return nil

@@ -33,7 +33,7 @@ func (c *Client) layoutNodes(ctx context.Context, electionPath, markerPath strin
 		}
 	}
 	children := func(p string) []string {
-		ch, _, err := c.zk.Children(ctx, p)
+		ch, _, err := c.zk.Session().Children(ctx, p)
 		if err != nil && !errors.Is(err, zkclient.ErrNoNode) {
 			errs = append(errs, fmt.Errorf("list %s: %w", p, err))
 		}
@@ -75,7 +75,7 @@ func (c *Client) layoutNodes(ctx context.Context, electionPath, markerPath strin
 // role's permissions) is what 'seqkeeper verify' reports.
 func (o Operator) CheckLayout(ctx context.Context, electionPath, markerPath string) (Layout, []ACLFinding, error) {
 	c := o.c
-	rootACL, _, err := c.zk.GetACL(ctx, c.opts.Root)
+	rootACL, _, err := c.zk.Session().GetACL(ctx, c.opts.Root)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return Layout{}, nil, nil // no root, no layout: nothing to check
 	}
@@ -88,7 +88,7 @@ func (o Operator) CheckLayout(ctx context.Context, electionPath, markerPath stri
 	}
 	var out []ACLFinding
 	err = c.layoutNodes(ctx, electionPath, markerPath, func(p string, k Kind) error {
-		acl, _, err := c.zk.GetACL(ctx, p)
+		acl, _, err := c.zk.Session().GetACL(ctx, p)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			return err
 		}
@@ -140,7 +140,7 @@ func (k Keeper) KeepLayout(ctx context.Context, electionPath, markerPath string,
 		return 0, nil, nil
 	}
 	if !all {
-		acl, _, err := c.zk.GetACL(ctx, c.opts.Root)
+		acl, _, err := c.zk.Session().GetACL(ctx, c.opts.Root)
 		if err != nil {
 			return 0, nil, fmt.Errorf("read the ACL of the root %s: %w", c.opts.Root, err)
 		}
@@ -156,7 +156,7 @@ func (k Keeper) KeepLayout(ctx context.Context, electionPath, markerPath string,
 // ACL.
 func (c *Client) applyLayout(ctx context.Context, l Layout, electionPath, markerPath string) (changed int, failed []ACLFinding, err error) {
 	set := func(p string, k Kind) error {
-		acl, _, err := c.zk.GetACL(ctx, p)
+		acl, _, err := c.zk.Session().GetACL(ctx, p)
 		if err != nil {
 			return err
 		}
@@ -164,7 +164,7 @@ func (c *Client) applyLayout(ctx context.Context, l Layout, electionPath, marker
 		if sameACL(acl, want) {
 			return nil
 		}
-		if _, err := c.zk.SetACL(ctx, p, want, zkclient.AnyVersion); err != nil {
+		if _, err := c.zk.Session().SetACL(ctx, p, want, zkclient.AnyVersion); err != nil {
 			if !errors.Is(err, zkclient.ErrNoNode) {
 				failed = append(failed, ACLFinding{Path: p, Kind: k, Err: err})
 			}

@@ -36,7 +36,7 @@ func (o Operator) Claim(ctx context.Context, path, what string) error {
 	}
 	want := []byte(claimHeader + "\nroot " + strconv.Quote(c.opts.Root) + "\n")
 	for attempt := 0; ; attempt++ {
-		data, stat, err := c.zk.Get(ctx, path)
+		data, stat, err := c.zk.Session().Get(ctx, path)
 		c.stats.requests.Add(1)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", what, path, err)
@@ -77,7 +77,7 @@ func parseClaim(data []byte) (root string, ok bool) {
 // for data that is not a claim (then foreign is true).
 func (o Operator) ClaimOf(ctx context.Context, path string) (root string, exists, foreign bool, err error) {
 	c := o.c
-	data, _, err := c.zk.Get(ctx, path)
+	data, _, err := c.zk.Session().Get(ctx, path)
 	c.stats.requests.Add(1)
 	switch {
 	case errors.Is(err, zkclient.ErrNoNode):

@@ -301,7 +301,7 @@ const maxHintChildren = 10_000
 // the last.
 func (o Operator) Hint(ctx context.Context, name string) string {
 	c := o.c
-	ok, stat, err := c.zk.Exists(ctx, c.opts.Root)
+	ok, stat, err := c.zk.Session().Exists(ctx, c.opts.Root)
 	c.stats.requests.Add(1)
 	switch {
 	case err == nil && !ok:

@@ -103,7 +103,7 @@ func (e *env) raiserOn(c *seqzk.Client, name string, reserve int64) {
 
 func (e *env) zkData(conn *zkclient.Client, name string) []byte {
 	e.t.Helper()
-	data, _, err := conn.Get(context.Background(), e.root+"/"+name)
+	data, _, err := conn.Session().Get(context.Background(), e.root+"/"+name)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -308,14 +308,14 @@ func TestRecreatedZnodeIsNotWrittenWithStaleState(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh := state.State{Start: 1, Next: 5000, Ceiling: 6000, End: state.MaxID, ZKEpoch: c.Epoch(), Marker: "h-00000000000000aa"}
-	if _, err := other.Create(context.Background(), path, fresh.Encode(), 0); err != nil {
+	if _, err := other.Session().Create(context.Background(), path, fresh.Encode(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Create(context.Background(), path+"/"+fresh.Marker, nil, 0); err != nil {
+	if _, err := other.Session().Create(context.Background(), path+"/"+fresh.Marker, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		if _, err := other.Set(context.Background(), path, fresh.Encode(), int32(i)); err != nil {
+		if _, err := other.Session().Set(context.Background(), path, fresh.Encode(), int32(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -428,7 +428,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 
 	// Corrupt data: an error naming the problem, and the znode untouched.
 	corrupt := []byte("seqkeeper-sequence v1\nstart 1\nnext 50\nceiling 10\nend 100\n")
-	if _, err := conn.Create(context.Background(), e.root+"/broken", corrupt, 0); err != nil {
+	if _, err := conn.Session().Create(context.Background(), e.root+"/broken", corrupt, 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.Take(ctx, "broken", 1)
@@ -450,7 +450,7 @@ func TestLegacyCounterIsIncrementedInPlace(t *testing.T) {
 	conn := e.session(10 * time.Second)
 	counter := make([]byte, 8)
 	binary.BigEndian.PutUint64(counter, 41)
-	if _, err := conn.Create(context.Background(), e.root+"/legacy", counter, 0); err != nil {
+	if _, err := conn.Session().Create(context.Background(), e.root+"/legacy", counter, 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Take(context.Background(), "legacy", 5)

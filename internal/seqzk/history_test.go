@@ -107,7 +107,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Fatal(err)
 	}
 	issued.add("x before the rollback", got)
-	_, stat, err := lost.ZK().Get(context.Background(), root+"/rb")
+	_, stat, err := lost.ZK().Session().Get(context.Background(), root+"/rb")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Logf("the restored ensemble did not reuse the epoch (%d, lost history %d): the test shows less than it should", epoch, lostEpoch)
 	}
 	for i := 0; i < 200; i++ { // ordinary traffic: zxids move past the lost history's
-		if _, err := now.ZK().Set(context.Background(), root, nil, -1); err != nil {
+		if _, err := now.ZK().Session().Set(context.Background(), root, nil, -1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,7 +141,7 @@ func TestRollbackReusingAnEpochNeverReissues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := now.ZK().Get(context.Background(), root+"/rb")
+		_, stat, err := now.ZK().Session().Get(context.Background(), root+"/rb")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 	}
 	path := e.root + "/s"
 	conn := admin.ZK()
-	_, stat, err := conn.Get(context.Background(), path)
+	_, stat, err := conn.Session().Get(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestStaleWriteIsRefusedByItsMarker(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		_, stat, err := conn.Get(context.Background(), path)
+		_, stat, err := conn.Session().Get(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}

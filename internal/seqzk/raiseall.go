@@ -111,7 +111,7 @@ func (c *Client) readForRaise(ctx context.Context, reqs []RaiseReq) []*raiseItem
 		wg.Go(func() {
 			defer func() { <-sem }()
 			c.stats.requests.Add(1)
-			data, stat, err := c.zk.Get(ctx, c.Path(r.Name))
+			data, stat, err := c.zk.Session().Get(ctx, c.Path(r.Name))
 			if err != nil {
 				return
 			}

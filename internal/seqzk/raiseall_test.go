@@ -37,7 +37,7 @@ func TestRaiseAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ZK().Delete(ctx, c.Path("markerless")+"/"+st.Marker, -1); err != nil {
+	if err := c.ZK().Session().Delete(ctx, c.Path("markerless")+"/"+st.Marker, -1); err != nil {
 		t.Fatal(err)
 	}
 	special := []seqzk.RaiseReq{
@@ -64,7 +64,7 @@ func TestRaiseAll(t *testing.T) {
 		if st := r.State; got.Ceiling != reqs[i].Ceiling || got.Next != 8 || st.Ceiling != got.Ceiling || st.Next != got.Next {
 			t.Fatalf("%s: %+v in ZooKeeper, %+v returned; want ceiling %d and next 8", reqs[i].Name, got, st, reqs[i].Ceiling)
 		}
-		if _, stat, err := c.ZK().Get(ctx, c.Path(reqs[i].Name)); err != nil || stat.Version != r.Version {
+		if _, stat, err := c.ZK().Session().Get(ctx, c.Path(reqs[i].Name)); err != nil || stat.Version != r.Version {
 			t.Fatalf("%s: version %d returned, ZooKeeper has %+v (%v)", reqs[i].Name, r.Version, stat, err)
 		}
 	}
@@ -85,7 +85,7 @@ func TestRaiseAllFromABase(t *testing.T) {
 	var reqs []seqzk.RaiseReq
 	for _, name := range []string{"current", "moved"} {
 		e.create(c, name, seqzk.Registration{}, 100)
-		data, stat, err := c.ZK().Get(ctx, c.Path(name))
+		data, stat, err := c.ZK().Session().Get(ctx, c.Path(name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -95,7 +95,7 @@ func decodeValue(data []byte, header, key string) (int64, bool) {
 func (m Meta) ReadDeletion(ctx context.Context, name string) (Deletion, error) {
 	c := m.c
 	p := c.deletionPath(name)
-	data, stat, err := c.zk.Get(ctx, p)
+	data, stat, err := c.zk.Session().Get(ctx, p)
 	c.stats.requests.Add(1)
 	switch {
 	case errors.Is(err, zkclient.ErrNoNode):
@@ -119,7 +119,7 @@ func deletionOf(p string, data []byte, stat *zkclient.Stat) (Deletion, error) {
 // without its own znode has none.
 func (m Meta) Deletions(ctx context.Context) (map[string]Deletion, error) {
 	c := m.c
-	names, _, err := c.zk.Children(ctx, c.metaPath())
+	names, _, err := c.zk.Session().Children(ctx, c.metaPath())
 	c.stats.requests.Add(1)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return map[string]Deletion{}, nil
@@ -235,7 +235,7 @@ func encodeEra(value int64) []byte { return encodeValue(eraHeader, "era", value)
 // is ErrCorrupt.
 func (m Meta) ReadEra(ctx context.Context) (Era, error) {
 	c := m.c
-	data, stat, err := c.zk.Get(ctx, c.metaPath())
+	data, stat, err := c.zk.Session().Get(ctx, c.metaPath())
 	c.stats.requests.Add(1)
 	switch {
 	case errors.Is(err, zkclient.ErrNoNode):

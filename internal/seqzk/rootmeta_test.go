@@ -67,7 +67,7 @@ func TestRootsOwnZnode(t *testing.T) {
 		t.Fatalf("Deletions: %+v, %v", all, err)
 	}
 	// Corrupt data is an error, never "no record".
-	if _, err := c.ZK().Set(ctx, c.Meta().Path()+"/x", []byte("ceiling 50"), zkclient.AnyVersion); err != nil {
+	if _, err := c.ZK().Session().Set(ctx, c.Meta().Path()+"/x", []byte("ceiling 50"), zkclient.AnyVersion); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Meta().ReadDeletion(ctx, "x"); !errors.Is(err, state.ErrCorrupt) {
@@ -128,7 +128,7 @@ func TestBirthsAreGuardedByTheDeletionRecord(t *testing.T) {
 	if n, _, err := c.Keeper().Restore(ctx, []seqzk.Restoration{{State: st, Guard: before}}, epoch); err != nil || len(n) != 0 {
 		t.Fatalf("restore under a stale guard: created %v, %v; want none", n, err)
 	}
-	if ok, _, _ := c.ZK().Exists(ctx, c.Path("q")); ok {
+	if ok, _, _ := c.ZK().Session().Exists(ctx, c.Path("q")); ok {
 		t.Fatal("q was created against its deletion")
 	}
 }
@@ -155,7 +155,7 @@ func TestClaim(t *testing.T) {
 		t.Fatalf("claimed by another root: %v; want ErrClaimed naming %s", err, e.root)
 	}
 	q := e.root + "-foreign"
-	if _, err := a.ZK().Create(ctx, q, []byte("someone else's"), 0); err != nil {
+	if _, err := a.ZK().Session().Create(ctx, q, []byte("someone else's"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Operator().Claim(ctx, q, "marker_path"); !errors.Is(err, seqzk.ErrClaimed) {

@@ -49,7 +49,7 @@ func (k Keeper) Rotate(ctx context.Context, name string) (state.State, int64, er
 		case err == nil:
 			nd.valid, nd.deleted = false, nil
 			out = st
-			ok, stat, err := c.zk.Exists(ctx, nd.path)
+			ok, stat, err := c.zk.Session().Exists(ctx, nd.path)
 			c.stats.requests.Add(1)
 			if err != nil || !ok {
 				return true, nil // the caller learns the czxid from its next read

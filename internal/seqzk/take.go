@@ -316,7 +316,7 @@ func (c *Client) deletedSinceSeen(ctx context.Context, name string) bool {
 	n.mu.Lock()
 	czxid := n.czxid
 	n.mu.Unlock()
-	ok, stat, err := c.zk.Exists(ctx, c.deletionPath(name))
+	ok, stat, err := c.zk.Session().Exists(ctx, c.deletionPath(name))
 	c.stats.requests.Add(1)
 	return err == nil && ok && czxid != 0 && stat.Mzxid > czxid
 }
@@ -324,7 +324,7 @@ func (c *Client) deletedSinceSeen(ctx context.Context, name string) bool {
 // waitRestore waits for a sequence znode that disappeared to come back,
 // up to CeilingWait since the wait began.
 func (c *Client) waitRestore(ctx context.Context, name string, since time.Time) error {
-	exists, _, watch, err := c.zk.ExistsW(ctx, c.Path(name))
+	exists, _, watch, err := c.zk.Session().ExistsW(ctx, c.Path(name))
 	c.stats.requests.Add(1)
 	if err != nil {
 		if zkclient.IsTransient(err) {

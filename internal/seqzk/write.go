@@ -26,7 +26,7 @@ import (
 //   - anything else, a connection error included (zkclient.IsTransient:
 //     the write may have landed), is returned as it is.
 func (c *Client) write(ctx context.Context, ops ...zkclient.Op) ([]zkclient.OpResult, error) {
-	res, err := c.zk.Multi(sent(ctx), ops...)
+	res, err := c.zk.Session().Multi(sent(ctx), ops...)
 	c.stats.requests.Add(1)
 	if err == nil {
 		for _, r := range res {

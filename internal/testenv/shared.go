@@ -102,7 +102,7 @@ func CreateAll(c *zkclient.Client, path string) error {
 // DeleteAll deletes path and everything under it.
 func DeleteAll(conn *zkclient.Client, path string) error {
 	ctx := context.Background()
-	children, _, err := conn.Children(ctx, path)
+	children, _, err := conn.Session().Children(ctx, path)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil
 	}
@@ -126,7 +126,7 @@ func DeleteAll(conn *zkclient.Client, path string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	err = conn.Delete(ctx, path, zkclient.AnyVersion)
+	err = conn.Session().Delete(ctx, path, zkclient.AnyVersion)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil
 	}

@@ -26,10 +26,10 @@ func TestSharedZooKeeperGivesEachTestItsOwnRoot(t *testing.T) {
 		t.Fatalf("two calls returned the same root %s", a.Root)
 	}
 	conn := Connect(t, a.Servers, 10*time.Second)
-	if _, err := conn.Create(context.Background(), a.Path("x"), []byte("1"), 0); err != nil {
+	if _, err := conn.Session().Create(context.Background(), a.Path("x"), []byte("1"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, err := conn.Exists(context.Background(), b.Path("x")); err != nil || ok {
+	if ok, _, err := conn.Session().Exists(context.Background(), b.Path("x")); err != nil || ok {
 		t.Fatalf("node created under %s is visible under %s (exists=%v, err=%v)", a.Root, b.Root, ok, err)
 	}
 }
@@ -40,20 +40,20 @@ func TestEnsembleQuorumWipeAndRollback(t *testing.T) {
 
 	// Written through one server, read through another.
 	c0 := Connect(t, []string{e.Addr(0)}, 4*time.Second)
-	if _, err := c0.Create(context.Background(), "/k", []byte("v1"), 0); err != nil {
+	if _, err := c0.Session().Create(context.Background(), "/k", []byte("v1"), 0); err != nil {
 		t.Fatal(err)
 	}
 	c2 := Connect(t, []string{e.Addr(2)}, 4*time.Second)
-	if err := c2.Sync(context.Background(), "/k"); err != nil {
+	if err := c2.Session().Sync(context.Background(), "/k"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _, err := c2.Get(context.Background(), "/k"); err != nil || string(got) != "v1" {
+	if got, _, err := c2.Session().Get(context.Background(), "/k"); err != nil || string(got) != "v1" {
 		t.Fatalf("read through server 3 = %q, %v; want v1", got, err)
 	}
 
 	// One server down: the other two still form a quorum.
 	e.Kill(0)
-	if _, err := c2.Set(context.Background(), "/k", []byte("v2"), -1); err != nil {
+	if _, err := c2.Session().Set(context.Background(), "/k", []byte("v2"), -1); err != nil {
 		t.Fatalf("write with 2 of 3 servers up: %v", err)
 	}
 
@@ -84,7 +84,7 @@ func TestEnsembleQuorumWipeAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1 := Connect(t, []string{e.Addr(1)}, 4*time.Second)
-	if ok, _, err := c1.Exists(context.Background(), "/k"); err != nil || ok {
+	if ok, _, err := c1.Session().Exists(context.Background(), "/k"); err != nil || ok {
 		t.Fatalf("after wipe /k exists=%v err=%v; want gone", ok, err)
 	}
 
@@ -99,7 +99,7 @@ func TestEnsembleQuorumWipeAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1b := Connect(t, []string{e.Addr(1)}, 4*time.Second)
-	if got, _, err := c1b.Get(context.Background(), "/k"); err != nil || string(got) != "v2" {
+	if got, _, err := c1b.Session().Get(context.Background(), "/k"); err != nil || string(got) != "v2" {
 		t.Fatalf("after rollback /k = %q, %v; want v2", got, err)
 	}
 }

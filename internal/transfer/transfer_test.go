@@ -192,7 +192,7 @@ func TestExportImportMovesARoot(t *testing.T) {
 	if rec, err := dst.store.Get(ctx, "gone"); err != nil || !rec.Deleted() || rec.Ceiling != 900 {
 		t.Errorf("tombstone in the target: %+v, %v", rec, err)
 	}
-	if ok, _, _ := dst.seqs.ZK().Exists(ctx, dst.seqs.Path("gone")); ok {
+	if ok, _, _ := dst.seqs.ZK().Session().Exists(ctx, dst.seqs.Path("gone")); ok {
 		t.Error("a tombstone created a znode")
 	}
 
@@ -263,7 +263,7 @@ func TestImportRefuses(t *testing.T) {
 	if st, _, err := dst.seqs.Describe(ctx, "live"); err != nil || st.Start != 1 || st.Next != 1 {
 		t.Errorf("a refused line changed live: %+v %v", st, err)
 	}
-	if ok, _, _ := dst.seqs.ZK().Exists(ctx, dst.seqs.Path("dead")); ok {
+	if ok, _, _ := dst.seqs.ZK().Session().Exists(ctx, dst.seqs.Path("dead")); ok {
 		t.Error("a deleted name came back")
 	}
 
