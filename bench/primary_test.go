@@ -232,7 +232,7 @@ func restoreOnce(b *testing.B, n int) {
 // bareCreate is the restore's floor: the time to create the
 // same znodes (a state and its marker per sequence, the same data) under
 // another root of the same server, in multi() transactions of 750
-// sequences (about what seqzk.Client.Restore fits in its 512 KB), four in
+// sequences (about what seqzk.Keeper.Restore fits in its 512 KB), four in
 // flight at once as it sends them, with nothing else: no store, no
 // deletion records, no epoch. guarded adds what each restore transaction
 // also carries: per sequence, the create and delete of its deletion

@@ -138,7 +138,7 @@ func flagError(cmd *cobra.Command, err error) error {
 }
 
 // unknownHint says what to do about a sequence that does not exist (see
-// seqzk.Client.Hint), on a connection of its own: the command's is closed
+// seqzk.Operator.Hint), on a connection of its own: the command's is closed
 // by now. "" when ZooKeeper cannot be reached quickly.
 func (g *globals) unknownHint(ctx context.Context, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -30,7 +30,7 @@ func Check(r seqzk.Registration, field func(string) string) error { return r.Che
 // sequence gets.
 func Resolved(r seqzk.Registration) seqzk.Registration { return r.Resolved() }
 
-// Create registers sequence name with settings r: see seqzk.Client.Create.
+// Create registers sequence name with settings r: see seqzk.Operator.Create.
 func Create(ctx context.Context, seqs *seqzk.Client, name string, r seqzk.Registration) (created bool, err error) {
 	return seqs.Operator().Create(ctx, name, r)
 }

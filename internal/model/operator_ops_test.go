@@ -203,7 +203,7 @@ func (e *env) httpAdmin() string {
 
 // httpDelete deletes name with DELETE /v1/sequences/{name} and returns
 // the tombstone's ceiling; an error wraps sequence.ErrUnknownSequence for
-// a 404, as seqzk.Client.Delete's does.
+// a 404, as seqzk.Operator.Delete's does.
 func (e *env) httpDelete(ctx context.Context, name string) (int64, error) {
 	var out httpapi.DeleteResponse
 	err := e.adminCall(ctx, http.MethodDelete, "/v1/sequences/"+name, nil, &out)

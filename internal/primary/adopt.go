@@ -22,7 +22,7 @@ type Adopted struct {
 // DistributedAtomicLong) to seqkeeper's state format, for an operator:
 // from then on the sequence has a reserved ceiling in the store, and the
 // full guarantee. It is a birth of the lifecycle protocol
-// (seqzk.Client.Lifecycle): the new incarnation hands out IDs from above
+// (seqzk.Keeper.Lifecycle): the new incarnation hands out IDs from above
 // the counter, every mark of it the store holds (after a ZooKeeper data
 // loss the counter may be behind IDs it handed out) and the name's
 // deletion record, with the reserve of an idle sequence (twice

@@ -48,7 +48,7 @@ func (a Advanced) Skipped() state.Ranges {
 // alone. It refuses (seqzk.ErrAdvanceRefused) a to beyond the end of the
 // space and exhausted, legacy or uninitialised sequences.
 //
-// It is a re-stamp of the lifecycle protocol (seqzk.Client.Lifecycle).
+// It is a re-stamp of the lifecycle protocol (seqzk.Keeper.Lifecycle).
 // The store learns the new ceiling first: twice minReserve IDs from to (or
 // from above the stored ceiling, for a state ZooKeeper may have lost
 // writes of), as the primary gives an idle sequence. Then one transaction,

@@ -9,7 +9,7 @@ import (
 
 // Delete deletes sequence name for good, for an operator: a death of the
 // lifecycle protocol, ZooKeeper first and then the tombstone in store
-// (seqzk.Client.Delete).
+// (seqzk.Operator.Delete).
 func Delete(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name string) (int64, error) {
 	return seqs.Operator().Delete(ctx, name, store)
 }

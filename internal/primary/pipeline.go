@@ -102,7 +102,7 @@ func (p *Primary) launch(ctx context.Context, plans []plan) {
 
 // raise makes the raises in ZooKeeper (reqs[i] is plans[i]'s): many per
 // transaction, and one by one those a transaction could not take
-// (seqzk.Client.RaiseAll). It returns what it raised, by name.
+// (seqzk.Keeper.RaiseAll). It returns what it raised, by name.
 func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, reqs []seqzk.RaiseReq) (map[string]seqzk.Raised, error) {
 	raised := make(map[string]seqzk.Raised, len(plans))
 	rest := []int{0} // one raise that must be read gains nothing from a transaction

@@ -16,11 +16,11 @@ import (
 // The primary's births: the two ways a sequence's znode comes to hold a
 // usable state in a new incarnation or after a loss (initialising a
 // registration, restoring a lost sequence), the lifecycle protocol's
-// steps in bulk (seqzk.Client.Lifecycle). Each reads its floor afresh
+// steps in bulk (seqzk.Keeper.Lifecycle). Each reads its floor afresh
 // once it has seen what it acts on (ZooKeeper's deletion record, then the
 // store), writes the store's ceiling first, carries out its ZooKeeper
 // write in a transaction that fails if the name's deletion record changed
-// since it was read (seqzk.Restoration, seqzk.Client.Initialise), and
+// since it was read (seqzk.Restoration, seqzk.Keeper.Initialise), and
 // only then tells the store of a new incarnation (confirmBirths): a delete
 // cannot be overtaken by a birth decided before it. An initialised
 // registration is stamped for clients only after that (Keeper.Confirm):

@@ -149,7 +149,7 @@ func (p *Primary) keepLayout(ctx context.Context) {
 //     znode), and the store learns that it is live when it held it as
 //     deleted.
 //   - A tombstone of a name whose znode does not exist, and that ZooKeeper
-//     lacks, is written into ZooKeeper (seqzk.Client.Bury, which
+//     lacks, is written into ZooKeeper (seqzk.Meta.Bury, which
 //     refuses while a znode of the name exists).
 //
 // A tombstone in the store of a name whose znode exists, with no newer

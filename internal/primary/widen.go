@@ -11,7 +11,7 @@ import (
 
 // Widen moves the end of sequence name's space and its window slots up as
 // w asks, for an operator, by the lifecycle protocol
-// (seqzk.Client.Lifecycle): the store's record of the incarnation learns
+// (seqzk.Keeper.Lifecycle): the store's record of the incarnation learns
 // the new settings first (so that a restore after a ZooKeeper loss brings
 // it back with them), then ZooKeeper's state, in one transaction guarded
 // by the version read, the state's marker and the name's deletion record.

@@ -75,7 +75,7 @@ type ImportOptions struct {
 //
 // Import may run beside the target's primary, busy workers and other
 // operators: every change it makes follows the lifecycle protocol
-// (seqzk.Client.Lifecycle). It reads ZooKeeper before the store; it
+// (seqzk.Keeper.Lifecycle). It reads ZooKeeper before the store; it
 // writes a created sequence's ceiling to the store, creates it in a
 // transaction that fails if the name was created or deleted since it was
 // read (seqzk.Restoration), and only then records its birth in the store;
@@ -264,7 +264,7 @@ func tombstone(e Entry, live bool, rec persist.Record, hasRec bool) (action, rea
 
 // recordTombstones records each tombstone line by the lifecycle protocol:
 // ZooKeeper's deletion record first, guarded by the name's absence
-// (seqzk.Client.Bury), then, for those ZooKeeper holds, the store's
+// (seqzk.Meta.Bury), then, for those ZooKeeper holds, the store's
 // tombstones, so that a name created in the target meanwhile is never
 // buried, and one created later starts above it.
 func recordTombstones(ctx context.Context, seqs *seqzk.Client, store *persist.Store, out []Outcome, tombs []int, lines []line) error {
