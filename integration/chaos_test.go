@@ -74,15 +74,20 @@ type chaos struct {
 	logf      func(format string, args ...any)
 }
 
-// newChaos starts a 3-server ensemble, MinIO and 3 replicas, registers the
-// sequences and starts the workload. On failure (or with
+// chaosOptions is the chaos suite's cluster: a 3-server ensemble, MinIO
+// and 3 replicas with chaosReplicaEnv.
+func chaosOptions() Options {
+	return Options{ZooKeepers: 3, MinIO: true, Replicas: 3, ReplicaEnv: maps.Clone(chaosReplicaEnv)}
+}
+
+// newChaos starts the cluster opts describes (chaosOptions, or a variant),
+// registers the sequences and starts the workload. On failure (or with
 // SEQKEEPER_CHAOS_DIR set) the history is written out when the test ends.
-func newChaos(ctx context.Context, t *testing.T, seed uint64) *chaos {
-	env := maps.Clone(chaosReplicaEnv)
+func newChaos(ctx context.Context, t *testing.T, seed uint64, opts Options) *chaos {
 	if level := os.Getenv("SEQKEEPER_CHAOS_LOG_LEVEL"); level != "" {
-		env["SEQKEEPER_LOG_LEVEL"] = level // "debug" logs every ceiling the primary sets
+		opts.ReplicaEnv["SEQKEEPER_LOG_LEVEL"] = level // "debug" logs every ceiling the primary sets
 	}
-	c := NewCluster(ctx, t, Options{ZooKeepers: 3, MinIO: true, Replicas: 3, ReplicaEnv: env})
+	c := NewCluster(ctx, t, opts)
 	r := c.Replicas()[0]
 	for _, name := range slices.Concat(chaosSequences, chaosIdleSequences) {
 		args := append([]string{"create", name}, chaosCreateArgs[name]...)
@@ -281,7 +286,7 @@ func TestChaos(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 			defer cancel()
 			start := time.Now()
-			ch := newChaos(ctx, t, seed+uint64(i))
+			ch := newChaos(ctx, t, seed+uint64(i), chaosOptions())
 			for _, f := range of[name] {
 				t.Run(f.name, func(t *testing.T) { ch.run(t, f.name, f) })
 			}
@@ -298,45 +303,72 @@ func TestChaos(t *testing.T) {
 // same value).
 func TestChaosMixed(t *testing.T) {
 	takeClusterSlot(t)
-	duration := 3 * time.Minute
-	if s := os.Getenv("SEQKEEPER_CHAOS_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("SEQKEEPER_CHAOS_DURATION=%q: %v", s, err)
-		}
-		duration = d
-	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("SEQKEEPER_CHAOS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SEQKEEPER_CHAOS_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	eligible := faults
-	if s := os.Getenv("SEQKEEPER_CHAOS_FAULTS"); s != "" {
-		re, err := regexp.Compile(s)
-		if err != nil {
-			t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q: %v", s, err)
-		}
-		eligible = nil
-		for _, f := range faults {
-			if re.MatchString(f.name) {
-				eligible = append(eligible, f)
-			}
-		}
-		if len(eligible) == 0 {
-			t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q matches no fault", s)
-		}
-	}
-	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d SEQKEEPER_CHAOS_DURATION=%s SEQKEEPER_CHAOS_FAULTS=%q (%d faults eligible)",
-		seed, duration, os.Getenv("SEQKEEPER_CHAOS_FAULTS"), len(eligible))
+	duration := envDuration(t, "SEQKEEPER_CHAOS_DURATION", 3*time.Minute)
+	seed, eligible := mixedSeed(t), mixedFaults(t, faults)
 	ctx, cancel := context.WithTimeout(context.Background(), duration+15*time.Minute)
 	defer cancel()
 	start := time.Now()
-	ch := newChaos(ctx, t, seed)
-	deadline := start.Add(duration)
+	ch := newChaos(ctx, t, seed, chaosOptions())
+	ch.mixed(ctx, t, seed, eligible, start.Add(duration))
+}
+
+// envDuration reads the duration in the environment variable name, or
+// returns def when it is not set.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s=%q: want a positive duration such as 90s or 1h (%v)", name, s, err)
+	}
+	return d
+}
+
+// mixedSeed is SEQKEEPER_CHAOS_SEED, or a fresh seed.
+func mixedSeed(t *testing.T) uint64 {
+	s := os.Getenv("SEQKEEPER_CHAOS_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("SEQKEEPER_CHAOS_SEED=%q: %v", s, err)
+	}
+	return v
+}
+
+// mixedFaults is the part of from whose names SEQKEEPER_CHAOS_FAULTS
+// matches, or all of from when it is not set.
+func mixedFaults(t *testing.T, from []fault) []fault {
+	s := os.Getenv("SEQKEEPER_CHAOS_FAULTS")
+	if s == "" {
+		return from
+	}
+	re, err := regexp.Compile(s)
+	if err != nil {
+		t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q: %v", s, err)
+	}
+	var eligible []fault
+	for _, f := range from {
+		if re.MatchString(f.name) {
+			eligible = append(eligible, f)
+		}
+	}
+	if len(eligible) == 0 {
+		t.Fatalf("SEQKEEPER_CHAOS_FAULTS=%q matches no fault", s)
+	}
+	return eligible
+}
+
+// mixed injects faults drawn from eligible by ch's random source, each
+// after a quiet time of 2 to 10 s, until deadline or the first scenario
+// that fails, then logs the verdict over the whole run.
+func (ch *chaos) mixed(ctx context.Context, t *testing.T, seed uint64, eligible []fault, deadline time.Time) {
+	start := time.Now()
+	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d until %s, SEQKEEPER_CHAOS_FAULTS=%q (%d faults eligible)",
+		seed, deadline.Format(time.TimeOnly), os.Getenv("SEQKEEPER_CHAOS_FAULTS"), len(eligible))
 	n := 0
 	for time.Now().Before(deadline) {
 		f := eligible[ch.rng.IntN(len(eligible))]

@@ -17,6 +17,9 @@ type replicaStatus struct {
 		Version string `json:"version"`
 	} `json:"replica"`
 	Leading bool `json:"leading"`
+	// ZooKeeperSession is the replica's session ID in hex ("0x0" without
+	// one).
+	ZooKeeperSession string `json:"zookeeper_session"`
 	// Store is the store's health as the replica's own last request found
 	// it; LastRequest is "" before its first.
 	Store struct {
