@@ -22,9 +22,9 @@ func TestSoakJudgesLeaks(t *testing.T) {
 	}
 	oneRun := func(int) float64 { return 1 }
 	all := map[string][]soakPoint{
-		"r1 goroutines":        series(func(int) float64 { return 180 + float64(rng.IntN(40)) }, oneRun),
-		"store objects":        series(func(i int) float64 { return 40 + float64(i%20*5) }, oneRun), // compactions
-		"r2 rss-bytes":         series(func(i int) float64 { return 40e6 + float64(i)*1e6 }, oneRun),
+		"r1 goroutines": series(func(int) float64 { return 180 + float64(rng.IntN(40)) }, oneRun),
+		"store objects": series(func(i int) float64 { return 40 + float64(i%20*5) }, oneRun), // compactions
+		"r2 rss-bytes":  series(func(i int) float64 { return 40e6 + float64(i)*1e6 }, oneRun),
 		// A rise in a run cut short by a restart, then flat: the first
 		// run is too short to judge.
 		"r3 open-files": series(func(i int) float64 { return 30 + float64(min(i, 120)) }, func(i int) float64 { return float64(i / 120) }),
