@@ -14,7 +14,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/apitest"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -189,7 +188,7 @@ func (r *replica) start() {
 	opts := httpapi.Options{Name: r.name, Sequences: seqs, Token: r.token, Registry: prometheus.NewRegistry()}
 	if r.adminToken != "" {
 		opts.AdminToken = r.adminToken
-		opts.Admin = &admin.Service{Sequences: r.c.seqzk(), Store: r.c.store}
+		opts.Admin = &httpapi.Operator{Sequences: r.c.seqzk(), Store: r.c.store}
 	}
 	srv, err := httpapi.New(opts)
 	if err != nil {

@@ -1,26 +1,20 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"net/http"
 
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
-// AdminService carries out the admin routes; serve passes an
-// admin.Service, which the `seqkeeper create` and `seqkeeper delete`
-// commands share.
-type AdminService interface {
-	// Create registers sequence name; created is false when it exists with
-	// these settings. Other settings: an error matching
-	// admin.ErrOtherSettings.
-	Create(ctx context.Context, name string, r seqzk.Registration) (created bool, err error)
-	// Delete removes sequence name from ZooKeeper, tombstones it in the
-	// store, and returns the tombstone's ceiling.
-	Delete(ctx context.Context, name string) (tombstoneCeiling int64, err error)
+// Operator is what the admin routes write with, as the `seqkeeper create`
+// and `seqkeeper delete` commands do: the root's operator power
+// (seqzk.Operator.Create, seqzk.Operator.Delete) and its store, which
+// receives a deleted sequence's tombstone.
+type Operator struct {
+	Sequences *seqzk.Client
+	Store     seqzk.Store
 }
 
 // CreateRequest is the body of POST /v1/sequences. Zero fields take the
@@ -64,8 +58,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "%v", err)
 		return
 	}
-	created, err := s.admin.Create(r.Context(), name, reg)
-	if errors.Is(err, admin.ErrOtherSettings) {
+	created, err := s.admin.Sequences.Operator().Create(r.Context(), name, reg)
+	if errors.Is(err, seqzk.ErrOtherSettings) {
 		writeError(w, http.StatusConflict, CodeExists, err.Error()+"; delete it first, or use another name")
 		return
 	}
@@ -73,7 +67,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.failNamed(w, r, name, err)
 		return
 	}
-	got := admin.Resolved(reg)
+	got := reg.Resolved()
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -90,7 +84,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	ceiling, err := s.admin.Delete(r.Context(), name)
+	ceiling, err := s.admin.Sequences.Operator().Delete(r.Context(), name, s.admin.Store)
 	if errors.Is(err, seqzk.ErrContended) {
 		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, err.Error())
 		return

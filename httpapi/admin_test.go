@@ -10,7 +10,6 @@ import (
 
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -20,7 +19,7 @@ import (
 
 // withPrimary runs a real primary over e's root with a store on MinIO,
 // and returns the admin service the admin routes use.
-func (e *env) withPrimary() *admin.Service {
+func (e *env) withPrimary() *httpapi.Operator {
 	e.t.Helper()
 	s3 := testenv.ObjectStore(e.t)
 	b, err := persist.NewS3(context.Background(), persist.S3Config{Bucket: s3.Bucket, Endpoint: s3.Endpoint,
@@ -48,7 +47,7 @@ func (e *env) withPrimary() *admin.Service {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	e.t.Cleanup(func() { cancel(); <-done })
-	return &admin.Service{Sequences: seqs, Store: store}
+	return &httpapi.Operator{Sequences: seqs, Store: store}
 }
 
 // Create and delete over HTTP, behind the admin token: a taker's token is

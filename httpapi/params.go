@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/strictjson"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -139,7 +138,7 @@ func createRequest(body io.Reader) (name string, reg seqzk.Registration, err err
 		return "", reg, err
 	}
 	reg = seqzk.Registration{Start: req.Start, End: req.Max, Windows: req.Windows}
-	if err := admin.Check(reg, func(f string) string { return f }); err != nil {
+	if err := reg.Check(func(f string) string { return f }); err != nil {
 		return "", reg, err
 	}
 	return req.Name, reg, nil

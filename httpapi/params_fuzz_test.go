@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/fuzztest"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
@@ -235,7 +234,7 @@ func FuzzCreateRequest(f *testing.F) {
 		if err := sequence.ValidateName(name); err != nil {
 			t.Fatalf("accepted name %q: %v", name, err)
 		}
-		if err := admin.Check(reg, func(f string) string { return f }); err != nil {
+		if err := reg.Check(func(f string) string { return f }); err != nil {
 			t.Fatalf("accepted %+v: %v", reg, err)
 		}
 		enc, _ := json.Marshal(map[string]any{"name": name, "start": reg.Start, "max": reg.End, "windows": reg.Windows})

@@ -83,7 +83,7 @@ type Options struct {
 	// them all while the server runs.
 	Tokens, AdminTokens []string
 	// Admin carries out the admin routes.
-	Admin AdminService
+	Admin *Operator
 	// StepDown hands the root's leadership over when this replica leads
 	// it (POST /v1/step-down, admin token): the next candidate leads and
 	// this replica rejoins last. It returns false, nothing done, when the
@@ -121,7 +121,7 @@ type Server struct {
 	// (their SHA-256), which SetTokens replaces.
 	hasToken, hasAdminToken bool
 	tokens                  atomic.Pointer[tokenSet]
-	admin                   AdminService
+	admin                   *Operator
 	stepDown                func(context.Context) (bool, error)
 	maxCount                int64
 	segments                segmentSizes

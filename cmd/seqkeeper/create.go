@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
 	"github.com/spf13/cobra"
@@ -30,26 +29,26 @@ is refilled before it runs dry. IDs stay unique, no longer in order.`,
 		Args:    nameArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			if err := admin.Check(r, func(s string) string { return "--" + s }); err != nil {
-				return usagef("%s", strings.TrimPrefix(err.Error(), admin.ErrInvalid.Error()+": "))
+			if err := r.Check(func(s string) string { return "--" + s }); err != nil {
+				return usagef("%s", strings.TrimPrefix(err.Error(), seqzk.ErrInvalidSettings.Error()+": "))
 			}
 			zc, seqs, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer zc.Close()
-			created, err := admin.Create(cmd.Context(), seqs, name, r)
+			created, err := seqs.Operator().Create(cmd.Context(), name, r)
 			switch {
 			case err == nil && !created && !ifNotExists:
 				return fmt.Errorf("sequence %q %w (with --if-not-exists that is a success when its settings match)", name, seqzk.ErrExists)
-			case errors.Is(err, admin.ErrOtherSettings) && ifNotExists:
+			case errors.Is(err, seqzk.ErrOtherSettings) && ifNotExists:
 				return fmt.Errorf("%w; --if-not-exists changes nothing", err)
-			case errors.Is(err, admin.ErrOtherSettings):
+			case errors.Is(err, seqzk.ErrOtherSettings):
 				return fmt.Errorf("sequence %q %w (with --if-not-exists that is a success when its settings match)", name, seqzk.ErrExists)
 			case err != nil:
 				return err
 			}
-			got := admin.Resolved(r)
+			got := r.Resolved()
 			if g.jsonOutput() {
 				return g.printJSON(map[string]any{"sequence": name, "start": got.Start, "end": got.End, "windows": got.Windows, "created": created})
 			}

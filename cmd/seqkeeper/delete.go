@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/sequence"
 )
 
@@ -49,7 +48,7 @@ typed unless --yes is given.`,
 					return err
 				}
 			}
-			ceiling, err := primary.Delete(cmd.Context(), seqs, store, name)
+			ceiling, err := seqs.Operator().Delete(cmd.Context(), name, store)
 			if ignoreNotFound && errors.Is(err, sequence.ErrUnknownSequence) {
 				return gone() // deleted meanwhile
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/election"
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
@@ -60,7 +59,7 @@ type Root struct {
 	store    *persist.Store
 	election *election.Election
 	primary  *primary.Primary
-	admin    *admin.Service
+	admin    *httpapi.Operator
 	identity election.Identity
 	log      zerolog.Logger
 	// handovers are the last changes of primary this replica observed.
@@ -134,7 +133,7 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	if r.workers, err = sequence.NewClient(hc.ZK, sequence.Options{Root: cfg.Root, CeilingWait: cfg.CeilingWait}); err != nil {
 		return nil, &ConfigError{err}
 	}
-	r.admin = &admin.Service{Sequences: r.seqs, Store: r.store}
+	r.admin = &httpapi.Operator{Sequences: r.seqs, Store: r.store}
 	return r, nil
 }
 
@@ -176,7 +175,7 @@ func (r *Root) Settings() *config.Config { return r.cfg }
 func (r *Root) Workers() *sequence.Client { return r.workers }
 
 // Admin carries out the root's admin routes.
-func (r *Root) Admin() *admin.Service { return r.admin }
+func (r *Root) Admin() *httpapi.Operator { return r.admin }
 
 // Store is the root's store.
 func (r *Root) Store() *persist.Store { return r.store }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/httpapi"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/reconcile"
 	"github.com/seqkeeper/seqkeeper/internal/transfer"
 	"github.com/seqkeeper/seqkeeper/sequence"
@@ -191,7 +190,7 @@ func (e *env) httpAdmin() string {
 	}
 	srv, err := httpapi.New(httpapi.Options{
 		Sequences: workers, AdminToken: adminToken,
-		Admin: &admin.Service{Sequences: e.admin, Store: e.store},
+		Admin: &httpapi.Operator{Sequences: e.admin, Store: e.store},
 	})
 	if err != nil {
 		e.fatalf("%v", err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/config"
-	"github.com/seqkeeper/seqkeeper/internal/admin"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
@@ -140,7 +139,7 @@ func TestInitialisationStartsAboveAnAdvancedTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	if _, err := admin.Create(ctx, c, "s", seqzk.Registration{}); err != nil {
+	if _, err := c.Operator().Create(ctx, "s", seqzk.Registration{}); err != nil {
 		g.fail(t, err)
 	}
 	t.Logf("ceiling before advance %d; advanced to next %d ceiling %d (stored %d); old incarnation took %v; tombstone ceiling %d",
@@ -212,7 +211,7 @@ func TestInitialisationStartsAboveALegacyCountersTombstone(t *testing.T) {
 	if err != nil {
 		g.fail(t, err)
 	}
-	if _, err := admin.Create(ctx, c, "old", seqzk.Registration{}); err != nil {
+	if _, err := c.Operator().Create(ctx, "old", seqzk.Registration{}); err != nil {
 		g.fail(t, err)
 	}
 	t.Logf("stored mark %d; the legacy counter handed out %v; tombstone ceiling %d", mark, old, tomb)
