@@ -378,18 +378,18 @@ func TestParseAccepts(t *testing.T) {
 }
 
 func TestLoadFileErrors(t *testing.T) {
-	_, err := Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	err := DefaultConfig().LoadFile(filepath.Join(t.TempDir(), "missing.yaml"))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "SEQKEEPER_CONFIG") {
-		t.Fatalf("Load(missing) = %v, want a hint at --config/SEQKEEPER_CONFIG", err)
+		t.Fatalf("LoadFile(missing) = %v, want a hint at --config/SEQKEEPER_CONFIG", err)
 	}
 	big := writeFile(t, "# "+strings.Repeat("x", maxFileSize)+"\n")
-	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
-		t.Fatalf("Load(big) = %v", err)
+	if err := DefaultConfig().LoadFile(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("LoadFile(big) = %v", err)
 	}
-	good := writeFile(t, "zk: a:1\nrunway: 90s\n")
-	c, err := Load(good)
+	c := DefaultConfig()
+	err = c.LoadFile(writeFile(t, "zk: a:1\nrunway: 90s\n"))
 	if err != nil || c.Runway != 90*time.Second || c.SweepInterval != DefaultSweepInterval {
-		t.Fatalf("Load(good) = %+v, %v", c, err)
+		t.Fatalf("LoadFile(good) = %+v, %v", c, err)
 	}
 }
 

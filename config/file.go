@@ -17,16 +17,6 @@ import (
 // maxFileSize bounds a config file; a real one is a few hundred bytes.
 const maxFileSize = 1 << 20
 
-// Load returns DefaultConfig overlaid with the YAML file at path. It does
-// not apply the environment or validate; see Resolve.
-func Load(path string) (*Config, error) {
-	c := DefaultConfig()
-	if err := c.LoadFile(path); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // LoadFile overlays the settings in the YAML file at path onto c. See Parse
 // for the format.
 func (c *Config) LoadFile(path string) error {

@@ -128,7 +128,8 @@ func TestDefaultRootName(t *testing.T) {
 
 // The example of several roots loads and validates as it is.
 func TestExampleRootsConfig(t *testing.T) {
-	c, err := Load("../examples/config/roots.yaml")
+	c := DefaultConfig()
+	err := c.LoadFile("../examples/config/roots.yaml")
 	if err == nil {
 		err = c.Validate()
 	}
