@@ -64,6 +64,14 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 		v, err := prom.query(`count(up{job="seqkeeper"} == 1) == 2 and on() sum(rate(seqkeeper_ids_served_total[10s])) > 0`)
 		return err == nil && v, fmt.Sprint(err)
 	})
+	// Before its first scrapes (Prometheus's discovery hands the targets
+	// over about 5 s after its start) SeqkeeperNoPrimary fires on
+	// absent(seqkeeper_leader), as it should; it resolves at the first
+	// evaluation of the rules that sees the data.
+	seen := time.Now()
+	prom.waitFor(t, "the rules evaluated on both replicas' data", time.Minute, func() (bool, string) {
+		return prom.evaluatedSince(t, seen)
+	})
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
 		firing := slices.DeleteFunc(prom.firing(t), func(name string) bool {
 			if !slices.Contains(latencyAlerts, name) {
@@ -310,6 +318,37 @@ func (p *prometheus) firing(t *testing.T) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// evaluatedSince reports whether every rule group was last evaluated after
+// t.
+func (p *prometheus) evaluatedSince(t *testing.T, since time.Time) (bool, string) {
+	t.Helper()
+	resp, err := http.Get(p.url + "/api/v1/rules")
+	if err != nil {
+		return false, err.Error()
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Groups []struct {
+				Name           string
+				LastEvaluation time.Time
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return false, err.Error()
+	}
+	if len(r.Data.Groups) == 0 {
+		t.Fatal("Prometheus has no rule groups: the chart's rules did not load")
+	}
+	for _, g := range r.Data.Groups {
+		if !g.LastEvaluation.After(since) {
+			return false, fmt.Sprintf("group %s last evaluated at %s", g.Name, g.LastEvaluation.Format(time.RFC3339Nano))
+		}
+	}
+	return true, ""
 }
 
 // waitFiring waits until each of names fires.
