@@ -144,6 +144,7 @@ type env struct {
 	// the process's fault driver replaces it, so read it with primary().
 	prim    *primaryRun
 	primMu  sync.Mutex
+	runs    []*primaryRun // every primary started, for the end's check
 	nprim   int
 	copies  []zkCopy
 	stale   *staleTake

@@ -249,6 +249,9 @@ func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Prox
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr := &primaryRun{holder: holder, p: p, store: store, crash: crash, zk: zc, proxy: proxy, cancel: cancel, done: make(chan struct{})}
+	e.primMu.Lock()
+	e.runs = append(e.runs, pr)
+	e.primMu.Unlock()
 	go func() {
 		defer close(pr.done)
 		for {

@@ -91,10 +91,11 @@ func TestModelSeveralRoots(t *testing.T) {
 
 // processWide are the operations of opTable that no root driver runs:
 // the fault driver injects them for every root (see rootFaults), or, for
-// move, nobody does.
+// move and birth-crash, nobody does: each replaces its root's primary
+// with one of its own, outside the process that serves every root.
 var processWide = []string{
 	"handover", "kill-primary", "compaction-crash", "expire-primary", "depose-primary",
-	"zk-restart", "zk-snapshot", "zk-restore", "zk-wipe", "move",
+	"zk-restart", "zk-snapshot", "zk-restore", "zk-wipe", "move", "birth-crash",
 }
 
 // rootSeed is root i's seed: root 0's is the run's.
@@ -232,6 +233,23 @@ func (rr *rootsRun) close() {
 		rr.drivers.Wait()
 		if rr.proc != nil {
 			rr.stopProcess(rr.proc, "end of run")
+		}
+		// A primary still running now was started by a root's operation
+		// that replaced the process's (one processWide should name), and
+		// nothing stops it: stop it before the test's directories go (it
+		// writes its root's store), and say so.
+		for i, e := range rr.roots {
+			e.primMu.Lock()
+			runs := slices.Clone(e.runs)
+			e.primMu.Unlock()
+			for _, pr := range runs {
+				select {
+				case <-pr.done:
+				default:
+					rr.t.Errorf("root %s: primary %s still runs after its process stopped: an operation started it beside the process (add it to processWide)", rr.names[i], pr.holder)
+					e.stopPrimary(pr, "end of run")
+				}
+			}
 		}
 		for _, e := range rr.roots {
 			e.closeClients()
