@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -163,18 +164,26 @@ func (s *soakSampler) sampleReplica(ctx context.Context, r *Node, now time.Time)
 		return 0, 0, false
 	}
 	defer resp.Body.Close()
-	got := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		name, value, found := strings.Cut(sc.Text(), " ")
-		if _, want := processFigures[name]; want || name == "process_start_time_seconds" {
-			if v, err := strconv.ParseFloat(value, 64); found && err == nil {
-				got[name] = v
-			}
-		}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, 0, false
 	}
-	run, ok = got["process_start_time_seconds"]
-	if !ok || len(got) != len(processFigures)+1 {
+	value := func(name string) (float64, bool) {
+		ms := fams[name].GetMetric()
+		if len(ms) != 1 {
+			return 0, false
+		}
+		return ms[0].GetGauge().GetValue(), true
+	}
+	run, ok = value("process_start_time_seconds")
+	got := map[string]float64{}
+	for metric := range processFigures {
+		v, found := value(metric)
+		ok = ok && found
+		got[metric] = v
+	}
+	if !ok {
 		return 0, 0, false
 	}
 	for metric, series := range processFigures {
