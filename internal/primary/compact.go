@@ -9,10 +9,14 @@ import (
 )
 
 // compactor folds the store's log into its bucket objects in the
-// background (persist.Store.Compact) every CompactInterval, or sooner once
+// background (persist.Store.Compact) at the start of a term when the log
+// holds segments, then every CompactInterval, or sooner once
 // CompactSegments segments wait, so that store writes stay one object each
-// and a successor reads a short log. It stops with ctx; fenced receives the
-// error when a newer primary holds the store.
+// and a successor reads a short log. The compaction at the start matters
+// when terms are shorter than CompactInterval (frequent handovers): without
+// it the log grows by every term's segments until CompactSegments wait. It
+// stops with ctx; fenced receives the error when a newer primary holds the
+// store.
 type compactor struct {
 	kick   chan struct{}
 	fenced chan error
@@ -21,6 +25,9 @@ type compactor struct {
 
 func (p *Primary) startCompactor(ctx context.Context) *compactor {
 	c := &compactor{kick: make(chan struct{}, 1), fenced: make(chan error, 1), done: make(chan struct{})}
+	if p.deps.Store.Pending() > 0 {
+		c.kick <- struct{}{}
+	}
 	go func() {
 		defer close(c.done)
 		tick := time.NewTicker(p.cfg.CompactInterval)

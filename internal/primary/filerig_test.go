@@ -180,7 +180,8 @@ func (r *fileRig) client(servers []string, timeout time.Duration) *seqzk.Client 
 func stoppablePrimary(t *testing.T, r *fileRig, store *persist.Store, holder string, tune func(*config.Primary)) (*primary.Primary, func()) {
 	t.Helper()
 	cfg := testPrimaryConfig(r.root[:len(r.root)-len("/all-sequences")])
-	// Compactions are run by the test, at chosen moments.
+	// Compactions are run by the test, at chosen moments (and by each
+	// primary at the start of its term when the log holds segments).
 	cfg.CompactInterval = time.Hour
 	cfg.CompactSegments = 1 << 30
 	if tune != nil {
