@@ -90,7 +90,8 @@ type Primary struct {
 	RotateVersion int32
 	// CompactInterval is how often the primary folds the store's log into
 	// its bucket objects (persist.Store.Compact) when there is anything to
-	// fold; CompactSegments log segments start a compaction sooner. A
+	// fold; CompactSegments log segments start a compaction sooner, and
+	// each term starts with one when the log holds segments. A
 	// compaction rewrites every bucket object its segments touch (all of
 	// them, with many busy sequences), so rarer compactions cost fewer
 	// billed writes, for a longer log to read at a failover (1,024
