@@ -309,7 +309,7 @@ func TestChaosMixed(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	ch := newChaos(ctx, t, seed, chaosOptions())
-	ch.mixed(ctx, t, seed, eligible, start.Add(duration))
+	ch.mixed(ctx, t, seed, eligible, start.Add(duration), time.Second)
 }
 
 // envDuration reads the duration in the environment variable name, or
@@ -363,9 +363,9 @@ func mixedFaults(t *testing.T, from []fault) []fault {
 }
 
 // mixed injects faults drawn from eligible by ch's random source, each
-// after a quiet time of 2 to 10 s, until deadline or the first scenario
-// that fails, then logs the verdict over the whole run.
-func (ch *chaos) mixed(ctx context.Context, t *testing.T, seed uint64, eligible []fault, deadline time.Time) {
+// after a quiet time of 2 to 9 times quiet, until deadline or the first
+// scenario that fails, then logs the verdict over the whole run.
+func (ch *chaos) mixed(ctx context.Context, t *testing.T, seed uint64, eligible []fault, deadline time.Time, quiet time.Duration) {
 	start := time.Now()
 	t.Logf("chaos mixed run: SEQKEEPER_CHAOS_SEED=%d until %s, SEQKEEPER_CHAOS_FAULTS=%q (%d faults eligible)",
 		seed, deadline.Format(time.TimeOnly), os.Getenv("SEQKEEPER_CHAOS_FAULTS"), len(eligible))
@@ -375,7 +375,7 @@ func (ch *chaos) mixed(ctx context.Context, t *testing.T, seed uint64, eligible 
 		n++
 		name := fmt.Sprintf("mixed/%03d-%s", n, f.name)
 		ch.hist.SetScenario("mixed/quiet")
-		sleep(ctx, time.Duration(2+ch.rng.IntN(8))*time.Second)
+		sleep(ctx, time.Duration(2+ch.rng.IntN(8))*quiet)
 		ok := t.Run(name, func(t *testing.T) { ch.run(t, name, f) })
 		if !ok {
 			break

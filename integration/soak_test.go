@@ -31,8 +31,12 @@ import (
 //
 // It runs only when SEQKEEPER_SOAK_DURATION is set (an hour is the
 // useful least: bash scripts/soak.sh 1h). SEQKEEPER_SOAK_SAMPLE sets the
-// sampling interval (default 15s); SEQKEEPER_CHAOS_SEED and
-// SEQKEEPER_CHAOS_FAULTS work as for TestChaosMixed.
+// sampling interval (default 15s). Between two faults the cluster runs
+// quietly for 2 to 9 times SEQKEEPER_SOAK_QUIET (default 10s: about a
+// minute, where TestChaosMixed waits 2 to 9 seconds), so that a replica's
+// process lives long enough for its series to be judged.
+// SEQKEEPER_CHAOS_SEED and SEQKEEPER_CHAOS_FAULTS work as for
+// TestChaosMixed.
 func TestSoak(t *testing.T) {
 	if os.Getenv("SEQKEEPER_SOAK_DURATION") == "" {
 		t.Skip("the soak runs only with SEQKEEPER_SOAK_DURATION set: bash scripts/soak.sh 1h")
@@ -40,6 +44,7 @@ func TestSoak(t *testing.T) {
 	takeClusterSlot(t)
 	duration := envDuration(t, "SEQKEEPER_SOAK_DURATION", time.Hour)
 	every := envDuration(t, "SEQKEEPER_SOAK_SAMPLE", 15*time.Second)
+	quiet := envDuration(t, "SEQKEEPER_SOAK_QUIET", 10*time.Second)
 	seed := mixedSeed(t)
 	// lose-store-objects waits two minutes for the audit to persist the
 	// lost ceilings again: the default audit runs every five.
@@ -60,7 +65,7 @@ func TestSoak(t *testing.T) {
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { s.run(sctx, every) })
-	ch.mixed(ctx, t, seed, eligible, start.Add(duration))
+	ch.mixed(ctx, t, seed, eligible, start.Add(duration), quiet)
 	stop()
 	wg.Wait()
 	series := s.series()

@@ -6,7 +6,9 @@
 # memory, goroutines, open files or ZooKeeper watches, or in the store's
 # objects and bytes. The figures are logged at its end. Built without
 # -race (an hour of it on two cores is the workers' time, not the
-# replicas'); SEQKEEPER_SOAK_SAMPLE sets the sampling interval.
+# replicas'); SEQKEEPER_SOAK_SAMPLE sets the sampling interval, and
+# SEQKEEPER_SOAK_QUIET the quiet time between faults (2 to 9 times it;
+# default 10s).
 #
 #   bash scripts/soak.sh [DURATION]
 set -euo pipefail
