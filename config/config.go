@@ -296,16 +296,6 @@ func (c *Config) BearerTokens() ([]string, error) {
 	return readTokens("http_token_file", c.HTTPToken.Reveal(), c.HTTPTokenFile)
 }
 
-// AdminToken returns the admin routes' bearer token: HTTPAdminToken, or
-// the first token of HTTPAdminTokenFile; "" when neither is set.
-func (c *Config) AdminToken() (string, error) {
-	ts, err := c.AdminTokens()
-	if err != nil || len(ts) == 0 {
-		return "", err
-	}
-	return ts[0], nil
-}
-
 // AdminTokens returns the admin routes' tokens, as BearerTokens does. None
 // may also be a taker's token: one token for both would let every worker
 // create and delete sequences.
@@ -466,14 +456,4 @@ func (c *Config) String() string {
 		fmt.Fprintf(&b, "%s=%s", s.key, s.display(c))
 	}
 	return b.String()
-}
-
-// Redacted returns every setting by key, secrets redacted, for a structured
-// log line (zerolog's Fields).
-func (c *Config) Redacted() map[string]any {
-	out := make(map[string]any, len(settings))
-	for _, s := range settings {
-		out[s.key] = s.display(c)
-	}
-	return out
 }

@@ -142,7 +142,7 @@ func (c *Config) checkHTTPAndTLS(p *problems) {
 	if (c.ZKTLSCertFile == "") != (c.ZKTLSKeyFile == "") {
 		p.bad("zk_tls_cert_file", "set both zk_tls_cert_file and zk_tls_key_file, or neither")
 	}
-	if c.ZKTLSServerName != "" && !c.ZKTLSOn() {
+	if c.ZKTLSServerName != "" && !c.zkTLSOn() {
 		p.bad("zk_tls_server_name", "only means something with TLS: set zk_tls_ca_file (or zk_tls: true)")
 	}
 	if (c.HTTPTLSCertFile == "") != (c.HTTPTLSKeyFile == "") {

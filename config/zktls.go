@@ -8,8 +8,8 @@ import (
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
-// ZKTLSOn reports whether ZooKeeper connections use TLS.
-func (c *Config) ZKTLSOn() bool {
+// zkTLSOn reports whether ZooKeeper connections use TLS.
+func (c *Config) zkTLSOn() bool {
 	return c.ZKTLS || c.ZKTLSCAFile != "" || c.ZKTLSCertFile != ""
 }
 
@@ -18,7 +18,7 @@ func (c *Config) ZKTLSOn() bool {
 // their files change (a renewed certificate, a rotated CA, a Kubernetes
 // Secret updated in place), at the next connection's handshake.
 func (c *Config) ZKTLSConfig() (*tls.Config, error) {
-	if !c.ZKTLSOn() {
+	if !c.zkTLSOn() {
 		return nil, nil
 	}
 	tc := &tls.Config{ServerName: c.ZKTLSServerName, MinVersion: tls.VersionTLS12}

@@ -335,7 +335,7 @@ func init() { zerolog.TimeFieldFormat = logTimeFormat }
 // logger returns the process logger: JSON lines on stderr, or console
 // lines when stderr is a terminal (log_format auto), at the configured
 // level or def when none is configured. Settings are never logged raw:
-// log g.cfg.Redacted().
+// log g.cfg.String(), which redacts secrets.
 func (g *globals) logger(def zerolog.Level) zerolog.Logger {
 	var out io.Writer = g.stderr
 	format := config.DefaultLogFormat

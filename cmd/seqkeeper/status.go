@@ -244,15 +244,15 @@ configuration's http_admin_token, and prints the replica that leads after.`,
 
 // askStepDown sends POST /v1/step-down to the replica at addr.
 func (g *globals) askStepDown(ctx context.Context, addr string) error {
-	token, err := g.cfg.AdminToken()
+	tokens, err := g.cfg.AdminTokens()
 	if err != nil {
 		return err
 	}
-	if token == "" {
+	if len(tokens) == 0 {
 		return usagef("step-down needs the admin token (http_admin_token or http_admin_token_file) of the replicas")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	_, err = g.callReplica(ctx, http.MethodPost, addr, "/v1/step-down", token)
+	_, err = g.callReplica(ctx, http.MethodPost, addr, "/v1/step-down", tokens[0])
 	return err
 }

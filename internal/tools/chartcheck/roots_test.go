@@ -127,9 +127,9 @@ func TestSeveralRootsAreOneDeploymentReadingTheirConfigFile(t *testing.T) {
 	if cfg.ID != podName || cfg.AdvertiseAddr() != podIP+":7070" || cfg.HTTP != "0.0.0.0:7070" {
 		t.Errorf("id %s advertise %s http %s; want the pod's name, its IP:7070, 0.0.0.0:7070", cfg.ID, cfg.AdvertiseAddr(), cfg.HTTP)
 	}
-	if cfg.Runway.String() != "2m0s" || !cfg.ZKTLSOn() || cfg.ZKDigest.Reveal() != secret || cfg.HTTPTokenFile == "" {
-		t.Errorf("runway %s, zk tls %v, digest set %v, token file %q: the Deployment's shared settings did not all arrive",
-			cfg.Runway, cfg.ZKTLSOn(), cfg.ZKDigest.Reveal() != "", cfg.HTTPTokenFile)
+	if cfg.Runway.String() != "2m0s" || cfg.ZKTLSCAFile == "" || cfg.ZKDigest.Reveal() != secret || cfg.HTTPTokenFile == "" {
+		t.Errorf("runway %s, zk tls ca file %q, digest set %v, token file %q: the Deployment's shared settings did not all arrive",
+			cfg.Runway, cfg.ZKTLSCAFile, cfg.ZKDigest.Reveal() != "", cfg.HTTPTokenFile)
 	}
 	for _, k := range []string{"SEQKEEPER_ROOT", "SEQKEEPER_STORE", "SEQKEEPER_ELECTION_PATH", "SEQKEEPER_MARKER_PATH"} {
 		if _, ok := env[k]; ok {
