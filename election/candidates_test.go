@@ -13,7 +13,7 @@ func TestCandidatesInQueueOrder(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, clusterOpts{})
 	ids := func(r *replica) []string {
-		cs, err := r.e.Candidates(context.Background())
+		cs, err := Candidates(context.Background(), r.e.client, r.e.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestCandidatesInQueueOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "b leads, a last", func() bool { return slices.Equal(ids(a), []string{"b", "a"}) })
-	if cs, _ := a.e.Candidates(context.Background()); cs[0].Address != "b:8080" || cs[0].Version != "test" {
+	if cs, _ := Candidates(context.Background(), a.e.client, a.e.path); cs[0].Address != "b:8080" || cs[0].Version != "test" {
 		t.Fatalf("the leader's identity: %+v", cs[0])
 	}
 }

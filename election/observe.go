@@ -164,40 +164,42 @@ var closedEvents = func() <-chan zkclient.Event {
 	return ch
 }()
 
-// Candidates returns the identities of every candidate in the election,
-// in queue order: the first leads (as Leader says), the second takes over
-// when it leaves. A candidate whose node is gone by the time it is read
-// is left out; one whose identity does not decode is an error. An empty
-// directory, or none, gives an empty list. It does not need Run.
-func (e *Election) Candidates(ctx context.Context) ([]Identity, error) {
-	names, err := call(ctx, e, func(s zkclient.Session) ([]string, error) {
-		names, _, err := s.Children(ctx, e.path)
-		return names, err
-	})
+// Candidate is one replica in an election's queue.
+type Candidate struct {
+	Identity
+	// Node is the candidate node's full path.
+	Node string `json:"node"`
+}
+
+// Candidates reads the election under path with the client c, and returns
+// its candidates in queue order: the first leads (as Leader says), the
+// second takes over when it leaves. A candidate whose node is gone by the
+// time it is read is left out; one whose identity does not decode is an
+// error. An empty directory, or none, gives an empty list. It needs no
+// Election: a replica and a command-line tool read an election alike.
+func Candidates(ctx context.Context, c *zkclient.Client, path string) ([]Candidate, error) {
+	names, _, err := c.Session().Children(ctx, path)
 	if errors.Is(err, zkclient.ErrNoNode) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("election: read the candidates under %s: %w", path, err)
 	}
-	var out []Identity
-	for _, c := range sortedCandidates(names) {
-		p := e.path + "/" + c.name
-		data, err := call(ctx, e, func(s zkclient.Session) ([]byte, error) {
-			data, _, err := s.Get(ctx, p)
-			return data, err
-		})
+	var out []Candidate
+	for _, e := range sortedCandidates(names) {
+		p := path + "/" + e.name
+		data, _, err := c.Session().Get(ctx, p)
 		if errors.Is(err, zkclient.ErrNoNode) {
 			continue // it just left
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("election: read the candidate %s: %w", p, err)
 		}
 		var id Identity
-		if err := json.Unmarshal(data, &id); err != nil {
-			return nil, fmt.Errorf("election: candidate node %s: identity %q: %w", p, data, err)
+		if err := json.Unmarshal(data, &id); err != nil || id.ID == "" {
+			return nil, fmt.Errorf("election: the candidate node %s does not hold a replica identity (%q): is something else using %s?", p, data, path)
 		}
-		out = append(out, id)
+		out = append(out, Candidate{Identity: id, Node: p})
 	}
 	return out, nil
 }

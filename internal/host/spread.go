@@ -61,10 +61,10 @@ func Spread(ctx context.Context, roots []*Root, o SpreadOptions, log zerolog.Log
 // spreadOnce looks at the elections and hands one root over if this
 // replica leads too many. It reports whether it handed one over.
 func spreadOnce(ctx context.Context, roots []*Root, log zerolog.Logger) bool {
-	lines := make([][]election.Identity, len(roots))
+	lines := make([][]election.Candidate, len(roots))
 	live := map[string]bool{}
 	for i, r := range roots {
-		cs, err := r.election.Candidates(ctx)
+		cs, err := election.Candidates(ctx, r.zk, r.cfg.ElectionPath)
 		if err != nil {
 			log.Debug().Err(err).Str("root_name", r.name).Msg("spread: cannot read the candidates; trying again later")
 			return false
@@ -121,7 +121,7 @@ func spreadOnce(ctx context.Context, roots []*Root, log zerolog.Logger) bool {
 
 // distanceToUnderloaded is how far down a root's line, after me, the
 // first replica that leads fewer than limit roots stands (1: next).
-func distanceToUnderloaded(line []election.Identity, me string, leads map[string]int, limit int) (int, bool) {
+func distanceToUnderloaded(line []election.Candidate, me string, leads map[string]int, limit int) (int, bool) {
 	d := 0
 	for _, id := range line {
 		if id.ID == me {
@@ -136,8 +136,8 @@ func distanceToUnderloaded(line []election.Identity, me string, leads map[string
 }
 
 // successor is the replica next in line after me in a root's candidates.
-func successor(line []election.Identity, me string) (string, bool) {
-	i := slices.IndexFunc(line, func(id election.Identity) bool { return id.ID != me })
+func successor(line []election.Candidate, me string) (string, bool) {
+	i := slices.IndexFunc(line, func(id election.Candidate) bool { return id.ID != me })
 	if i < 0 {
 		return "", false
 	}
