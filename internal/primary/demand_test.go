@@ -166,7 +166,11 @@ func TestReserveAfterTakeoverFitsTheDemand(t *testing.T) {
 	r := newRig(t, z.Servers, z.Root)
 	const runway = 8 * time.Second
 	tune := func(c *config.Primary) { c.Runway = runway }
-	run := r.start("p1", tune)
+	// p1 leaves a reserve that outlasts a handover on a loaded machine:
+	// takes that waited at the ceiling in p2's first seconds would be
+	// demand no primary can see, and p2's mean would rightly count them
+	// as seconds of less demand.
+	run := r.start("p1", func(c *config.Primary) { tune(c); c.MinReserve = 20 * 2000 })
 	c := r.client(10 * time.Second)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
