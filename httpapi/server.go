@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -367,17 +368,7 @@ func (s *Server) Close(ctx context.Context) error {
 	s.mu.Unlock()
 
 	errs := make([]error, len(entries))
-	sem := make(chan struct{}, closeWorkers)
-	var wg sync.WaitGroup
-	for i, e := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = e.alloc.Close(ctx)
-		}()
-	}
-	wg.Wait()
+	parallel.Each(len(entries), closeWorkers, func(i int) { errs[i] = entries[i].alloc.Close(ctx) })
 	var pushed int64
 	for _, e := range entries {
 		pushed += e.alloc.Stats().PushedBack

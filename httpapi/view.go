@@ -8,8 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
@@ -273,22 +273,9 @@ func summariseAll(ctx context.Context, seqs SequenceReader, names []string) ([]S
 	out := make([]SequenceSummary, len(names))
 	keep := make([]bool, len(names))
 	errs := make([]error, len(names))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(listWorkers, len(names)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				out[i], keep[i], errs[i] = summarise(ctx, seqs, names[i])
-			}
-		}()
-	}
-	for i := range names {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	parallel.Each(len(names), listWorkers, func(i int) {
+		out[i], keep[i], errs[i] = summarise(ctx, seqs, names[i])
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 )
 
 // CompactResult says what one Compact did.
@@ -52,7 +54,7 @@ func (s *Store) Compact(ctx context.Context, epoch int64) (CompactResult, error)
 		return res, fmt.Errorf("store %s: compact: %w", s.b, err)
 	}
 	errs := make([]error, len(v.segs))
-	each(len(v.segs), s.opts.Parallelism, func(i int) {
+	parallel.Each(len(v.segs), s.opts.Parallelism, func(i int) {
 		errs[i] = s.b.Delete(ctx, segmentKey(v.segs[i].pos))
 	})
 	for _, err := range errs {
@@ -79,7 +81,7 @@ func (s *Store) fold(ctx context.Context, l *layout, epoch int64, segs []*segmen
 	}
 	groups := groupByBucket(mergeSorted(recs), l.n)
 	errs := make([]error, len(groups))
-	each(len(groups), s.opts.Parallelism, func(i int) {
+	parallel.Each(len(groups), s.opts.Parallelism, func(i int) {
 		if err := s.putBucket(ctx, l, groups[i].bucket, epoch, groups[i].recs); err != nil {
 			errs[i] = s.bucketError(l, groups[i].bucket, err)
 		}

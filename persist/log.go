@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync/atomic"
+
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 )
 
 // The log. A store write (Put) adds one object: a segment at a free
@@ -114,7 +116,7 @@ func (s *Store) readLog(ctx context.Context, l *layout) (logView, error) {
 	}
 	got := make([]*segment, len(pos))
 	errs := make([]error, len(pos))
-	each(len(pos), s.opts.Parallelism, func(i int) {
+	parallel.Each(len(pos), s.opts.Parallelism, func(i int) {
 		got[i], errs[i] = s.readSegment(ctx, l, pos[i])
 		if errors.Is(errs[i], ErrNotFound) {
 			errs[i] = nil // folded and deleted since the listing

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 )
 
 // Get returns the record of the sequence name, tombstones included, read from
@@ -45,7 +47,7 @@ func (s *Store) GetMany(ctx context.Context, names []string) (map[string]Record,
 	states := make([]*bucketState, len(buckets))
 	v, err := s.readView(ctx, l, func() error {
 		errs := make([]error, len(buckets))
-		each(len(buckets), s.opts.Parallelism, func(i int) {
+		parallel.Each(len(buckets), s.opts.Parallelism, func(i int) {
 			if states[i], errs[i] = s.readBucket(ctx, l, buckets[i]); errs[i] != nil {
 				errs[i] = s.bucketError(l, buckets[i], errs[i])
 			}
@@ -119,7 +121,7 @@ func (s *Store) Load(ctx context.Context) ([]Record, error) {
 func (s *Store) loadBuckets(ctx context.Context, l *layout, read func(b int) (*bucketState, error)) ([][]Record, error) {
 	parts := make([][]Record, l.n)
 	errs := make([]error, l.n)
-	each(l.n, s.opts.Parallelism, func(b int) {
+	parallel.Each(l.n, s.opts.Parallelism, func(b int) {
 		st, err := read(b)
 		if err != nil {
 			errs[b] = s.bucketError(l, b, err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -409,22 +408,4 @@ func (s *Store) Check(ctx context.Context) error {
 	}
 	s.observeEpoch(st.epoch)
 	return nil
-}
-
-// each calls fn(i) for every i in [0, n) on at most par goroutines.
-func each(n, par int, fn func(i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(par, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(i)
-			}
-		})
-	}
-	wg.Wait()
 }

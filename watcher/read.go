@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"sync"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -57,20 +57,14 @@ func (w *Watcher) readSome(ctx context.Context, names []string) error {
 		batches = append(batches, &batch{names: rest[:n]})
 		rest = rest[n:]
 	}
-	sem := make(chan struct{}, max(1, w.opts.Parallelism/8))
-	var wg sync.WaitGroup
-	for _, b := range batches {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			paths := make([]string, len(b.names))
-			for i, name := range b.names {
-				paths[i] = w.root + "/" + name
-			}
-			b.reads, b.err = s.MultiRead(ctx, paths...)
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(batches), w.opts.Parallelism/8, func(j int) {
+		b := batches[j]
+		paths := make([]string, len(b.names))
+		for i, name := range b.names {
+			paths[i] = w.root + "/" + name
+		}
+		b.reads, b.err = s.MultiRead(ctx, paths...)
+	})
 	if w.zk.Connection() != conn {
 		// The watches were set on a connection that is gone, and the
 		// server forgets persistent watches with it.
@@ -98,27 +92,18 @@ const readBatch = 32
 // arm sets the persistent watch of each of names that has none set on the
 // current connection, in parallel.
 func (w *Watcher) arm(ctx context.Context, s zkclient.Session, names []string) error {
-	sem := make(chan struct{}, w.opts.Parallelism)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs []error
-	for _, name := range names {
-		if w.known[name].armed {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+	errs := make([]error, len(names))
+	parallel.Each(len(names), w.opts.Parallelism, func(i int) {
+		if name := names[i]; !w.known[name].armed {
 			if err := s.AddWatch(ctx, w.root+"/"+name, false); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("watch %s/%s: %w", w.root, name, err))
-				mu.Unlock()
+				errs[i] = fmt.Errorf("watch %s/%s: %w", w.root, name, err)
 			}
-		})
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return errs[0]
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err // one says it: on a lost connection, every watch fails alike
+		}
 	}
 	return nil // report marks each name read as armed
 }

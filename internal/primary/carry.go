@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
@@ -37,41 +38,34 @@ func (p *Primary) carryOutEach(ctx context.Context, plans []plan) ([]plan, []err
 	var errs []error
 	var births []plan
 	done := make(map[string]carried, len(plans))
-	sem := make(chan struct{}, p.cfg.Parallelism)
-	var wg sync.WaitGroup
-	for _, pl := range plans {
+	parallel.Each(len(plans), p.cfg.Parallelism, func(i int) {
+		pl := plans[i]
 		if pl.kind == planLegacyMark {
-			continue // a mark lives only in the store
+			return // a mark lives only in the store
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var before state.State
-			if t := p.seqs[pl.name]; t != nil {
-				before = t.state
+		var before state.State
+		if t := p.seqs[pl.name]; t != nil {
+			before = t.state
+		}
+		// Every operation is safe to abandon (the store already holds its
+		// ceiling) and is retried at the next event or sweep, so a
+		// compare-and-set loop that cannot win must not stall the
+		// primary's other work.
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		st, moved, czxid, err := p.carryOut(octx, pl, before)
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			errs = append(errs, err)
+		} else if st.Name != "" {
+			done[pl.name] = carried{st, moved, czxid}
+			if pl.kind == planInit && seqzk.Unconfirmed(st) {
+				pl.born = st
+				births = append(births, pl)
 			}
-			// Every operation is safe to abandon (the store already holds
-			// its ceiling) and is retried at the next event or sweep, so a
-			// compare-and-set loop that cannot win must not stall the
-			// primary's other work.
-			octx, cancel := context.WithTimeout(ctx, opTimeout)
-			st, moved, czxid, err := p.carryOut(octx, pl, before)
-			cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, err)
-			} else if st.Name != "" {
-				done[pl.name] = carried{st, moved, czxid}
-				if pl.kind == planInit && seqzk.Unconfirmed(st) {
-					pl.born = st
-					births = append(births, pl)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	p.noteCarried(done)
 	return births, errs
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
@@ -123,32 +124,26 @@ func (p *Primary) raise(ctx context.Context, log zerolog.Logger, plans []plan, r
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
 	)
-	sem := make(chan struct{}, p.cfg.Parallelism)
-	for _, i := range rest {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			// Safe to abandon (the store holds the ceiling); retried at
-			// the sequence's next event or sweep.
-			octx, cancel := context.WithTimeout(ctx, opTimeout)
-			st, err := p.raiseOne(octx, log, plans[i])
-			cancel()
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, seqzk.ErrUnknownSequence), errors.Is(err, seqzk.ErrChangedMeanwhile):
-				// deleted (and perhaps registered again) meanwhile; the
-				// watcher reports it
-			case err != nil:
-				errs = append(errs, err)
-			default:
-				raised[plans[i].name] = seqzk.Raised{State: st, Version: -1}
-			}
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(rest), p.cfg.Parallelism, func(j int) {
+		i := rest[j]
+		// Safe to abandon (the store holds the ceiling); retried at the
+		// sequence's next event or sweep.
+		octx, cancel := context.WithTimeout(ctx, opTimeout)
+		st, err := p.raiseOne(octx, log, plans[i])
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.Is(err, seqzk.ErrUnknownSequence), errors.Is(err, seqzk.ErrChangedMeanwhile):
+			// deleted (and perhaps registered again) meanwhile; the
+			// watcher reports it
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			raised[plans[i].name] = seqzk.Raised{State: st, Version: -1}
+		}
+	})
 	p.count(func(s *Stats) { s.Raises += int64(len(raised)) })
 	return raised, errors.Join(errs...)
 }

@@ -2,8 +2,8 @@ package seqzk
 
 import (
 	"context"
-	"sync"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -97,30 +97,24 @@ type raiseItem struct {
 // parse, is nil.
 func (c *Client) readForRaise(ctx context.Context, reqs []RaiseReq) []*raiseItem {
 	read := make([]*raiseItem, len(reqs))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 64)
-	for i, r := range reqs {
-		if ValidateName(r.Name) != nil {
-			continue
-		}
-		if r.Base != nil {
+	parallel.Each(len(reqs), 64, func(i int) {
+		r := reqs[i]
+		switch {
+		case ValidateName(r.Name) != nil:
+			return
+		case r.Base != nil:
 			read[i] = &raiseItem{i, *r.Base, r.Version}
-			continue
+			return
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			c.stats.requests.Add(1)
-			data, stat, err := c.zk.Session().Get(ctx, c.Path(r.Name))
-			if err != nil {
-				return
-			}
-			if st, err := state.ParseState(r.Name, data); err == nil {
-				read[i] = &raiseItem{i, st, stat.Version}
-			}
-		})
-	}
-	wg.Wait()
+		c.stats.requests.Add(1)
+		data, stat, err := c.zk.Session().Get(ctx, c.Path(r.Name))
+		if err != nil {
+			return
+		}
+		if st, err := state.ParseState(r.Name, data); err == nil {
+			read[i] = &raiseItem{i, st, stat.Version}
+		}
+	})
 	return read
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -93,29 +94,21 @@ func (k Keeper) Restore(ctx context.Context, rs []Restoration, epoch int64) (cre
 		mu     sync.Mutex
 		errs   []error
 		failed atomic.Bool
-		wg     sync.WaitGroup
 	)
-	sem := make(chan struct{}, restoreParallelism)
-	for _, b := range batches {
+	parallel.Each(len(batches), restoreParallelism, func(i int) {
 		if failed.Load() || ctx.Err() != nil {
-			break
+			return
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			n, st, err := c.restoreBatch(ctx, b, epoch)
-			mu.Lock()
-			defer mu.Unlock()
-			created = append(created, n...)
-			stale = append(stale, st...)
-			if err != nil {
-				failed.Store(true)
-				errs = append(errs, err)
-			}
-		}()
-	}
-	wg.Wait()
+		n, st, err := c.restoreBatch(ctx, batches[i], epoch)
+		mu.Lock()
+		defer mu.Unlock()
+		created = append(created, n...)
+		stale = append(stale, st...)
+		if err != nil {
+			failed.Store(true)
+			errs = append(errs, err)
+		}
+	})
 	if len(errs) == 0 && ctx.Err() != nil {
 		return created, stale, ctx.Err()
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
+	"github.com/seqkeeper/seqkeeper/internal/parallel"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
@@ -92,30 +92,24 @@ func (c *Client) readWindows(ctx context.Context, name string) ([]openWindow, er
 	names := childrenWith(children, state.WindowPrefix)
 	out := make([]openWindow, len(names))
 	errs := make([]error, len(names))
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, w := range names {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			data, stat, err := s.Get(ctx, c.Path(name)+"/"+w)
-			c.stats.requests.Add(1)
-			switch {
-			case errors.Is(err, zkclient.ErrNoNode):
-				return // pruned meanwhile
-			case err != nil:
-				errs[i] = c.zkError(name, err)
-				return
-			}
-			st, err := state.ParseState(name+"/"+w, data)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = openWindow{name: w, slot: windowSlot(w), state: st, stat: stat}
-		})
-	}
-	wg.Wait()
+	parallel.Each(len(names), 8, func(i int) {
+		w := names[i]
+		data, stat, err := s.Get(ctx, c.Path(name)+"/"+w)
+		c.stats.requests.Add(1)
+		switch {
+		case errors.Is(err, zkclient.ErrNoNode):
+			return // pruned meanwhile
+		case err != nil:
+			errs[i] = c.zkError(name, err)
+			return
+		}
+		st, err := state.ParseState(name+"/"+w, data)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		out[i] = openWindow{name: w, slot: windowSlot(w), state: st, stat: stat}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
