@@ -343,8 +343,7 @@ func storeRecords(r *Report, minReserve int64) (recs []persist.Record, recreate 
 }
 
 // Apply carries out the report's actions, the store always first: it
-// writes every new ceiling to the store (at the store's current leader
-// epoch, so a primary that takes over later fences it out), then
+// writes every new ceiling to the store (seqzk.PutAtCurrentEpoch), then
 // re-creates the missing sequences in ZooKeeper and revalidates the stale
 // ones, each with Headroom(minReserve) IDs (see Recreate). Nothing reaches
 // ZooKeeper if the store write fails.
@@ -352,11 +351,7 @@ func Apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, r *Rep
 	n := Headroom(minReserve)
 	recs, recreate := storeRecords(r, minReserve)
 	if len(recs) > 0 {
-		storeEpoch, _, err := store.Epoch(ctx)
-		if err != nil {
-			return err
-		}
-		if err := store.Put(ctx, storeEpoch, recs...); err != nil {
+		if err := seqzk.PutAtCurrentEpoch(ctx, store, recs...); err != nil {
 			return fmt.Errorf("write %d ceilings to the store (nothing changed in ZooKeeper): %w", len(recs), err)
 		}
 	}

@@ -199,7 +199,7 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 			return fmt.Errorf("learn ZooKeeper's epoch: %w; nothing was written", err)
 		}
 	}
-	if err := putAll(ctx, store, puts); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(ctx, store, puts...); err != nil {
 		return fmt.Errorf("write %d ceilings to the store: %w; run import again", len(puts), err)
 	}
 	if len(creates) > 0 {
@@ -219,7 +219,7 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 				out[i].Action, out[i].Reason = Refused, "it was created or deleted by someone else while the import ran; nothing was imported for it (run import again to decide it anew)"
 			}
 		}
-		if err := putAll(ctx, store, born); err != nil {
+		if err := seqzk.PutAtCurrentEpoch(ctx, store, born...); err != nil {
 			return fmt.Errorf("record the births of %d new sequences in the store (ZooKeeper holds them, and the store their ceilings): %w", len(born), err)
 		}
 	}
@@ -232,19 +232,6 @@ func apply(ctx context.Context, seqs *seqzk.Client, store *persist.Store, opts I
 		case !a.Changed():
 			out[i].Action = Unchanged
 		}
-	}
-	return nil
-}
-
-// putAll writes recs to the store at its current leader epoch, a thousand
-// a write.
-func putAll(ctx context.Context, store *persist.Store, recs []persist.Record) error {
-	for len(recs) > 0 {
-		n := min(len(recs), 1000)
-		if err := seqzk.PutAtCurrentEpoch(ctx, store, recs[:n]...); err != nil {
-			return err
-		}
-		recs = recs[n:]
 	}
 	return nil
 }
@@ -286,7 +273,7 @@ func recordTombstones(ctx context.Context, seqs *seqzk.Client, store *persist.St
 			recs = append(recs, persist.Record{Name: e.Name, Ceiling: dead, Dead: dead})
 		}
 	}
-	if err := putAll(ctx, store, recs); err != nil {
+	if err := seqzk.PutAtCurrentEpoch(ctx, store, recs...); err != nil {
 		return fmt.Errorf("write %d tombstones to the store (ZooKeeper holds them; a primary's audit copies them): %w", len(recs), err)
 	}
 	return nil
