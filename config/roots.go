@@ -154,8 +154,8 @@ func (c *Config) validateRoots() []error {
 			bad("entries %d and %d both serve root %s: list each root once", prev, n, rc.Root)
 		}
 		roots[rc.Root] = n
-		if msg := storeProblem(rc.Store); msg != "" {
-			bad("entry %d (%s): store %s: %s", n, rc.Name, RedactURL(rc.Store), msg)
+		if err := storeProblem(rc.Store); err != nil {
+			bad("entry %d (%s): store %s: %v", n, rc.Name, RedactURL(rc.Store), err)
 		} else if key := storeKey(rc.Store); key != "" {
 			for other, m := range stores {
 				if within(key, other) || within(other, key) {

@@ -72,7 +72,7 @@ func TestRootsListErrors(t *testing.T) {
 		{"bad name", top + "roots:\n  - {name: a/b, root: /a, store: file:///a}\n", `name "a/b": want 1 to 63 letters`},
 		{"same store", top + "roots:\n  - {root: /a, store: \"s3://b/p?region=x\"}\n  - {root: /b, store: s3://b/p/}\n", "entries 1 and 2 share a store"},
 		{"store inside another", top + "roots:\n  - {root: /a, store: file:///s}\n  - {root: /b, store: file:///s/b}\n", "share a store"},
-		{"bad store", top + "roots:\n  - {root: /a, store: ftp://x}\n", `entry 1 (a): store "ftp://x": scheme "ftp"`},
+		{"bad store", top + "roots:\n  - {root: /a, store: ftp://x}\n", `entry 1 (a): store "ftp://x": bad store URL: unsupported scheme "ftp"`},
 		{"root under another", top + "roots:\n  - {root: /a, store: file:///a}\n  - {root: /a/b, store: file:///b}\n", "entry 1 (a) root /a and entry 2 (b) root /a/b contain one another"},
 		{"same election", top + "roots:\n  - {root: /a, store: file:///a, election_path: /e}\n  - {root: /b, store: file:///b, election_path: /e}\n", "entry 1 (a) election_path and entry 2 (b) election_path are both /e"},
 		{"same marker", top + "roots:\n  - {root: /a, store: file:///a, marker_path: /m}\n  - {root: /b, store: file:///b, marker_path: /m}\n", "marker_path are both /m"},

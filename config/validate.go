@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/zkclient"
 )
 
@@ -37,8 +37,8 @@ func (c *Config) Validate() error {
 	if len(c.Roots) > 0 {
 		p = append(p, c.validateRoots()...)
 	}
-	if msg := storeProblem(c.Store); msg != "" {
-		p.bad("store", "%s: %s", RedactURL(c.Store), msg)
+	if err := storeProblem(c.Store); err != nil {
+		p.bad("store", "%s: %v", RedactURL(c.Store), err)
 	}
 	c.checkHTTPAndTLS(&p)
 	c.checkService(&p)
@@ -259,34 +259,13 @@ func RedactURL(s string) string {
 	return strconv.Quote(u.String())
 }
 
-// storeProblem checks the shape of a store URL, or returns "".
-func storeProblem(s string) string {
+// storeProblem checks a store URL as the store opens it; unset is no
+// problem here.
+func storeProblem(s string) error {
 	if s == "" {
-		return ""
+		return nil
 	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return "not a URL; want s3://bucket/prefix or file:///path"
-	}
-	switch u.Scheme {
-	case "s3":
-		if u.Host == "" {
-			return "no bucket; want s3://bucket/prefix[?endpoint=URL&region=R&sse_kms_key_id=KEY]"
-		}
-		if u.User != nil {
-			return "credentials do not belong in the URL; use AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-		}
-	case "file":
-		if u.Host != "" && u.Host != "localhost" {
-			return fmt.Sprintf("host %q: a file store is local; want file:///absolute/path", u.Host)
-		}
-		if u.Path == "" || !path.IsAbs(u.Path) || u.Path == "/" {
-			return "want file:///absolute/path (three slashes), not the root directory"
-		}
-	default:
-		return fmt.Sprintf("scheme %q: want s3://bucket/prefix or file:///path", u.Scheme)
-	}
-	return ""
+	return persist.CheckURL(s)
 }
 
 // Layout returns the configured ACL layout (ZKACL); the zero Layout when

@@ -106,33 +106,48 @@ type OpenOptions struct {
 // URL&region=R (see ParseS3URL) or file:///path (see ParseFileURL). Any other
 // form is an error wrapping ErrBadURL.
 func Open(ctx context.Context, rawURL string, opts OpenOptions) (Backend, error) {
+	s3, dir, err := parseURL(rawURL)
+	switch {
+	case err != nil:
+		return nil, err
+	case s3 != nil:
+		s3.AccessKey, s3.SecretKey, s3.CreateBucket = opts.AccessKey, opts.SecretKey, opts.Create
+		s3.CreateWait, s3.Logger = opts.CreateWait, opts.Logger
+		return NewS3(ctx, *s3)
+	case opts.Create:
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("file store %s: create directory: %w", dir, err)
+		}
+	}
+	return NewFile(dir)
+}
+
+// CheckURL reports what is wrong with a store URL, as Open would, without
+// opening it: an error wrapping ErrBadURL, or nil.
+func CheckURL(rawURL string) error {
+	_, _, err := parseURL(rawURL)
+	return err
+}
+
+// parseURL parses a store URL: an S3 store's configuration, or a file
+// store's directory.
+func parseURL(rawURL string) (*S3Config, string, error) {
 	scheme, _, ok := strings.Cut(rawURL, "://")
 	if !ok {
-		return nil, fmt.Errorf("%w: no scheme (%s)", ErrBadURL, storeURLForms)
+		return nil, "", fmt.Errorf("%w: no scheme (%s)", ErrBadURL, storeURLForms)
 	}
 	switch strings.ToLower(scheme) {
 	case "s3":
 		cfg, err := ParseS3URL(rawURL)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		cfg.AccessKey, cfg.SecretKey, cfg.CreateBucket = opts.AccessKey, opts.SecretKey, opts.Create
-		cfg.CreateWait, cfg.Logger = opts.CreateWait, opts.Logger
-		return NewS3(ctx, cfg)
+		return &cfg, "", nil
 	case "file":
 		dir, err := ParseFileURL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		if opts.Create {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, fmt.Errorf("file store %s: create directory: %w", dir, err)
-			}
-		}
-		return NewFile(dir)
-	default:
-		return nil, fmt.Errorf("%w: unsupported scheme %q (%s)", ErrBadURL, scheme, storeURLForms)
+		return nil, dir, err
 	}
+	return nil, "", fmt.Errorf("%w: unsupported scheme %q (%s)", ErrBadURL, scheme, storeURLForms)
 }
 
 // validatePrefix holds List's prefix to the form the store uses: a key

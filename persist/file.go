@@ -380,6 +380,8 @@ func ParseFileURL(rawURL string) (string, error) {
 		return bad("file URLs take no ?parameters or #fragment")
 	case u.Path == "" || !strings.HasPrefix(u.Path, "/"):
 		return bad("file URL without a path")
+	case filepath.Clean(u.Path) == "/":
+		return bad("file URL of the root directory: give the store a directory of its own")
 	}
 	return filepath.Clean(u.Path), nil
 }

@@ -259,7 +259,7 @@ func TestExitCodesAndMessages(t *testing.T) {
 		{"missing config file", []string{"--config", badConfig + ".none", "list"}, 2, "no such file"},
 		{"bad flag value", []string{"--zk", "nohost", "list"}, 2, `zk: server "nohost": want host:port`},
 		{"bad log level", []string{"--log-level", "loud", "list"}, 2, `log_level: "loud"`},
-		{"bad store", []string{"--store", "ftp://x", "list"}, 2, `store: "ftp://x": scheme "ftp"`},
+		{"bad store", []string{"--store", "ftp://x", "list"}, 2, `store: "ftp://x": bad store URL: unsupported scheme "ftp"`},
 		{"delete without store", []string{"delete", "orders", "--yes"}, 2, "delete needs the store"},
 		{"delete with a missing store", []string{"delete", "orders", "--yes", "--store", "file:///nonexistent/seqkeeper-test"}, 1, "delete: open the store"},
 		{"bench bad clients", []string{"bench", "orders", "--clients", "0"}, 2, "--clients 0"},
