@@ -353,12 +353,13 @@ func (c *Config) TLSConfig() (*tls.Config, error) {
 	if c.HTTPTLSCertFile == "" {
 		return nil, nil
 	}
-	certs, err := newCertReloader(c.HTTPTLSCertFile, c.HTTPTLSKeyFile)
+	certs, err := certReloader(c.HTTPTLSCertFile, c.HTTPTLSKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w: http_tls_cert_file %s with http_tls_key_file %s: %v", ErrInvalid, c.HTTPTLSCertFile, c.HTTPTLSKeyFile, err)
 	}
 	// The certificate is read again when its files change (tlsreload.go).
-	tc := &tls.Config{GetCertificate: certs.getCertificate, MinVersion: tls.VersionTLS12}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return certs.current(), nil }}
 	if c.HTTPTLSClientCAFile != "" {
 		pem, err := os.ReadFile(c.HTTPTLSClientCAFile)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,20 +13,6 @@ import (
 // certCheckEvery is how often, at most, a TLS handshake looks whether the
 // certificate or key file changed: two stat calls a second at most.
 var certCheckEvery = time.Second
-
-// certReloader serves the HTTP API's certificate, read again when its
-// files change (a renewed certificate, a Kubernetes Secret updated in
-// place), so that renewing needs no restart. A pair that does not load
-// (the key written before the certificate, say) leaves the last good one
-// in use and is tried again at the next check.
-type certReloader struct {
-	certFile, keyFile string
-
-	mu      sync.Mutex
-	cert    *tls.Certificate
-	stamp   [2]FileStamp
-	checked time.Time
-}
 
 // FileStamp tells whether a file changed: its modification time and size,
 // as StampOf reads them (the zero value for a file that cannot be read).
@@ -46,90 +33,79 @@ func StampOf(path string) FileStamp {
 	return FileStamp{fi.ModTime(), fi.Size()}
 }
 
-// newCertReloader loads the pair once; its error is the caller's to word.
-func newCertReloader(certFile, keyFile string) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile}
-	stamp := [2]FileStamp{StampOf(certFile), StampOf(keyFile)}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	r.cert, r.stamp, r.checked = &cert, stamp, time.Now()
-	return r, nil
-}
-
-// getCertificate is tls.Config.GetCertificate.
-func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if time.Since(r.checked) < certCheckEvery {
-		return r.cert, nil
-	}
-	r.checked = time.Now()
-	stamp := [2]FileStamp{StampOf(r.certFile), StampOf(r.keyFile)}
-	if stamp == r.stamp {
-		return r.cert, nil
-	}
-	if cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
-		r.cert, r.stamp = &cert, stamp
-	}
-	return r.cert, nil
-}
-
-// getClientCertificate is tls.Config.GetClientCertificate.
-func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	return r.getCertificate(nil)
-}
-
-// poolReloader serves a CA bundle, read again when its file changes; a
-// file that does not parse leaves the last good pool in use.
-type poolReloader struct {
-	file string
+// reloader holds what load makes of some files (a certificate and its
+// key, a CA bundle), made again when one of them changes (a renewed
+// certificate, a Kubernetes Secret updated in place), so that renewing
+// needs no restart. It looks at most once every certCheckEvery. A load
+// that fails (the key written before the certificate, say) leaves the
+// last good value in use, tried again at the next look.
+type reloader[T any] struct {
+	files []string
+	load  func() (T, error)
 
 	mu      sync.Mutex
-	pool    *x509.CertPool
-	stamp   FileStamp
+	val     T
+	stamps  []FileStamp
 	checked time.Time
 }
 
-// newPoolReloader loads the bundle once; its error is the caller's to word.
-func newPoolReloader(file string) (*poolReloader, error) {
-	r := &poolReloader{file: file}
-	stamp := StampOf(file)
-	pool, err := loadPool(file)
+// newReloader loads once; its error is the caller's to word.
+func newReloader[T any](load func() (T, error), files ...string) (*reloader[T], error) {
+	r := &reloader[T]{files: files, load: load, stamps: stampsOf(files)}
+	v, err := load()
 	if err != nil {
 		return nil, err
 	}
-	r.pool, r.stamp, r.checked = pool, stamp, time.Now()
+	r.val, r.checked = v, time.Now()
 	return r, nil
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
+func stampsOf(files []string) []FileStamp {
+	out := make([]FileStamp, len(files))
+	for i, f := range files {
+		out[i] = StampOf(f)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, errors.New("holds no PEM certificate")
-	}
-	return pool, nil
+	return out
 }
 
-// current returns the pool, read again if the file changed.
-func (r *poolReloader) current() *x509.CertPool {
+// current returns the value, made again if a file changed.
+func (r *reloader[T]) current() T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if time.Since(r.checked) < certCheckEvery {
-		return r.pool
+		return r.val
 	}
 	r.checked = time.Now()
-	if stamp := StampOf(r.file); stamp != r.stamp {
-		if pool, err := loadPool(r.file); err == nil {
-			r.pool, r.stamp = pool, stamp
+	if stamps := stampsOf(r.files); !slices.Equal(stamps, r.stamps) {
+		if v, err := r.load(); err == nil {
+			r.val, r.stamps = v, stamps
 		}
 	}
-	return r.pool
+	return r.val
+}
+
+// certReloader serves a certificate and its key (the HTTP API's, the
+// ZooKeeper client's), read again when its files change.
+func certReloader(certFile, keyFile string) (*reloader[*tls.Certificate], error) {
+	return newReloader(func() (*tls.Certificate, error) {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		return &cert, err
+	}, certFile, keyFile)
+}
+
+// poolReloader serves a CA bundle, read again when its file changes.
+func poolReloader(file string) (*reloader[*x509.CertPool], error) {
+	return newReloader(func() (*x509.CertPool, error) {
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("holds no PEM certificate")
+		}
+		return pool, nil
+	}, file)
 }
 
 // verifyServer is tls.Config.VerifyConnection for a client whose CA bundle
@@ -137,7 +113,7 @@ func (r *poolReloader) current() *x509.CertPool {
 // configuration skips it (InsecureSkipVerify) and this does the same
 // checks, chain and name, against the current bundle. Its errors are
 // crypto/x509's, as the built-in verification's would be.
-func (r *poolReloader) verifyServer(cs tls.ConnectionState) error {
+func verifyServer(r *reloader[*x509.CertPool], cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("the server sent no certificate")
 	}

@@ -23,20 +23,21 @@ func (c *Config) ZKTLSConfig() (*tls.Config, error) {
 	}
 	tc := &tls.Config{ServerName: c.ZKTLSServerName, MinVersion: tls.VersionTLS12}
 	if c.ZKTLSCAFile != "" {
-		pool, err := newPoolReloader(c.ZKTLSCAFile)
+		pool, err := poolReloader(c.ZKTLSCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: zk_tls_ca_file %s: %v", ErrInvalid, c.ZKTLSCAFile, err)
 		}
-		// Verified by pool.verifyServer against the current bundle, with
-		// the same checks crypto/tls makes (chain, name, usage).
-		tc.InsecureSkipVerify, tc.VerifyConnection = true, pool.verifyServer
+		// Verified by verifyServer against the current bundle, with the
+		// same checks crypto/tls makes (chain, name, usage).
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = func(cs tls.ConnectionState) error { return verifyServer(pool, cs) }
 	}
 	if c.ZKTLSCertFile != "" {
-		certs, err := newCertReloader(c.ZKTLSCertFile, c.ZKTLSKeyFile)
+		certs, err := certReloader(c.ZKTLSCertFile, c.ZKTLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: zk_tls_cert_file %s with zk_tls_key_file %s: %v", ErrInvalid, c.ZKTLSCertFile, c.ZKTLSKeyFile, err)
 		}
-		tc.GetClientCertificate = certs.getClientCertificate
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return certs.current(), nil }
 	}
 	return tc, nil
 }
@@ -48,11 +49,11 @@ func (c *Config) ZKTLSConfig() (*tls.Config, error) {
 func (c *Config) ZKIdentities() ([]zkclient.ID, error) {
 	var ids []zkclient.ID
 	if c.ZKTLSCertFile != "" {
-		certs, err := newCertReloader(c.ZKTLSCertFile, c.ZKTLSKeyFile)
+		cert, err := tls.LoadX509KeyPair(c.ZKTLSCertFile, c.ZKTLSKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: zk_tls_cert_file %s with zk_tls_key_file %s: %v", ErrInvalid, c.ZKTLSCertFile, c.ZKTLSKeyFile, err)
 		}
-		leaf, err := x509.ParseCertificate(certs.cert.Certificate[0])
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
 		if err != nil {
 			return nil, fmt.Errorf("%w: zk_tls_cert_file %s: %v", ErrInvalid, c.ZKTLSCertFile, err)
 		}
