@@ -182,7 +182,7 @@ func TestReserveAfterTakeoverFitsTheDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n, every = 200, 100 * time.Millisecond // 2,000 IDs/s, as above
-	takeAll(t, c, "steady", n)                 // initialised
+	takeAll(t, c, "steady", n)                   // initialised
 	var taken atomic.Int64
 	done := make(chan struct{})
 	go func() {
