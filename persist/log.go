@@ -1,7 +1,6 @@
 package persist
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,39 +175,10 @@ func (s *Store) ensureLog(ctx context.Context, l *layout) error {
 // migrate rewrites the meta and epoch objects of an older format in this
 // build's.
 func (s *Store) migrate(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
-		data, etag, err := s.b.Get(ctx, metaKey)
-		if errors.Is(err, ErrNotFound) {
-			// Lost since the layout was read: rebuilt as at first use.
-			if _, err := s.readMeta(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read the meta object: %w", err)
-		}
-		m, err := decodeMeta(data)
-		if err != nil {
-			return fmt.Errorf("meta object %q: %w", metaKey, s.explain(ctx, err))
-		}
-		if m.version == metaVersion && (m.root != "" || s.opts.Root == "") {
-			break
-		}
-		m.root = cmp.Or(m.root, s.opts.Root)
-		if err := s.recordRelease(ctx); err != nil {
-			return err
-		}
-		if _, err = s.b.Put(ctx, metaKey, encodeMeta(m), etag); err == nil {
-			s.log.Info().Str("root", m.root).Msg("store: the meta object now records the sequences root (format v2); seqkeeper builds before it can no longer use the store")
-			break
-		}
-		if !errors.Is(err, ErrConflict) {
-			return fmt.Errorf("migrate the meta object: %w", err)
-		}
-		if err := retry.Wait(ctx, attempt); err != nil {
-			return fmt.Errorf("migrate the meta object: %w", err)
-		}
+	// Read again, not from the layout: a replica of an older build may
+	// have written the meta object since.
+	if _, err := s.readMeta(ctx); err != nil {
+		return err
 	}
 	for attempt := 0; ; attempt++ {
 		ep, etag, err := s.readEpoch(ctx)

@@ -353,6 +353,9 @@ func (s *Store) readMeta(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("write meta object: %w", err)
 		}
+		if etag != "" {
+			s.log.Info().Str("root", m.root).Msg("store: the meta object now records the sequences root (format v2); seqkeeper builds before it can no longer use the store")
+		}
 		return m.buckets, nil
 	}
 }
