@@ -37,12 +37,10 @@ func storeCeiling(ctx context.Context, cfg *config.Config, name string) (int64, 
 	return rec.Ceiling, nil
 }
 
-// openStore opens the store named by cfg.Store (host.OpenStore). With
-// create, a missing bucket or directory is created (serve); the operator
-// commands never create one, so a typo fails instead of reading an empty
-// store.
+// openStore opens the store named by cfg.Store (host.OpenStore), its
+// configuration errors usage errors.
 func openStore(ctx context.Context, cfg *config.Config, create bool) (*persist.Store, error) {
-	s, err := host.OpenStore(ctx, cfg, create, buildVersion())
+	s, err := host.OpenStore(ctx, cfg, persist.OpenOptions{Create: create}, buildVersion())
 	if err != nil {
 		return nil, usageIfConfig(err)
 	}

@@ -93,7 +93,7 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 		return nil, &ConfigError{err}
 	}
 	open := persist.OpenOptions{Create: cfg.CreateBucket, CreateWait: StoreStartWait, Logger: &log}
-	if r.store, err = openStore(ctx, cfg, open, hc.Identity.Version); err != nil {
+	if r.store, err = OpenStore(ctx, cfg, open, hc.Identity.Version); err != nil {
 		return nil, err
 	}
 	// One root per store, election and marker: a second root sharing one
@@ -137,22 +137,18 @@ func Open(ctx context.Context, hc Config) (*Root, error) {
 	return r, nil
 }
 
-// OpenStore opens the store named by cfg.Store for cfg.Root. With create,
-// a missing bucket or directory is created (serve); the operator commands
-// never create one, so a typo fails instead of reading an empty store. A
-// bad URL is a *ConfigError. release names this build in the store
-// (persist.StoreOptions.Release).
-func OpenStore(ctx context.Context, cfg *config.Config, create bool, release string) (*persist.Store, error) {
-	return openStore(ctx, cfg, persist.OpenOptions{Create: create}, release)
-}
-
 // StoreStartWait is how long serve, creating its bucket at the start,
 // waits for an S3 endpoint that does not answer yet (a MinIO starting
 // beside it, or its pod being replaced), as it waits for ZooKeeper
 // (zk_connect_timeout): see persist.S3Config.CreateWait.
 const StoreStartWait = 30 * time.Second
 
-func openStore(ctx context.Context, cfg *config.Config, opts persist.OpenOptions, release string) (*persist.Store, error) {
+// OpenStore opens the store named by cfg.Store for cfg.Root. With
+// opts.Create, a missing bucket or directory is created (serve); the
+// operator commands never create one, so a typo fails instead of reading
+// an empty store. A bad URL is a *ConfigError. release names this build in
+// the store (persist.StoreOptions.Release).
+func OpenStore(ctx context.Context, cfg *config.Config, opts persist.OpenOptions, release string) (*persist.Store, error) {
 	b, err := persist.Open(ctx, cfg.Store, opts)
 	if err != nil {
 		if errors.Is(err, persist.ErrBadURL) {
