@@ -114,9 +114,9 @@ func TestReserveReachesARunwayAtASteadyRate(t *testing.T) {
 	if err := c.Register(ctx, "steady", seqzk.Registration{}); err != nil {
 		t.Fatal(err)
 	}
-	// Ten round trips a second, which a loaded machine keeps up with (a
-	// fresh-clone run's package step, at a load of 20 on two cores, took
-	// 40 IDs every 20 ms at 961 IDs/s, a demand that rose and fell).
+	// Ten round trips a second: few enough that a loaded machine keeps
+	// the demand steady, which is this test's premise (fifty a second
+	// fell to half the rate, rising and falling, on two busy cores).
 	const n, every = 200, 100 * time.Millisecond
 	takeAll(t, c, "steady", n) // initialised
 	start := time.Now()
