@@ -310,11 +310,13 @@ func (e *env) opWipe(r *rand.Rand) (string, bool) {
 // checkLatent fails the run if ZooKeeper holds a validated state whose
 // next is not above every ID handed out: it would hand those out again.
 // It is checked only when nothing else takes (between operations). A
-// state used up to its end hands nothing out, whatever its next: a widen
-// ZooKeeper lost leaves one so (its revalidation clamps next to the old
-// end + 1, below IDs that went out above it), and the one way to hand
+// state used up to its end hands out no fresh ID, whatever its next: a
+// widen ZooKeeper lost leaves one so (its revalidation clamps next to the
+// old end + 1, below IDs that went out above it), and the one way to hand
 // out more, widening it again, starts above the store's ceiling
-// (seqzk.Widening.Floor), which this check sees after the widen.
+// (seqzk.Widening.Floor), which this check sees after the widen. Its
+// recycled IDs are pushed back ones, which the oracle checks as they are
+// taken.
 func (e *env) checkLatent(when string) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
@@ -350,10 +352,10 @@ func (e *env) adminWorker() *worker {
 	return &worker{label: "admin", zk: e.admin.ZK(), seq: e.admin}
 }
 
-// usedUp reports whether st can hand out no ID: next is past its end and
-// nothing was pushed back.
+// usedUp reports whether st can hand out no fresh ID: next is past its
+// end. It may still hand out IDs pushed back to it.
 func usedUp(st state.State) bool {
-	return st.End < state.MaxID && st.Next > st.End && len(st.Recycled) == 0
+	return st.End < state.MaxID && st.Next > st.End
 }
 
 // opBirthCrash registers a deleted name again while its primary's store

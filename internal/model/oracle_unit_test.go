@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 
 	"github.com/seqkeeper/seqkeeper/sequence"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // TestIDSet checks idSet against a map of IDs, on random operations.
@@ -97,5 +99,27 @@ func TestLedgerSkipped(t *testing.T) {
 	p := l.take(2, "w", sequence.Ranges{{Start: 18, End: 25}})
 	if len(p) != 1 || !strings.Contains(p[0], "SKIPPED ID HANDED OUT") || !strings.Contains(p[0], "18:19") {
 		t.Fatalf("take over skipped IDs: %v", p)
+	}
+}
+
+// TestUsedUpHandsOutOnlyPushedBackIDs holds checkLatent's premise: a state
+// whose next is past its end (a revalidation after ZooKeeper lost a widen
+// clamps it so, below IDs that went out above the old end) hands out only
+// the IDs pushed back to it, never one at or above next.
+func TestUsedUpHandsOutOnlyPushedBackIDs(t *testing.T) {
+	st := state.State{Name: "tiny", Start: 1, End: 300, Next: 301, Ceiling: 300, ZKEpoch: 4,
+		Marker: state.MarkerPrefix + "0123456789abcdef", PushFloor: 301}
+	if err := st.Push(sequence.Ranges{{Start: 50, End: 69}}); err != nil {
+		t.Fatal(err)
+	}
+	if !usedUp(st) {
+		t.Fatalf("usedUp(%+v) = false: next is past the end", st)
+	}
+	got, err := st.Take(1000)
+	if err != nil || got.String() != "50:69" {
+		t.Fatalf("take from a used-up state: %v, %v; want the pushed-back 50:69 only", got, err)
+	}
+	if got, err := st.Take(1); !errors.Is(err, state.ErrExhausted) {
+		t.Fatalf("take once the pushed-back IDs are gone: %v, %v; want ErrExhausted", got, err)
 	}
 }
