@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -52,8 +53,11 @@ func (c *Config) ZKIdentities() ([]zkclient.ID, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: zk_tls_cert_file %s with zk_tls_key_file %s: %v", ErrInvalid, c.ZKTLSCertFile, c.ZKTLSKeyFile, err)
 		}
-		// LoadX509KeyPair has parsed the leaf certificate (cert.Leaf).
-		ids = append(ids, zkclient.ID{Scheme: "x509", ID: cert.Leaf.Subject.String()})
+		leaf, err := x509.ParseCertificate(cert.Certificate[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: zk_tls_cert_file %s: %v", ErrInvalid, c.ZKTLSCertFile, err)
+		}
+		ids = append(ids, zkclient.ID{Scheme: "x509", ID: leaf.Subject.String()})
 	}
 	if d := c.ZKDigest.Reveal(); d != "" {
 		ids = append(ids, zkclient.DigestID(d))
