@@ -3,11 +3,14 @@ package primary_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
+	"github.com/seqkeeper/seqkeeper/sequence/state"
 )
 
 // No ID is handed out of a new incarnation before the store holds its
@@ -134,4 +137,104 @@ func TestABirthBackFromACopyIsNotStampedAtItsFloor(t *testing.T) {
 		seen.add(t, "after the rollback", got)
 		t.Fatalf("took %v from the birth back from the copy; want nothing until the primary stamps it above the store", got)
 	}
+}
+
+// A bounded name whose whole space went out is born exhausted each time
+// it is created again: its floor, above its last tombstone, is past its
+// end, further than ZooKeeper's state can show (next stops at end+1). The
+// store must still tell each incarnation from the deaths before it: every
+// birth reads as live, and every delete ends the birth it deleted, also one
+// that overtakes the store's record of the birth. Otherwise a ZooKeeper
+// loss forgets the live name, or brings the deleted one back.
+func TestAnExhaustedNameBornAgainAndDeleted(t *testing.T) {
+	testenv.ParallelUnderShort(t)
+	dir := t.TempDir()
+	_, _, c, g := gatedPrimary(t, dir, nil)
+	ctx := context.Background()
+	store := fileStore(t, dir)
+	reg := seqzk.Registration{Start: 1, End: 20}
+	if err := c.Register(ctx, "tiny", reg); err != nil {
+		t.Fatal(err)
+	}
+	seen := ids{}
+	for n := int64(0); n < 20; {
+		waitFor(t, "a take from tiny", func() bool {
+			got, err := c.Take(ctx, "tiny", 5)
+			if err != nil {
+				return false
+			}
+			seen.add(t, "tiny", got)
+			n += got.Count()
+			return true
+		})
+	}
+	record := func() persist.Record {
+		t.Helper()
+		rec, err := store.Get(ctx, "tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	deleted := func(when string) {
+		t.Helper()
+		rec := record()
+		d, err := c.Meta().ReadDeletion(ctx, "tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rec.Deleted() || d.Ceiling < rec.Live {
+			t.Fatalf("%s: the store holds %+v and ZooKeeper's deletion record ends at %d; want a tombstone that ends the birth (Live %d)", when, rec, d.Ceiling, rec.Live)
+		}
+	}
+	for round := 1; round <= 3; round++ {
+		if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
+			t.Fatal(err)
+		}
+		deleted(fmt.Sprintf("delete %d", round))
+		if err := c.Register(ctx, "tiny", reg); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the birth stamped", func() bool {
+			st, _, err := c.Inspect(ctx, "tiny")
+			return err == nil && st.Validated() && !seqzk.Unconfirmed(st)
+		})
+		if rec := record(); rec.Deleted() {
+			t.Fatalf("birth %d: ZooKeeper holds tiny, the store holds it deleted: %+v", round, rec)
+		}
+		if got, err := c.Take(ctx, "tiny", 1); !errors.Is(err, state.ErrExhausted) {
+			t.Fatalf("take from birth %d: %v, %v; want the space exhausted", round, got, err)
+		}
+	}
+
+	// A delete overtakes the primary between the birth and the store's
+	// record of it: the store's write of the birth is held, the delete
+	// runs, then the write lands.
+	if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
+		t.Fatal(err)
+	}
+	held := g.arm()
+	if err := c.Register(ctx, "tiny", reg); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		waitGate(t, "a store write of the birth", held.hit)
+		st, _, err := c.Inspect(ctx, "tiny")
+		if err != nil {
+			held.fail(t, err)
+		}
+		if seqzk.Unconfirmed(st) {
+			break // the write of the birth itself
+		}
+		next := g.arm() // its ceiling first
+		close(held.release)
+		held = next
+	}
+	if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
+		held.fail(t, err)
+	}
+	before := record()
+	close(held.release)
+	waitFor(t, "the store's record of the birth", func() bool { return record().Live > before.Live })
+	deleted("a delete that overtook the store's record of the birth")
 }

@@ -33,6 +33,14 @@ func (o Operator) Delete(ctx context.Context, name string, store Store) (int64, 
 		case h.Exists:
 			tried = true
 			dead := max(TombstoneCeiling(h.State), rec.Ceiling, rec.Live, d.Ceiling, 1)
+			if st := h.State; !st.Legacy && !st.Registered && st.Next > min(st.End, state.MaxID-1) {
+				// Exhausted: perhaps born so, a bounded name created again
+				// after its whole space went out. Such a birth's floor, the
+				// Live the store learns of it (perhaps only after this
+				// delete), lies past end+1, where ZooKeeper's next stops,
+				// and is at most one above the ceilings its birth read.
+				dead = max(dead, state.AddSat(max(rec.Ceiling, d.Ceiling), 1))
+			}
 			return Step{Change: Change{Dead: dead}, After: tombstone(name, dead)}, nil
 		case d.Exists && (rec.Dead < d.Ceiling || tried):
 			return Step{After: tombstone(name, d.Ceiling)}, nil
