@@ -115,6 +115,18 @@ func (e *env) existsSure(name string) bool {
 	return true
 }
 
+// createLanded reports whether a create of name that failed with err
+// landed: its reply was lost (a connection error, a timeout), and the name
+// exists now. Counted as failed, such a create would make the name's
+// existence read as a revival.
+func (e *env) createLanded(name string, err error) bool {
+	switch classify(err) {
+	case "zk-connection", "deadline", "canceled", "other":
+		return e.existsSure(name)
+	}
+	return false
+}
+
 // opRecreate registers a deleted name again, with its registration.
 func (e *env) opRecreate(r *rand.Rand) (string, bool) {
 	var gone []string
@@ -140,12 +152,15 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 		err = e.admin.Register(ctx, name, e.spec(name).reg)
 	}
 	cancel()
+	landed := e.createLanded(name, err)
 	m := e.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	class := m.call("recreate", err)
 	switch {
 	case err == nil:
+	case landed:
+		m.note("a create whose reply was lost landed")
 	case class == "exists":
 		if e.undeletable[name] {
 			// Still the rolled-back state: the store keeps the name
@@ -160,5 +175,8 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 	}
 	delete(e.deleted, name)
 	delete(e.undeletable, name)
+	if landed {
+		class += " (its reply lost: it landed)"
+	}
 	return fmt.Sprintf("recreate %s -> %s", name, class)
 }

@@ -81,6 +81,7 @@ func (e *env) opImportBeside(r *rand.Rand) (string, bool) {
 	}
 	outs, err := transfer.Import(ctx, e.admin, e.store, strings.NewReader(export), transfer.ImportOptions{MinReserve: operatorReserve})
 	wg.Wait()
+	landed := register != "" && e.createLanded(register, regErr)
 
 	m := e.m
 	m.mu.Lock()
@@ -93,7 +94,7 @@ func (e *env) opImportBeside(r *rand.Rand) (string, bool) {
 	if register != "" {
 		class := m.call("recreate", regErr)
 		regLine = fmt.Sprintf("; bare registration of %s beside it -> %s", register, class)
-		if regErr == nil {
+		if regErr == nil || landed {
 			delete(e.deleted, register)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,10 +160,12 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 	time.Sleep(time.Duration(50+r.IntN(200)) * time.Millisecond)
 	var a primary.Adopted
 	var err error
+	var tries []string // every failed attempt's error, for the failure's message
 	for attempt := 0; attempt < 5; attempt++ {
 		if a, err = primary.Adopt(ctx, e.admin, e.store, name, operatorReserve); err == nil {
 			break
 		}
+		tries = append(tries, fmt.Sprintf("attempt %d at %s: %v", attempt+1, time.Now().Format("15:04:05.000"), err))
 		time.Sleep(200 * time.Millisecond)
 	}
 	close(done)
@@ -173,7 +176,7 @@ func (e *env) opAdopt(r *rand.Rand) (string, bool) {
 	m.mu.Lock()
 	m.call("adopt", err)
 	if err != nil {
-		m.fail(fmt.Sprintf("ADOPT FAILED: the legacy counter %q (at %d) was not adopted with nothing else going on: %v", name, value, err))
+		m.fail(fmt.Sprintf("ADOPT FAILED: the legacy counter %q (at %d) was not adopted with nothing else going on: %s", name, value, strings.Join(tries, "; ")))
 		m.mu.Unlock()
 		return "adopt " + name + " -> failed", true
 	}
