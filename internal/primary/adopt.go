@@ -42,17 +42,22 @@ func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 	var stored int64 // the ceiling an earlier attempt stored
 	room := headroom // the IDs above the floor that ceiling gives
 	var born persist.Record
+	var counter int64 // the creation zxid of the counter's znode, once a step would replace it
 	_, err := seqs.Keeper().Lifecycle(ctx, store, name, func(h seqzk.Holding, rec persist.Record) (seqzk.Step, error) {
-		if m := out.State.Marker; m != "" && h.State.Marker == m {
-			// Ours, landed in an epoch ZooKeeper has left: the primary
-			// stamps it again, above the store's ceiling; the store
-			// learns the incarnation.
+		if out.State.Marker != "" && h.Exists && h.Czxid == counter && !h.State.Legacy && !h.State.Registered {
+			// Ours, landed (its reply lost, or in an epoch ZooKeeper has
+			// left): the counter's znode holds the state format, which
+			// only an adoption writes. The primary stamps it again, above
+			// the store's ceiling, perhaps before this reads it, so the
+			// marker may be the primary's. The store learns the
+			// incarnation.
 			return seqzk.Step{After: &born}, nil
 		}
 		lc, err := seqzk.Legacy(h)
 		if err != nil {
 			return seqzk.Step{}, err
 		}
+		counter = h.Czxid
 		floor := max(state.AddSat(lc.Value, 1), state.AddSat(rec.Ceiling, 1), state.AddSat(h.Deletion.Ceiling, 1), state.DefaultStart)
 		if floor >= state.MaxID-1 {
 			return seqzk.Step{}, fmt.Errorf("sequence %q: %w: the counter is at %d, the end of the ID space", name, seqzk.ErrAdvanceRefused, lc.Value)
