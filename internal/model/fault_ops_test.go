@@ -193,6 +193,7 @@ func (e *env) workerTakesAgain(what string) {
 			cancel()
 			e.took(w.label, w.label+" (after "+what+")", s.name, 1, got, err)
 			if err == nil {
+				e.strangerRefused(w.label, s.name, what)
 				return
 			}
 			if errors.Is(err, zkclient.ErrNoAuth) {
@@ -205,6 +206,26 @@ func (e *env) workerTakesAgain(what string) {
 		e.m.fail(fmt.Sprintf("LAYOUT LOST (op #%d, after %s): ZooKeeper still refuses the worker's identity a minute later: %v", e.m.op, what, refused))
 		e.m.mu.Unlock()
 	}
+}
+
+// strangerRefused fails the run unless ZooKeeper refuses a take from name,
+// which the worker label just took from after what, to an identity the
+// layout does not name (a certificate of the same CA): the layout that came
+// back with the counters keeps others out as it did. What it got counts as
+// the worker's.
+func (e *env) strangerRefused(label, name, what string) {
+	zc := e.connect("stranger", e.zkAddr, workerSession, 0)
+	defer zc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	got, err := e.client(zc, time.Second).Take(ctx, name, 1)
+	cancel()
+	if errors.Is(err, zkclient.ErrNoAuth) {
+		return
+	}
+	e.took(label, "stranger (after "+what+")", name, 1, got, err)
+	e.m.mu.Lock()
+	e.m.fail(fmt.Sprintf("STRANGER NOT REFUSED (op #%d, after %s): a take from %q by an identity the layout does not name got %v, %v; want ZooKeeper to refuse it", e.m.op, what, name, got, err))
+	e.m.mu.Unlock()
 }
 
 // opRestart restarts ZooKeeper (SIGTERM or SIGKILL): a new epoch.
