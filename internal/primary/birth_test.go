@@ -207,29 +207,46 @@ func TestAnExhaustedNameBornAgainAndDeleted(t *testing.T) {
 		}
 	}
 
-	// A delete overtakes the primary between the birth and the store's
-	// record of it: the store's write of the birth is held, the delete
-	// runs, then the write lands.
-	if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
-		t.Fatal(err)
-	}
-	held := g.arm()
-	if err := c.Register(ctx, "tiny", reg); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		waitGate(t, "a store write of the birth", held.hit)
-		st, _, err := c.Inspect(ctx, "tiny")
-		if err != nil {
+	// bornHeld deletes the name, registers it again and returns the
+	// primary's store write of the birth, held.
+	bornHeld := func() *gate {
+		t.Helper()
+		if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
+			t.Fatal(err)
+		}
+		held := g.arm()
+		if err := c.Register(ctx, "tiny", reg); err != nil {
 			held.fail(t, err)
 		}
-		if seqzk.Unconfirmed(st) {
-			break // the write of the birth itself
+		for {
+			waitGate(t, "a store write of the birth", held.hit)
+			st, _, err := c.Inspect(ctx, "tiny")
+			if err != nil {
+				held.fail(t, err)
+			}
+			if seqzk.Unconfirmed(st) {
+				return held // the write of the birth itself
+			}
+			next := g.arm() // its ceiling first
+			close(held.release)
+			held = next
 		}
-		next := g.arm() // its ceiling first
-		close(held.release)
-		held = next
 	}
+
+	// The store's write of the birth fails: the primary's next sweep
+	// records the birth before it stamps it, from ZooKeeper's state.
+	bornHeld().drop()
+	waitFor(t, "the birth stamped after its record failed", func() bool {
+		st, _, err := c.Inspect(ctx, "tiny")
+		return err == nil && st.Validated() && !seqzk.Unconfirmed(st)
+	})
+	if rec := record(); rec.Deleted() {
+		t.Fatalf("a birth recorded by the next sweep: ZooKeeper holds tiny, the store holds it deleted: %+v", rec)
+	}
+
+	// A delete overtakes the primary between the birth and the store's
+	// record of it: the write is held, the delete runs, the write lands.
+	held := bornHeld()
 	if _, err := c.Operator().Delete(ctx, "tiny", store); err != nil {
 		held.fail(t, err)
 	}

@@ -128,11 +128,7 @@ func (p *Primary) confirmBirths(ctx context.Context, births []plan) error {
 	recs := make([]persist.Record, len(births))
 	for i, pl := range births {
 		recs[i] = pl.rec
-		// Its floor: as ZooKeeper holds it, or, for a birth past the end
-		// of its space (a bounded name created again after it went out),
-		// as planned, above every earlier death; ZooKeeper's next and
-		// push floor stop at end+1 (a delete covers it: seqzk.Operator.Delete).
-		recs[i].Live = max(pl.born.PushFloor, pl.floor)
+		recs[i].Live = pl.born.PushFloor // its floor, as ZooKeeper holds it
 	}
 	if err := p.put(ctx, recs); err != nil {
 		return fmt.Errorf("record %d new incarnations in the store (the next sweep will): %w", len(births), err)

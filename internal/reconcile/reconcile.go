@@ -100,7 +100,8 @@ func Recreate(r persist.Record, minReserve int64) (state.State, persist.Record) 
 		last := min(st.End, math.MaxInt64-1) // see state.MaxID
 		st.Next = max(state.AddSat(r.Ceiling, 1), st.Start)
 		if st.Next > last {
-			st.Next, st.Ceiling = last+1, last
+			// Its floor, above r's ceiling, only PushFloor can hold.
+			st.PushFloor, st.Next, st.Ceiling = st.Next, last+1, last
 		} else {
 			st.Ceiling = Ceiling(st.Next, n, st.End)
 		}

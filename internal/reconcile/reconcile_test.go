@@ -25,6 +25,7 @@ func TestRecreateAboveTheRecord(t *testing.T) {
 		{"never issued: from start", persist.Record{Name: "a", Start: 100, Ceiling: 0}, 100, 299},
 		{"bounded, room left: capped at end", persist.Record{Name: "b", Start: 1, End: 550, Ceiling: 500}, 501, 550},
 		{"bounded, ceiling at end: exhausted", persist.Record{Name: "b", Start: 1, End: 50, Ceiling: 50}, 51, 50},
+		{"bounded, ceiling past end (a tombstone): exhausted", persist.Record{Name: "b", Start: 1, End: 50, Ceiling: 60}, 51, 50},
 		{"top of int64, room left", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 100}, top - 99, top},
 		{"ceiling MaxInt64: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top}, top, top - 1},
 		{"ceiling MaxInt64-1: exhausted", persist.Record{Name: "t", Start: top - 150, Ceiling: top - 1}, top, top - 1},
@@ -36,6 +37,9 @@ func TestRecreateAboveTheRecord(t *testing.T) {
 			}
 			if st.Next != tt.wantNext || st.Ceiling != tt.wantCeil {
 				t.Fatalf("next %d ceiling %d; want %d, %d", st.Next, st.Ceiling, tt.wantNext, tt.wantCeil)
+			}
+			if st.Next-1 == min(st.End, top-1) && st.PushFloor <= tt.rec.Ceiling && tt.rec.Ceiling < top {
+				t.Fatalf("used up, with floor %d: its incarnation would not start above the record's ceiling %d", st.PushFloor, tt.rec.Ceiling)
 			}
 			if rec.Ceiling < st.Ceiling || rec.Ceiling < tt.rec.Ceiling {
 				t.Fatalf("record ceiling %d does not cover the state's %d and the old %d", rec.Ceiling, st.Ceiling, tt.rec.Ceiling)

@@ -82,11 +82,13 @@ func Widened(st state.State, w Widening) (state.State, bool) {
 		return st, false
 	}
 	st.End, st.Windows = end, windows
-	if !st.Registered && w.Floor > st.Next {
+	if floor := max(w.Floor, st.PushFloor); !st.Registered && floor > st.Next {
 		// IDs below Floor may have gone out in a lost history: skip
 		// them, and refuse pushes of them without a recorded key
-		// (state.State.PushFloor), as a revalidation does.
-		skipTo(&st, w.Floor)
+		// (state.State.PushFloor), as a revalidation does. A state born
+		// past its end skips to its floor: the IDs below it belong to
+		// earlier incarnations.
+		skipTo(&st, floor)
 	}
 	return st, true
 }

@@ -33,14 +33,6 @@ func (o Operator) Delete(ctx context.Context, name string, store Store) (int64, 
 		case h.Exists:
 			tried = true
 			dead := max(TombstoneCeiling(h.State), rec.Ceiling, rec.Live, d.Ceiling, 1)
-			if st := h.State; !st.Legacy && !st.Registered && st.Next > min(st.End, state.MaxID-1) {
-				// Exhausted: perhaps born so, a bounded name created again
-				// after its whole space went out. Such a birth's floor, the
-				// Live the store learns of it (perhaps only after this
-				// delete), lies past end+1, where ZooKeeper's next stops,
-				// and is at most one above the ceilings its birth read.
-				dead = max(dead, state.AddSat(max(rec.Ceiling, d.Ceiling), 1))
-			}
 			return Step{Change: Change{Dead: dead}, After: tombstone(name, dead)}, nil
 		case d.Exists && (rec.Dead < d.Ceiling || tried):
 			return Step{After: tombstone(name, d.Ceiling)}, nil
@@ -61,9 +53,12 @@ func tombstone(name string, dead int64) *persist.Record {
 	return &persist.Record{Name: name, Ceiling: dead, Dead: dead}
 }
 
-// TombstoneCeiling is the highest ID a sequence in state st may have
-// issued: its ceiling, or for a legacy counter the counter itself, or for a
-// registration nothing (start-1).
+// TombstoneCeiling is where the tombstone of a sequence in state st ends:
+// the highest ID it may have issued (its ceiling, for a legacy counter the
+// counter itself, for a registration nothing: start-1), and at least the
+// floor of its incarnation (PushFloor, the Live the store records of it,
+// perhaps only after the delete), which lies past the ceiling for a name
+// born again after its whole space went out.
 func TombstoneCeiling(st state.State) int64 {
 	switch {
 	case st.Legacy:
@@ -71,5 +66,5 @@ func TombstoneCeiling(st state.State) int64 {
 	case st.Registered:
 		return st.Start - 1
 	}
-	return st.Ceiling
+	return max(st.Ceiling, st.PushFloor)
 }

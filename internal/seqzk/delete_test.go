@@ -28,6 +28,7 @@ func TestTombstoneCeiling(t *testing.T) {
 		{"legacy: the counter", st, 77},
 		{"registration: start-1, nothing issued", state.State{Registered: true, Start: 10}, 9},
 		{"full: the ceiling", state.State{Start: 1, Next: 5, Ceiling: 40}, 40},
+		{"born past its end: its floor", state.State{Start: 1, End: 20, Next: 21, Ceiling: 20, PushFloor: 24}, 24},
 	} {
 		if got := seqzk.TombstoneCeiling(tt.st); got != tt.want {
 			t.Errorf("%s: tombstone ceiling %d, want %d", tt.name, got, tt.want)

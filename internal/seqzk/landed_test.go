@@ -46,3 +46,17 @@ func TestADeleteWhoseReplyWasLostLandedOnlyIfItsRecordWasWritten(t *testing.T) {
 		t.Error("a record below the death's ceiling reads as its death")
 	}
 }
+
+// A name born again after its whole space went out holds its floor above
+// next (PushFloor); widening its space moves next up to that floor, never
+// below it: the IDs between belong to earlier incarnations.
+func TestAWidenOfANameBornPastItsEndStartsAtItsFloor(t *testing.T) {
+	born := state.State{Name: "b", Start: 1, Next: 21, Ceiling: 20, End: 20, ZKEpoch: 1, Marker: "h-00000000000000aa", PushFloor: 24}
+	if err := born.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	wide, changed := Widened(born, Widening{End: 100})
+	if err := wide.Validate(); !changed || err != nil || wide.Next != 24 || wide.PushFloor != 24 {
+		t.Fatalf("widened to %+v (changed %v, %v); want next and push floor 24", wide, changed, err)
+	}
+}

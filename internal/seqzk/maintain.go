@@ -295,11 +295,10 @@ func (c *Client) planStamp(ctx context.Context, name string, nd *node, floor, ce
 			st = state.State{Name: st.Name, Start: st.Start, End: st.End, Windows: st.Windows}
 		}
 		st.Next = next
-		skipTo(&st, floor)
+		skipTo(&st, floor) // PushFloor: next, or the floor past the end
 		st.Recycled = nil
 		st.ZKEpoch = epoch
 		st.Marker = newMarker()
-		st.PushFloor = st.Next
 	}
 	st.Ceiling = max(st.Ceiling, min(ceiling, st.End))
 	return st, stamp, nil
@@ -461,5 +460,5 @@ func (c *Client) locked(ctx context.Context, name string, step func(nd *node, at
 func skipTo(st *state.State, floor int64) {
 	st.Next = clampNext(max(st.Next, floor), st.End)
 	st.Ceiling = max(st.Ceiling, st.Next-1)
-	st.PushFloor = max(st.PushFloor, st.Next)
+	st.PushFloor = max(st.PushFloor, st.Next, floor) // above next only past the end
 }

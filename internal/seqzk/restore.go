@@ -67,7 +67,7 @@ func (k Keeper) Restore(ctx context.Context, rs []Restoration, epoch int64) (cre
 			continue
 		}
 		if !st.Legacy {
-			st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), st.Next
+			st.ZKEpoch, st.Marker, st.PushFloor = epoch, newMarker(), max(st.PushFloor, st.Next)
 		}
 		if err := st.Validate(); err != nil {
 			invalid = append(invalid, fmt.Errorf("restore: %w", err))

@@ -150,8 +150,8 @@ func (s State) problem() (key, msg string) {
 		return "zkepoch", fmt.Sprintf("zkepoch %d is outside 0..%d", s.ZKEpoch, uint32(math.MaxUint32))
 	case s.Marker != "" && !validMarker(s.Marker):
 		return "marker", fmt.Sprintf("marker %q is not %s followed by 16 lowercase hex digits", s.Marker, MarkerPrefix)
-	case s.PushFloor < 0 || s.PushFloor > s.Next:
-		return "pushfloor", fmt.Sprintf("pushfloor %d is outside 0..next (%d)", s.PushFloor, s.Next)
+	case s.PushFloor < 0 || s.PushFloor > s.Next && s.Next <= s.last():
+		return "pushfloor", fmt.Sprintf("pushfloor %d is outside 0..next (%d), and the space is not used up", s.PushFloor, s.Next)
 	case len(s.Recycled) > MaxRecycledRanges:
 		return "recycled", fmt.Sprintf("recycled has %d ranges, more than the cap of %d", len(s.Recycled), MaxRecycledRanges)
 	}

@@ -211,7 +211,11 @@ type State struct {
 	// latest leader election, which may have been a restore that lost the
 	// write recording the key, so the push may be the retry of one applied
 	// in the lost history (where its IDs may then have been handed out
-	// again). They are lost instead. 0: no floor.
+	// again). They are lost instead. 0: no floor. It is also the floor of
+	// the incarnation (the Live the store records of it): a name created
+	// again after its whole space went out is born used up, next at
+	// end+1 and its floor above every ID of every earlier incarnation,
+	// which only PushFloor can then hold (above next).
 	PushFloor int64
 
 	// Pushed holds the idempotency keys of the most recent keyed pushes
