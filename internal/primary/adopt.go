@@ -50,7 +50,8 @@ func Adopt(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 			// only an adoption writes. The primary stamps it again, above
 			// the store's ceiling, perhaps before this reads it, so the
 			// marker may be the primary's. The store learns the
-			// incarnation.
+			// incarnation; the caller, what ZooKeeper holds.
+			out.State = h.State
 			return seqzk.Step{After: &born}, nil
 		}
 		lc, err := seqzk.Legacy(h)

@@ -31,7 +31,7 @@ func Widen(ctx context.Context, seqs *seqzk.Client, store *persist.Store, name s
 		// an older copy): the widened space starts above them.
 		wide := seqzk.Widening{End: w.End, Windows: w.Windows}
 		if rec.Ceiling > st.End {
-			wide.Floor = rec.Ceiling + 1
+			wide.Floor = state.AddSat(rec.Ceiling, 1) // a tombstone may sit at MaxInt64
 		}
 		next, changed := seqzk.Widened(st, wide)
 		if !changed {
