@@ -3,6 +3,7 @@ package primary_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
 	"github.com/seqkeeper/seqkeeper/internal/testenv"
+	"github.com/seqkeeper/seqkeeper/persist"
 	"github.com/seqkeeper/seqkeeper/sequence"
 	"github.com/seqkeeper/seqkeeper/sequence/state"
 	"github.com/seqkeeper/seqkeeper/zkclient"
@@ -209,5 +211,33 @@ func TestWidenAfterALostWidenStartsAboveTheStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		seen.add(t, "after widening again", got)
+	}
+}
+
+// A widen of a name whose stored ceiling is MaxInt64 (an imported
+// tombstone may say every ID went out) leaves nothing to hand out: the
+// floor above that ceiling saturates, it does not wrap to a negative one
+// that skips nothing.
+func TestWidenAboveACeilingAtMaxInt64HandsOutNothing(t *testing.T) {
+	t.Parallel()
+	z := testenv.ZooKeeper(t)
+	r := newRig(t, z.Servers, z.Root)
+	r.start("p1", nil)
+	c := r.client(10 * time.Second)
+	ctx := context.Background()
+	waitFor(t, "the root", func() bool { ok, _, _ := c.ZK().Session().Exists(context.Background(), r.root); return ok })
+	if err := c.Register(ctx, "b", seqzk.Registration{Start: 1, End: 300}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b initialised", func() bool { st, _, err := c.Describe(ctx, "b"); return err == nil && !st.Registered })
+	if err := seqzk.PutAtCurrentEpoch(ctx, r.store(), persist.Record{Name: "b", Ceiling: math.MaxInt64}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := primary.Widen(ctx, c, r.store(), "b", seqzk.Widening{End: 2957})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Next <= w.End {
+		t.Fatalf("widened to %+v: it can hand out IDs from %d, below the store's ceiling %d", w, w.Next, int64(math.MaxInt64))
 	}
 }
