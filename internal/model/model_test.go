@@ -234,6 +234,7 @@ type outcome struct {
 	// replay line.
 	label  string
 	replay string
+	plog   []string // the primaries' last log lines
 }
 
 // report is the failure message: the seed, how to replay, what failed and
@@ -265,7 +266,37 @@ func (o outcome) report(seed uint64) string {
 	for _, l := range o.tail {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
+	fmt.Fprintf(&b, "the primaries' last %d log lines:\n", len(o.plog))
+	for _, l := range o.plog {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
 	return b.String()
+}
+
+// primaryLog keeps the last lines a root's primaries logged, for the
+// report of a failure: what they decided, and why.
+type primaryLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+const primaryLogLines = 200
+
+// Write takes one line (zerolog writes one per event).
+func (l *primaryLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	if len(l.lines) > 4*primaryLogLines {
+		l.lines = slices.Clone(l.lines[len(l.lines)-primaryLogLines:])
+	}
+	return len(p), nil
+}
+
+func (l *primaryLog) tail() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(lastN(l.lines, primaryLogLines))
 }
 
 func lastN(s []string, n int) []string {
@@ -314,6 +345,7 @@ func firstLine(s string) string {
 // concurrent takes, a delayed take): the oracle, what each worker holds,
 // what the store lost, and the counters. mu guards everything.
 type model struct {
+	plog    primaryLog
 	mu      sync.Mutex
 	op      int
 	ledgers map[string]*ledger
@@ -361,7 +393,7 @@ func newModel(specs []seqSpec) *model {
 	return m
 }
 
-const recentOps = 50
+const recentOps = 300
 
 // logOp appends a line to the operation log; m.mu must be held.
 func (m *model) logOp(line string) {

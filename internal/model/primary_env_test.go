@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/seqkeeper/seqkeeper/config"
 	"github.com/seqkeeper/seqkeeper/internal/primary"
 	"github.com/seqkeeper/seqkeeper/internal/seqzk"
@@ -243,7 +245,8 @@ func (e *env) runPrimary(holder string, zc *zkclient.Client, proxy *testenv.Prox
 	// every other operation and fault.
 	cfg.CompactInterval, cfg.CompactSegments = 300*time.Millisecond, 4
 	crash, store := e.crashableStore()
-	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: store, Holder: holder})
+	logger := zerolog.New(&e.m.plog).Level(zerolog.InfoLevel).With().Timestamp().Str("holder", holder).Logger()
+	p, err := primary.New(cfg, primary.Deps{Sequences: e.client(zc, time.Second), Store: store, Holder: holder, Logger: logger})
 	if err != nil {
 		e.fatalf("%v", err)
 	}

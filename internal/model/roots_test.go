@@ -283,6 +283,7 @@ func (rr *rootsRun) outcomes(elapsed time.Duration) ([]outcome, string) {
 			failOp:   m.failOp,
 			failures: m.failures,
 			tail:     lastN(m.recent, recentOps),
+			plog:     m.plog.tail(),
 			faults:   m.faults,
 			elapsed:  elapsed,
 			label:    label,

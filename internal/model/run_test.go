@@ -42,6 +42,7 @@ func runModel(t *testing.T, set settings, maxOps int) outcome {
 		failOp:   m.failOp,
 		failures: m.failures,
 		tail:     lastN(m.recent, recentOps),
+		plog:     m.plog.tail(),
 		faults:   m.faults,
 		elapsed:  time.Since(began),
 		summary:  m.summary(set.seed, op, time.Since(began)),
