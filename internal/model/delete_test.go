@@ -115,14 +115,14 @@ func (e *env) existsSure(name string) bool {
 	return true
 }
 
-// createLanded reports whether a create of name that failed with err
-// landed: its reply was lost (a connection error, a timeout), and the name
-// exists now. Counted as failed, such a create would make the name's
-// existence read as a revival.
-func (e *env) createLanded(name string, err error) bool {
+// replyLost reports whether a create that failed with err may have
+// landed all the same, now or later: a connection error or a timeout lost
+// its reply, and the request may still be on its way. Counted as failed,
+// such a create makes the name's existence read as a revival.
+func replyLost(err error) bool {
 	switch classify(err) {
 	case "zk-connection", "deadline", "canceled", "other":
-		return e.existsSure(name)
+		return true
 	}
 	return false
 }
@@ -152,7 +152,8 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 		err = e.admin.Register(ctx, name, e.spec(name).reg)
 	}
 	cancel()
-	landed := e.createLanded(name, err)
+	lost := err != nil && replyLost(err)
+	landed := lost && e.existsSure(name)
 	m := e.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -163,13 +164,19 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 		m.note("a create whose reply was lost landed")
 	case class == "exists":
 		if e.undeletable[name] {
-			// Still the rolled-back state: the store keeps the name
-			// deleted while ZooKeeper holds it, until it is deleted again.
-			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete"]++
+			// Still the rolled-back state (the store keeps the name
+			// deleted while ZooKeeper holds it, until it is deleted
+			// again), or a create whose reply was lost landed late.
+			m.notes["deleted sequence back after a restore of ZooKeeper from a copy taken before its delete, or a create whose reply was lost"]++
 			return fmt.Sprintf("recreate %s -> %s", name, class)
 		}
 		m.fail(fmt.Sprintf("RESURRECTED: %q, deleted at op #%d, exists again at op #%d, with no restore of ZooKeeper from a copy taken before its delete",
 			name, e.deleted[name], m.op))
+	case lost:
+		// Not there yet, but it may still land: the name may exist from
+		// now on, as after a restore of ZooKeeper from an older copy.
+		e.undeletable[name] = true
+		return fmt.Sprintf("recreate %s -> %s (its reply lost: it may land)", name, class)
 	default:
 		return fmt.Sprintf("recreate %s -> %s", name, class)
 	}

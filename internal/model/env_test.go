@@ -153,9 +153,10 @@ type env struct {
 	skip       map[string]bool // SEQKEEPER_MODEL_SKIP
 	deleted    map[string]int  // names deleted (op of the delete), not re-created
 	rollbackOp int             // op of the last ZooKeeper data loss
-	// undeletable are the deleted names that a restore of ZooKeeper from
-	// a copy taken before their delete may have brought back: the one way
-	// a deleted name may exist again (docs/fault-model.md).
+	// undeletable are the deleted names that may exist again: a restore
+	// of ZooKeeper from a copy taken before their delete may have brought
+	// them back (docs/fault-model.md), or the model's own create, its
+	// reply lost, may land.
 	undeletable map[string]bool
 	exports     []string            // exports taken during the run (opExport)
 	archive     map[string][][]byte // earlier versions of store objects (archiveStore)

@@ -81,7 +81,8 @@ func (e *env) opImportBeside(r *rand.Rand) (string, bool) {
 	}
 	outs, err := transfer.Import(ctx, e.admin, e.store, strings.NewReader(export), transfer.ImportOptions{MinReserve: operatorReserve})
 	wg.Wait()
-	landed := register != "" && e.createLanded(register, regErr)
+	lost := register != "" && regErr != nil && replyLost(regErr)
+	landed := lost && e.existsSure(register)
 
 	m := e.m
 	m.mu.Lock()
@@ -94,8 +95,11 @@ func (e *env) opImportBeside(r *rand.Rand) (string, bool) {
 	if register != "" {
 		class := m.call("recreate", regErr)
 		regLine = fmt.Sprintf("; bare registration of %s beside it -> %s", register, class)
-		if regErr == nil || landed {
+		switch {
+		case regErr == nil || landed:
 			delete(e.deleted, register)
+		case lost:
+			e.undeletable[register] = true // it may still land
 		}
 	}
 	m.mu.Unlock()

@@ -72,6 +72,7 @@ type Primary struct {
 	zk   *zkclient.Client
 	seq  *seqzk.Client
 	log  zerolog.Logger
+	term zerolog.Logger // log without the ZooKeeper epoch, which each election replaces
 
 	// Owned by Run's goroutine.
 	epoch   int64 // the store's leader epoch of this term
@@ -209,7 +210,8 @@ func (p *Primary) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.log = p.deps.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.term = p.deps.Logger.With().Int64("epoch", p.epoch).Str("session", fmt.Sprintf("0x%x", p.zk.SessionID())).Logger()
+	p.log = p.term
 	p.log.Info().Msg("primary: leading")
 	defer func() {
 		p.mu.Lock()
@@ -364,7 +366,7 @@ func (p *Primary) start(ctx context.Context, recs []persist.Record) error {
 	if p.era, err = p.seq.Meta().CurrentEra(ctx, zkEpoch); err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
-	p.log = p.log.With().Int64("zk_epoch", p.zkEpoch).Logger()
+	p.log = p.term.With().Int64("zk_epoch", p.zkEpoch).Logger()
 	exists, _, err := p.zk.Session().Exists(ctx, p.cfg.MarkerPath)
 	if err != nil {
 		return fmt.Errorf("primary: check the cluster marker %s: %w", p.cfg.MarkerPath, err)

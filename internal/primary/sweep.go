@@ -28,7 +28,7 @@ func (p *Primary) newEpoch(ctx context.Context) (bool, error) {
 	p.view.Unlock()
 	p.era = era
 	clear(p.handGone)
-	p.log = p.log.With().Int64("zk_epoch", e).Logger()
+	p.log = p.term.With().Int64("zk_epoch", e).Logger() // once: it replaces the last
 	// Decide from the store as it is now: an operator may have written it
 	// (an advance, an import) since this primary last read it whole, in
 	// ZooKeeper's history that the election may have thrown away.
