@@ -161,7 +161,7 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 	switch {
 	case err == nil:
 	case landed:
-		m.note("a create whose reply was lost landed")
+		m.notes["a create whose reply was lost landed"]++ // m.mu is held
 	case class == "exists":
 		if e.undeletable[name] {
 			// Still the rolled-back state (the store keeps the name
