@@ -216,9 +216,17 @@ func (e *env) workerTakesAgain(what string) {
 func (e *env) strangerRefused(label, name, what string) {
 	zc := e.connect("stranger", e.zkAddr, workerSession, 0)
 	defer zc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	got, err := e.client(zc, time.Second).Take(ctx, name, 1)
-	cancel()
+	stranger := e.client(zc, time.Second)
+	var got state.Ranges
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		got, err = stranger.Take(ctx, name, 1)
+		cancel()
+		if !zkclient.IsTransient(err) || time.Now().After(deadline) {
+			break // an answer (a connection lost says nothing)
+		}
+	}
 	if errors.Is(err, zkclient.ErrNoAuth) {
 		return
 	}
