@@ -152,7 +152,7 @@ func (e *env) recreateName(name string, overHTTP bool) string {
 		err = e.admin.Register(ctx, name, e.spec(name).reg)
 	}
 	cancel()
-	lost := err != nil && replyLost(err)
+	lost := replyLost(err)
 	landed := lost && e.existsSure(name)
 	m := e.m
 	m.mu.Lock()

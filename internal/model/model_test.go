@@ -286,10 +286,7 @@ const primaryLogLines = 200
 func (l *primaryLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, strings.TrimSpace(string(p)))
-	if len(l.lines) > 4*primaryLogLines {
-		l.lines = slices.Clone(l.lines[len(l.lines)-primaryLogLines:])
-	}
+	l.lines = keepLast(l.lines, strings.TrimSpace(string(p)), primaryLogLines)
 	return len(p), nil
 }
 
@@ -297,6 +294,16 @@ func (l *primaryLog) tail() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(lastN(l.lines, primaryLogLines))
+}
+
+// keepLast appends line to s, which keeps at least its last n lines: it is
+// cut to them once it holds 4n, so that it is copied only now and then.
+func keepLast(s []string, line string, n int) []string {
+	s = append(s, line)
+	if len(s) > 4*n {
+		s = slices.Clone(s[len(s)-n:])
+	}
+	return s
 }
 
 func lastN(s []string, n int) []string {
@@ -397,10 +404,7 @@ const recentOps = 300
 
 // logOp appends a line to the operation log; m.mu must be held.
 func (m *model) logOp(line string) {
-	m.recent = append(m.recent, line)
-	if len(m.recent) > 4*recentOps {
-		m.recent = slices.Clone(m.recent[len(m.recent)-recentOps:])
-	}
+	m.recent = keepLast(m.recent, line, recentOps)
 }
 
 // fail records a failure; m.mu must be held.

@@ -81,7 +81,7 @@ func (e *env) opImportBeside(r *rand.Rand) (string, bool) {
 	}
 	outs, err := transfer.Import(ctx, e.admin, e.store, strings.NewReader(export), transfer.ImportOptions{MinReserve: operatorReserve})
 	wg.Wait()
-	lost := register != "" && regErr != nil && replyLost(regErr)
+	lost := register != "" && replyLost(regErr)
 	landed := lost && e.existsSure(register)
 
 	m := e.m
